@@ -1,0 +1,41 @@
+"""tensprov-lab: fine-grained provenance of PySpark pipelines, kept as sparse tensors.
+
+>>> import tensprov_lab
+>>> tensprov_lab.parse_size("2KB")
+2048
+
+``import tensprov_lab`` is cheap: pyspark and IPython are imported when first needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensprov_lab._api import last_run, parse_size, runs, store, track
+
+__all__ = [
+    "track",
+    "store",
+    "last_run",
+    "runs",
+    "parse_size",
+    "Run",
+    "Lineage",
+    "load_ipython_extension",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Run", "Lineage"):
+        from tensprov_lab import _run
+
+        return getattr(_run, name)
+    raise AttributeError(f"module 'tensprov_lab' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tensprov_lab``: register the ``%%provtrack`` magics."""
+    from tensprov_lab.notebook._magics import load_ipython_extension as load
+
+    load(ipython)

@@ -1,0 +1,130 @@
+"""The process-wide store and the ``track`` context manager."""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from tensprov_lab.store import Store
+
+if TYPE_CHECKING:
+    from tensprov_lab._run import Run
+    from tensprov_lab.capture._tracker import Tracker
+
+__all__ = ["track", "store", "last_run", "runs", "parse_size"]
+
+_STORE = Store()
+_TRACKERS: dict[int, Tracker] = {}
+_RUNS: list[Run] = []
+
+
+def store() -> Store:
+    """The process-wide provenance store (every run of every tracked block)."""
+    return _STORE
+
+
+def runs() -> list[Run]:
+    """Every run recorded in this process, oldest first."""
+    return list(_RUNS)
+
+
+def last_run() -> Run:
+    """The most recent run.
+
+    Raises
+    ------
+    LookupError
+        When nothing has been tracked yet.
+    """
+    if not _RUNS:
+        raise LookupError(
+            "nothing has been tracked yet: run code in `with tensprov_lab.track(spark):` "
+            "or a %%provtrack cell first"
+        )
+    return _RUNS[-1]
+
+
+def _tracker(spark: Any) -> Tracker:
+    from tensprov_lab.capture._tracker import Tracker
+
+    key = id(spark._jsparkSession)
+    tracker = _TRACKERS.get(key)
+    if tracker is None:
+        tracker = _TRACKERS[key] = Tracker(spark, _STORE)
+    return tracker
+
+
+def parse_size(size: int | str | None) -> int | None:
+    """``"512MB"`` → bytes.
+
+    >>> parse_size("1.5 KB")
+    1536
+    """
+    if size is None or isinstance(size, int):
+        return size
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?i?b?)\s*", str(size), re.IGNORECASE)
+    if not m:
+        raise ValueError(f"cannot read the size {size!r}: write e.g. 512MB or 2GB")
+    unit = m.group(2).lower().rstrip("b").rstrip("i")
+    scale = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}[unit]
+    return int(float(m.group(1)) * scale)
+
+
+class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
+    """Capture the provenance of the DataFrame code run inside the block.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    name : str, optional
+        Name of the run (default: its number).
+    budget : int or str, optional
+        Most bytes of tensors the store may hold, e.g. ``"1GB"``; operations past it
+        are kept as opaque (coarse lineage only) with a warning.
+
+    Examples
+    --------
+    >>> with tensprov_lab.track(spark, name="demo") as run:  # doctest: +SKIP
+    ...     big = orders.filter("amount > 50")
+    >>> run.backward(big, rows=[0])  # doctest: +SKIP
+    """
+
+    def __init__(self, spark: Any, name: str | None = None, budget: int | str | None = None):
+        self.spark = spark
+        self.name = name
+        self.budget = parse_size(budget)
+        self.run: Run | None = None
+        self._progress: Any = None
+
+    def __enter__(self) -> Run:
+        from tensprov_lab._run import Run
+
+        tracker = _tracker(self.spark)
+        tracker.budget = self.budget
+        log = tracker.begin(self.name)
+        self._tracker = tracker
+        self.run = Run(tracker, log)
+        return self.run
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        frame = sys._getframe(1)
+        try:
+            self._tracker.end(frame, progress=self._progress)
+        except Exception as err:  # never hide the user's own exception behind ours
+            self._tracker.abort()
+            if exc_type is None:
+                raise
+            warnings.warn(f"tensprov-lab: capture failed: {err}", stacklevel=2)
+        finally:
+            del frame
+        assert self.run is not None
+        _RUNS.append(self.run)
+        return False

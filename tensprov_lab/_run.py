@@ -1,0 +1,274 @@
+"""Runs (one tracked block each) and lineage results: the user-facing query API."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tensprov_lab.query import LineageResult, backward, forward, mapping
+from tensprov_lab.store import Dataset, Operation, Store
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.sparse
+
+    from tensprov_lab.capture._tracker import RunLog, Tracker
+
+__all__ = ["Run", "Lineage", "ROW"]
+
+#: name of the column holding the canonical row index in record tables
+ROW = "_row"
+
+
+class Run:
+    """The provenance recorded by one tracked block (queries see the whole graph).
+
+    Datasets are referred to by the DataFrame object, by the variable name it was bound
+    to, or by a :class:`~tensprov_lab.store.Dataset`.
+    """
+
+    def __init__(self, tracker: Tracker, log: RunLog) -> None:
+        self._tracker = tracker
+        self._log = log
+
+    # -- structure -------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        return self._tracker.store
+
+    @property
+    def id(self) -> int:
+        return self._log.id
+
+    @property
+    def name(self) -> str | None:
+        return self._log.name
+
+    @property
+    def datasets(self) -> list[Dataset]:
+        return [self.store.datasets[d] for d in self._log.datasets]
+
+    @property
+    def operations(self) -> list[Operation]:
+        return [self.store.operations[o] for o in self._log.operations]
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._log.warnings)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of capture (reading record keys back from Spark)."""
+        return self._log.seconds
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every tensor and inverse index of this run's operations."""
+        return sum(op.nbytes + op.index_nbytes for op in self.operations)
+
+    @property
+    def entries(self) -> int:
+        return sum(op.entries for op in self.operations)
+
+    def dataset(self, ref: Any) -> Dataset:
+        """The dataset of a DataFrame, a variable name, a dataset id or a Dataset."""
+        return self.store.datasets[self._ds_id(ref)]
+
+    def _ds_id(self, ref: Any) -> int:
+        if isinstance(ref, Dataset):
+            return ref.id
+        if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
+            if int(ref) in self.store.datasets:
+                return int(ref)
+            raise KeyError(f"no dataset with id {ref}")
+        if isinstance(ref, str):
+            mine = [d for d in self.datasets if d.name == ref]
+            found = mine or [d for d in self.store.datasets.values() if d.name == ref]
+            if not found:
+                names = sorted({d.name for d in self.store.datasets.values() if d.name})
+                raise KeyError(f"no dataset named {ref!r}; known names: {', '.join(names) or 'none'}")
+            return found[-1].id
+        node = self._tracker.node_of(ref)
+        if node is None or node.ds_id is None:
+            raise KeyError(
+                "this DataFrame was not captured: create it inside a tracked block "
+                "(tensprov_lab.track or %%provtrack)"
+            )
+        return node.ds_id
+
+    def summary(self) -> str:
+        ops = self.operations
+        return (
+            f"tensprov-lab run {self.name or self.id}: {len(ops)} operations, "
+            f"{len(self.datasets)} datasets, {self.entries:,} tensor entries, "
+            f"{_human_bytes(self.nbytes)}, capture {self.seconds:.2f} s"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Run {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{op.id}</td><td>{html.escape(op.method)}</td><td>{op.category}</td>"
+            f"<td>{html.escape(', '.join(self.store.datasets[i].label for i in op.inputs))}</td>"
+            f"<td>{html.escape(self.store.datasets[op.output].label)}</td>"
+            f"<td>{self.store.datasets[op.output].n_rows}</td>"
+            f"<td>{_human_bytes(op.nbytes)}</td>"
+            f"<td>{'opaque ' if op.opaque else ''}{'non-deterministic' if op.nondeterministic else ''}</td></tr>"
+            for op in self.operations
+            if not op.trivial
+        )
+        return (
+            f"<div><b>{html.escape(self.summary())}</b><table><tr><th>op</th><th>method</th>"
+            f"<th>category</th><th>inputs</th><th>output</th><th>rows</th><th>bytes</th>"
+            f"<th>flags</th></tr>{rows}</table></div>"
+        )
+
+    # -- records ---------------------------------------------------------------------
+    def rows(self, df: Any, rows: Sequence[int] | np.ndarray | None = None, where: str | None = None) -> pd.DataFrame:
+        """Records of a dataset with their canonical row index (column ``_row``).
+
+        Parameters
+        ----------
+        df : DataFrame, str or Dataset
+        rows : row indices to return (default: all)
+        where : SQL predicate over the dataset's columns, e.g. ``"amount > 50"``
+        """
+        ds_id = self._ds_id(df)
+        return self._tracker.records(ds_id, _as_rows(rows), where)
+
+    def _select(self, df: Any, rows: Any, where: str | None) -> tuple[int, np.ndarray]:
+        ds_id = self._ds_id(df)
+        if rows is not None and where is not None:
+            raise ValueError("give rows= or where=, not both")
+        if where is not None:
+            return ds_id, self._tracker.select_rows(ds_id, where)
+        n = self.store.datasets[ds_id].n_rows
+        picked = np.arange(n or 0, dtype=np.int64) if rows is None else _as_rows(rows)
+        if n is not None and len(picked) and (picked.min() < 0 or picked.max() >= n):
+            raise IndexError(
+                f"row indices must be in 0..{n - 1} for {self.store.datasets[ds_id].label}"
+            )
+        return ds_id, np.unique(picked)
+
+    def _targets(self, to: Any, default: list[int]) -> list[int] | None:
+        if to is None:
+            return default
+        if isinstance(to, (list, tuple)):
+            return [self._ds_id(t) for t in to]
+        return [self._ds_id(to)]
+
+    def backward(self, df: Any, rows: Any = None, where: str | None = None, to: Any = None) -> Lineage:
+        """Q2: records of ``to`` (default: every source) that ``rows`` of ``df`` come from."""
+        ds_id, picked = self._select(df, rows, where)
+        targets = self._targets(to, self.store.sources())
+        return Lineage(self, backward(self.store, ds_id, picked, to=targets))
+
+    def forward(self, df: Any, rows: Any = None, where: str | None = None, to: Any = None) -> Lineage:
+        """Q1: records of ``to`` (default: every sink) derived from ``rows`` of ``df``."""
+        ds_id, picked = self._select(df, rows, where)
+        targets = self._targets(to, self.store.sinks())
+        return Lineage(self, forward(self.store, ds_id, picked, to=targets))
+
+    def mapping(self, src: Any, dst: Any) -> scipy.sparse.csr_array:
+        """Whole-dataset mapping, ``dst`` rows x ``src`` rows, composed along every path."""
+        return mapping(self.store, self._ds_id(src), self._ds_id(dst))
+
+
+class Lineage:
+    """Rows reached by a lineage query, per dataset (sorted int64 arrays)."""
+
+    def __init__(self, run: Run, result: LineageResult) -> None:
+        self.run = run
+        self.result = result
+
+    @property
+    def direction(self) -> str:
+        return self.result.direction
+
+    @property
+    def blocked(self) -> list[Operation]:
+        """Opaque operations where record-level lineage stopped."""
+        return [self.run.store.operations[o] for o in self.result.blocked]
+
+    def _targets(self) -> dict[int, np.ndarray]:
+        return {d: r for d, r in self.result.rows.items() if d != self.result.start}
+
+    def __getitem__(self, ref: Any) -> np.ndarray:
+        ds_id = self.run._ds_id(ref)
+        if ds_id not in self.result.rows:
+            raise KeyError(f"{self.run.store.datasets[ds_id].label} is not in this lineage")
+        return self.result.rows[ds_id]
+
+    def __iter__(self) -> Iterator[Dataset]:
+        return (self.run.store.datasets[d] for d in self._targets())
+
+    def __len__(self) -> int:
+        return len(self._targets())
+
+    def items(self) -> Iterable[tuple[str, np.ndarray]]:
+        return [(self.run.store.datasets[d].label, r) for d, r in self._targets().items()]
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {label: r.tolist() for label, r in self.items()}
+
+    def to_pandas(self, dataset: Any = None) -> pd.DataFrame | dict[str, pd.DataFrame]:
+        """The reached records: one table (when one dataset is reached or named), else a
+        dict of tables keyed by dataset name."""
+        targets = self._targets()
+        if dataset is not None:
+            ds_id = self.run._ds_id(dataset)
+            return self.run._tracker.records(ds_id, self.result.rows[ds_id], None)
+        tables = {
+            self.run.store.datasets[d].label: self.run._tracker.records(d, r, None)
+            for d, r in targets.items()
+        }
+        if len(tables) == 1:
+            return next(iter(tables.values()))
+        return tables
+
+    def __repr__(self) -> str:
+        start = self.run.store.datasets[self.result.start].label
+        parts = ", ".join(f"{label}: {_short(r)}" for label, r in self.items())
+        extra = f" (stopped at {len(self.blocked)} opaque operation(s))" if self.blocked else ""
+        return f"<Lineage {self.direction} from {start}: {parts}{extra}>"
+
+    def _repr_html_(self) -> str:
+        start = html.escape(self.run.store.datasets[self.result.start].label)
+        items = "".join(
+            f"<li><b>{html.escape(label)}</b>: {len(r)} row(s) {html.escape(_short(r))}</li>"
+            for label, r in self.items()
+        )
+        warn = ""
+        if self.blocked:
+            ops = ", ".join(html.escape(o.expression) for o in self.blocked)
+            warn = f"<p>⚠ record lineage stops at opaque operation(s): {ops}</p>"
+        return f"<div><p>{self.direction} lineage from {start}</p><ul>{items}</ul>{warn}</div>"
+
+
+def _as_rows(rows: Any) -> np.ndarray:
+    if rows is None:
+        return None  # type: ignore[return-value]
+    if isinstance(rows, (int, np.integer)):
+        rows = [int(rows)]
+    arr = np.asarray(rows)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"rows must be integers, got {arr.dtype}")
+    return arr.astype(np.int64).ravel()
+
+
+def _short(rows: np.ndarray, limit: int = 8) -> str:
+    head = ", ".join(str(int(r)) for r in rows[:limit])
+    return f"[{head}{', …' if len(rows) > limit else ''}]"
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"

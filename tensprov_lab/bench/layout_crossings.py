@@ -1,0 +1,285 @@
+"""Edge crossings of :mod:`tensprov_lab.layout` against Graphviz ``dot``.
+
+Run ``python -m tensprov_lab.bench.layout_crossings``. A seeded corpus of
+pipeline-shaped DAGs (sources fanning into joins, chains of one-input
+operations, unions, forks, a few sinks) and random layered DAGs, 10 to 300
+nodes, is laid out by our Sugiyama layout and by ``dot -Grankdir=LR -Tplain``.
+Both drawings are scored by :func:`tensprov_lab.layout.count_crossings`: the
+layered crossing number, where dot's edge splines are sampled into polylines
+and read at each rank, so the two tools are measured by the same rule (see
+that module's docstring). Prints a plain-text table per size bucket and the
+layout time of 200-node DAGs (median of several runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from tensprov_lab.layout import count_crossings, sugiyama_layout_with_edges
+
+Point = tuple[float, float]
+
+BUCKETS: tuple[tuple[int, int], ...] = ((10, 29), (30, 59), (60, 119), (120, 199), (200, 300))
+
+
+# ---------------------------------------------------------------------------
+# Corpus
+# ---------------------------------------------------------------------------
+
+
+def pipeline_dag(n_nodes: int, seed: int) -> nx.DiGraph:
+    """A Spark-job-like DAG with about ``n_nodes`` nodes (never more).
+
+    Reads feed chains of narrow operations; streams meet in joins and unions,
+    some are reused by two consumers (a cached DataFrame), new lookup tables
+    are read midway, and the open streams end in a few writes.
+    """
+    rng = random.Random(seed)
+    G = nx.DiGraph()
+    n_sinks = rng.randint(1, max(1, min(4, n_nodes // 10)))
+    budget = n_nodes - n_sinks
+    streams: list[int] = []
+
+    def add(kind: str, inputs: Sequence[int]) -> int:
+        v = G.number_of_nodes()
+        G.add_node(v, kind=kind)
+        for u in inputs:
+            G.add_edge(u, v)
+        return v
+
+    def pick() -> int:
+        # Recent streams are extended more often, which yields long chains.
+        i = len(streams) - 1 - min(int(rng.expovariate(0.7)), len(streams) - 1)
+        return streams.pop(i)
+
+    for _ in range(max(2, round(budget * rng.uniform(0.05, 0.12)))):
+        streams.append(add("source", ()))
+    while G.number_of_nodes() < budget:
+        room = budget - G.number_of_nodes()
+        op = rng.choices(("map", "join", "union", "fork", "source"), (55, 20, 7, 10, 8))[0]
+        if op == "source" or not streams:
+            streams.append(add("source", ()))
+        elif op == "map" or len(streams) < 2:
+            streams.append(add("map", (pick(),)))
+        elif op == "join":
+            a, b = pick(), pick()
+            streams.append(add("join", (a, b)))
+        elif op == "union":
+            k = min(rng.randint(2, 4), len(streams))
+            streams.append(add("union", [pick() for _ in range(k)]))
+        elif room >= 2:
+            s = pick()
+            streams.append(add("map", (s,)))
+            streams.append(add("map", (s,)))
+    sinks = [add("sink", ()) for _ in range(n_sinks)]
+    for i, s in enumerate(streams):
+        G.add_edge(s, sinks[i % n_sinks] if i < n_sinks else rng.choice(sinks))
+    return G
+
+
+def layered_dag(n_nodes: int, seed: int) -> nx.DiGraph:
+    """Random DAG on hidden layers; most edges join adjacent layers, some skip."""
+    rng = random.Random(seed)
+    n_layers = max(2, round(n_nodes**0.5 * rng.uniform(0.8, 1.5)))
+    layer_of = sorted(rng.randrange(n_layers) for _ in range(n_nodes))
+    layer_of[0] = 0
+    by_layer: list[list[int]] = [[] for _ in range(n_layers)]
+    for v, lay in enumerate(layer_of):
+        by_layer[lay].append(v)
+    G = nx.DiGraph()
+    G.add_nodes_from(range(n_nodes))
+    for v, lay in enumerate(layer_of):
+        if lay == 0:
+            continue
+        earlier = [i for i in range(lay) if by_layer[i]]
+        for _ in range(rng.choice((1, 1, 2, 2, 3))):
+            i = earlier[-1] if rng.random() < 0.75 else rng.choice(earlier)
+            G.add_edge(rng.choice(by_layer[i]), v)
+    return G
+
+
+@dataclass(frozen=True)
+class Case:
+    family: str
+    seed: int
+    graph: nx.DiGraph
+
+
+def corpus(seeds: int = 3) -> list[Case]:
+    sizes = (10, 15, 20, 30, 40, 50, 70, 90, 110, 130, 160, 190, 220, 260, 300)
+    cases = []
+    for n in sizes:
+        for s in range(seeds):
+            cases.append(Case("pipeline", s, pipeline_dag(n, 1000 * n + s)))
+            cases.append(Case("layered", s, layered_dag(n, 7000 * n + s)))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# Graphviz dot
+# ---------------------------------------------------------------------------
+
+
+def _dot_source(G: nx.DiGraph) -> str:
+    names = {v: f"n{i}" for i, v in enumerate(G.nodes)}
+    lines = [
+        "digraph G {",
+        "rankdir=LR;",
+        'node [shape=box, width=0.3, height=0.3, fixedsize=true, label=""];',
+    ]
+    lines.extend(f"{names[v]};" for v in G.nodes)
+    lines.extend(f"{names[u]} -> {names[v]};" for u, v in G.edges)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _bezier(ctrl: Sequence[Point], samples: int = 12) -> list[Point]:
+    """Points along dot's piecewise cubic Bezier spline."""
+    out = [ctrl[0]]
+    for k in range(0, len(ctrl) - 3, 3):
+        (x0, y0), (x1, y1), (x2, y2), (x3, y3) = ctrl[k : k + 4]
+        for i in range(1, samples + 1):
+            t = i / samples
+            s = 1.0 - t
+            a, b, c, d = s * s * s, 3 * s * s * t, 3 * s * t * t, t * t * t
+            out.append((a * x0 + b * x1 + c * x2 + d * x3, a * y0 + b * y1 + c * y2 + d * y3))
+    return out
+
+
+def dot_layout(
+    G: nx.DiGraph, dot: str = "dot"
+) -> tuple[dict[Hashable, Point], dict[tuple[Hashable, Hashable], list[Point]]]:
+    """Node centres and sampled edge splines of ``dot -Tplain`` (rankdir=LR)."""
+    res = subprocess.run(
+        [dot, "-Tplain"], input=_dot_source(G), capture_output=True, text=True, check=True
+    )
+    back = {f"n{i}": v for i, v in enumerate(G.nodes)}
+    pos: dict[Hashable, Point] = {}
+    splines: dict[tuple[Hashable, Hashable], list[Point]] = {}
+    for line in res.stdout.splitlines():
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "node":
+            pos[back[f[1]]] = (float(f[2]), float(f[3]))
+        elif f[0] == "edge":
+            n = int(f[3])
+            nums = [float(t) for t in f[4 : 4 + 2 * n]]
+            ctrl = list(zip(nums[0::2], nums[1::2], strict=True))
+            splines[(back[f[1]], back[f[2]])] = _bezier(ctrl)
+    return pos, splines
+
+
+# ---------------------------------------------------------------------------
+# Measurement and report
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    family: str
+    nodes: int
+    edges: int
+    ours: int
+    dot: int
+    ours_ms: float
+    dot_ms: float
+
+
+def measure(case: Case, dot: str = "dot") -> Result:
+    G = case.graph
+    t0 = time.perf_counter()
+    pos, bends = sugiyama_layout_with_edges(G)
+    t1 = time.perf_counter()
+    dpos, dsplines = dot_layout(G, dot)
+    t2 = time.perf_counter()
+    return Result(
+        case.family,
+        G.number_of_nodes(),
+        G.number_of_edges(),
+        count_crossings(G, pos, bends),
+        count_crossings(G, dpos, dsplines, tol=1e-3),
+        (t1 - t0) * 1000.0,
+        (t2 - t1) * 1000.0,
+    )
+
+
+def time_layout(G: nx.DiGraph, runs: int = 7) -> float:
+    """Median wall time of our layout in milliseconds."""
+    sugiyama_layout_with_edges(G)  # warm-up
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sugiyama_layout_with_edges(G)
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return statistics.median(times)
+
+
+def _row(label: str, rs: Sequence[Result]) -> str:
+    ours = statistics.median(r.ours for r in rs)
+    theirs = statistics.median(r.dot for r in rs)
+    wins = sum(r.ours < r.dot for r in rs)
+    ties = sum(r.ours == r.dot for r in rs)
+    losses = sum(r.ours > r.dot for r in rs)
+    return (
+        f"{label:<18}{len(rs):>6}{ours:>12g}{theirs:>12g}"
+        f"{sum(r.ours for r in rs):>11}{sum(r.dot for r in rs):>11}"
+        f"{f'{wins}/{ties}/{losses}':>12}"
+        f"{statistics.median(r.ours_ms for r in rs):>12.1f}"
+        f"{statistics.median(r.dot_ms for r in rs):>11.1f}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seeds", type=int, default=3, help="graphs per size and family")
+    parser.add_argument("--runs", type=int, default=9, help="timing runs for 200-node DAGs")
+    parser.add_argument("--dot", default="dot", help="path of the Graphviz dot binary")
+    args = parser.parse_args(argv)
+    if shutil.which(args.dot) is None:
+        parser.error(f"{args.dot!r} not found; install Graphviz (Debian: apt-get install graphviz)")
+
+    results = [measure(c, args.dot) for c in corpus(args.seeds)]
+    header = (
+        f"{'bucket (nodes)':<18}{'graphs':>6}{'med ours':>12}{'med dot':>12}"
+        f"{'sum ours':>11}{'sum dot':>11}{'W/T/L':>12}{'ours ms':>12}{'dot ms':>11}"
+    )
+    print("Layered edge crossings, ours vs Graphviz dot (same metric; lower is better)")
+    print("W/T/L: graphs where ours has fewer / equal / more crossings than dot.")
+    print("ours ms: median layout time; dot ms: median dot run incl. process start.")
+    print()
+    for family in ("pipeline", "layered", "all"):
+        sel = [r for r in results if family in ("all", r.family)]
+        print(f"[{family}]")
+        print(header)
+        for lo, hi in BUCKETS:
+            rs = [r for r in sel if lo <= r.nodes <= hi]
+            if rs:
+                print(_row(f"{lo}-{hi}", rs))
+        print(_row("overall", sel))
+        print()
+
+    print("Layout time of 200-node DAGs (median of {} runs):".format(args.runs))
+    for name, G in (
+        ("pipeline", pipeline_dag(200, 42)),
+        ("layered", layered_dag(200, 42)),
+    ):
+        ms = time_layout(G, args.runs)
+        print(
+            f"  {name:<9} {G.number_of_nodes()} nodes, {G.number_of_edges()} edges: "
+            f"{ms:.1f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

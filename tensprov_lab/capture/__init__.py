@@ -1,0 +1,5 @@
+"""Capture: watch PySpark DataFrame calls and turn them into provenance tensors."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

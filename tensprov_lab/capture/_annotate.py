@@ -1,0 +1,417 @@
+"""Annotated plans: the user's plan with hidden record-key columns carried through.
+
+For an operation ``out = f(in_1, ..., in_n)`` the analyzed plan of ``out`` contains the
+plans of its inputs as subtrees.  We replace each input subtree by the input's
+*annotated* plan (same output attributes, same expression ids, plus key columns) and
+let the keys pass through every node between the inputs and the root.  Because the
+user's own expressions are kept as they are, the annotated plan computes exactly the
+user's records, each tagged with the keys of the input records it comes from.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensprov_lab.capture._jvm import Jvm
+
+__all__ = ["Annotated", "Block", "Rewrite", "Unsupported", "annotate_source", "rewrite"]
+
+JObject = Any
+_names = itertools.count()
+
+
+def key_name(prefix: str = "k") -> str:
+    return f"__tp_{prefix}{next(_names)}"
+
+
+class Unsupported(Exception):
+    """The plan has a node capture cannot trace record by record."""
+
+
+@dataclass
+class Annotated:
+    """An annotated plan: ``plan.output == user attributes ++ keys``."""
+
+    plan: JObject
+    keys: list[JObject]
+    width: int
+
+    def key_names(self) -> list[str]:
+        return [str(k.name()) for k in self.keys]
+
+
+@dataclass
+class Block:
+    """Key columns of the output that carry one thing: an input occurrence's keys,
+    the union branch, or the position of an exploded element."""
+
+    kind: str  # "input" | "branch" | "genpos"
+    pos: int  # input occurrence for kind == "input"
+    attrs: list[JObject]
+    width: int
+
+
+@dataclass
+class Group:
+    """A grouping node on the path: the plan that lists every group's members."""
+
+    kind: str  # "aggregate" | "dedup"
+    members_plan: JObject
+    rep: str  # column of the representative key
+    members: str  # column of the list of member keys
+    pos: int
+
+
+@dataclass
+class Semi:
+    pairs_plan: JObject | None  # inner version of a semi join; None for an anti join
+    left: list[Block]
+    right: list[Block]
+
+
+@dataclass
+class Rewrite:
+    plan: JObject
+    blocks: list[Block]
+    occurrences: list[int]  # input index of each occurrence
+    nodes: list[str] = field(default_factory=list)
+    group: Group | None = None
+    sort: bool = False
+    semi: Semi | None = None
+    n_branches: int = 0
+    contextual: bool = False
+    nondeterministic: bool = False
+
+    @property
+    def keys(self) -> list[JObject]:
+        return [a for b in self.blocks for a in b.attrs]
+
+    @property
+    def width(self) -> int:
+        return sum(b.width for b in self.blocks)
+
+
+_PASS = {
+    "Filter",
+    "GlobalLimit",
+    "LocalLimit",
+    "Sample",
+    "Repartition",
+    "RepartitionByExpression",
+    "RebalancePartitions",
+    "SubqueryAlias",
+    "ResolvedHint",
+    "View",
+    "Offset",
+    "CollectMetrics",
+    "Window",
+}
+#: node kinds that never change which records exist, nor their order in our numbering
+TRIVIAL = {
+    "Repartition",
+    "RepartitionByExpression",
+    "RebalancePartitions",
+    "ResolvedHint",
+    "SubqueryAlias",
+    "View",
+    "CollectMetrics",
+}
+STABLE_LEAVES = {
+    "LogicalRDD",
+    "LocalRelation",
+    "LogicalRelation",
+    "Range",
+    "DataSourceV2Relation",
+    "HiveTableRelation",
+    "OneRowRelation",
+    "InMemoryRelation",
+}
+_STABLE_INNER = {"Project", "Filter", "SubqueryAlias", "View", "ResolvedHint", "Generate"}
+
+
+def _literals(jvm: Jvm, items: list[tuple[str, str | None, str]]) -> list[JObject]:
+    """Named literal expressions without references, one fresh expression id each.
+
+    ``items`` are ``(sql literal, cast type or None, name)``.
+    """
+    from pyspark.sql import functions as F
+
+    cols = []
+    for lit, typ, name in items:
+        c = F.expr(lit)
+        cols.append((c.cast(typ) if typ else c).alias(name))
+    return jvm.expressions_of(jvm.spark.range(1).select(*cols))
+
+
+def plan_is_stable(jvm: Jvm, plan: JObject) -> bool:
+    """Does re-executing ``plan`` give the same rows in the same order?"""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        cls = jvm.cls(node)
+        if cls not in STABLE_LEAVES and cls not in _STABLE_INNER:
+            return False
+        if not jvm.deterministic(node):
+            return False
+        stack.extend(jvm.children(node))
+    return True
+
+
+def annotate_source(jvm: Jvm, plan: JObject, pin: bool) -> Annotated:
+    """Key a source by scan position; pin it first when its order is not stable."""
+    from pyspark.sql import functions as F
+
+    name = key_name("s")
+    mono = jvm.expressions_of(
+        jvm.spark.range(1).select(F.monotonically_increasing_id().alias(name))
+    )[0]
+    aplan = jvm.project([*jvm.output(plan), mono], plan)
+    if pin:
+        pinned = jvm.to_df(aplan).localCheckpoint(eager=True)
+        aplan = jvm.plan(pinned)
+    return Annotated(aplan, [jvm.output(aplan)[-1]], 1)
+
+
+class _Rewriter:
+    def __init__(self, jvm: Jvm, inputs: list[tuple[JObject, Annotated]]) -> None:
+        self.jvm = jvm
+        self.inputs = inputs
+        self.idents = [jvm.ident(p) for p, _ in inputs]
+        self.occurrences: list[int] = []
+        self.info = Rewrite(plan=None, blocks=[], occurrences=self.occurrences)
+
+    # -- finding the inputs ----------------------------------------------------------
+    def _match(self, node: JObject) -> tuple[JObject, list[Block]] | None:
+        ident = self.jvm.ident(node)
+        for i, (q, ann) in enumerate(self.inputs):
+            if ident == self.idents[i]:
+                return self._occurrence(i, ann.plan, ann.keys, ann.width)
+        node_ids = set(self.jvm.expr_ids(node))
+        for i, (q, ann) in enumerate(self.inputs):
+            # the analyzer re-instances a relation used twice (self-join, self-union):
+            # same result, new expression ids
+            if node_ids and node_ids.isdisjoint(self.jvm.expr_ids(q)) and node.sameResult(q):
+                return self._reinstance(i, node, ann)
+        return None
+
+    def _occurrence(
+        self, i: int, plan: JObject, keys: list[JObject], width: int
+    ) -> tuple[JObject, list[Block]]:
+        pos = len(self.occurrences)
+        self.occurrences.append(i)
+        return plan, [Block("input", pos, keys, width)]
+
+    def _reinstance(self, i: int, node: JObject, ann: Annotated) -> tuple[JObject, list[Block]]:
+        jvm = self.jvm
+        a_out = jvm.output(ann.plan)
+        s_out = jvm.output(node)
+        exprs = [jvm.alias(q, str(s.name()), like=s) for q, s in zip(a_out, s_out)]
+        keys = [jvm.alias(k, key_name("r")) for k in ann.keys]
+        plan = jvm.project(exprs + keys, ann.plan)
+        return self._occurrence(i, plan, [k.toAttribute() for k in keys], ann.width)
+
+    # -- the walk --------------------------------------------------------------------
+    def walk(self, node: JObject) -> tuple[JObject, list[Block]]:
+        found = self._match(node)
+        if found is not None:
+            return found
+        kids = self.jvm.children(node)
+        results = [self.walk(k) for k in kids]
+        if not any(b for _, b in results):
+            return node, []
+        cls = self.jvm.cls(node)
+        self.info.nodes.append(cls)
+        if not self.jvm.deterministic(node):
+            self.info.nondeterministic = True
+        handler = getattr(self, f"_on_{cls}", None)
+        if handler is not None:
+            return handler(node, kids, results)  # type: ignore[no-any-return]
+        if cls in _PASS:
+            if cls == "Window":
+                self.info.contextual = True
+            plan = node.withNewChildren(self.jvm.seq([p for p, _ in results]))
+            return plan, results[0][1]
+        raise Unsupported(f"plan node {cls} is not traced record by record")
+
+    @staticmethod
+    def _attrs(blocks: list[Block]) -> list[JObject]:
+        return [a for b in blocks for a in b.attrs]
+
+    def _single(self, results: list[tuple[JObject, list[Block]]]) -> tuple[JObject, list[Block]]:
+        if len(results) != 1:
+            raise Unsupported("expected one child")
+        return results[0]
+
+    def _on_Project(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        child, blocks = self._single(results)
+        return self.jvm.project([*self.jvm.lst(node.projectList()), *self._attrs(blocks)], child), blocks
+
+    def _on_Sort(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        child, blocks = self._single(results)
+        if not bool(getattr(node, "global")()):
+            # sortWithinPartitions: our numbering ignores partitions, so nothing changes
+            return node.withNewChildren(self.jvm.seq([child])), blocks
+        from pyspark.sql import functions as F
+
+        names = [str(a.name()) for a in self._attrs(blocks)]
+        # break ties by input order so the numbering does not depend on partitioning
+        tie = self.jvm.to_df(child).orderBy(*[F.col(n).asc_nulls_first() for n in names])
+        extra = self.jvm.lst(tie._jdf.queryExecution().analyzed().order())
+        order = [*self.jvm.lst(node.order()), *extra]
+        self.info.sort = True
+        return self.jvm.copy(node, order=self.jvm.seq(order), child=child), blocks
+
+    def _group_plan(self, child: JObject, blocks: list[Block], grouping: JObject | None) -> Any:
+        from pyspark.sql import functions as F
+
+        names = [str(a.name()) for a in self._attrs(blocks)]
+        rep, members = key_name("g"), key_name("m")
+        dummy = self.jvm.to_df(child).agg(
+            F.min(F.struct(*names)).alias(rep), F.collect_list(F.struct(*names)).alias(members)
+        )
+        agg = dummy._jdf.queryExecution().analyzed()
+        min_alias, list_alias = self.jvm.lst(agg.aggregateExpressions())
+        return agg, min_alias, list_alias, rep, members
+
+    def _input_block(self, blocks: list[Block], what: str) -> Block:
+        inputs = [b for b in blocks if b.kind == "input"]
+        if len(inputs) != 1 or len(blocks) != 1:
+            raise Unsupported(f"{what} over more than one input is not traced yet")
+        return inputs[0]
+
+    def _on_Aggregate(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        child, blocks = self._single(results)
+        block = self._input_block(blocks, "an aggregate")
+        if self.info.group is not None:
+            raise Unsupported("two grouping steps in one operation")
+        agg, min_alias, list_alias, rep, members = self._group_plan(child, blocks, None)
+        members_plan = self.jvm.copy(
+            node,
+            aggregateExpressions=self.jvm.seq([min_alias, list_alias]),
+            child=child,
+        )
+        new = self.jvm.copy(
+            node,
+            aggregateExpressions=self.jvm.seq([*self.jvm.lst(node.aggregateExpressions()), min_alias]),
+            child=child,
+        )
+        self.info.group = Group("aggregate", members_plan, rep, members, block.pos)
+        self.info.contextual = True
+        out_block = Block("input", block.pos, [min_alias.toAttribute()], block.width)
+        return new, [out_block]
+
+    def _dedup(self, node: JObject, keys: list[JObject], child: JObject, blocks: list[Block]) -> Any:
+        block = self._input_block(blocks, "dropDuplicates")
+        if self.info.group is not None:
+            raise Unsupported("two grouping steps in one operation")
+        agg, min_alias, list_alias, rep, members = self._group_plan(child, blocks, None)
+        members_plan = self.jvm.copy(
+            agg,
+            groupingExpressions=self.jvm.seq(keys),
+            aggregateExpressions=self.jvm.seq([min_alias, list_alias]),
+        )
+        self.info.group = Group("dedup", members_plan, rep, members, block.pos)
+        # a template Deduplicate node (its constructor differs across Spark versions)
+        template = self.jvm.to_df(child).dropDuplicates()._jdf.queryExecution().analyzed()
+        new = self.jvm.copy(template, keys=self.jvm.seq(keys), child=child)
+        return new, blocks
+
+    def _on_Deduplicate(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        child, blocks = self._single(results)
+        return self._dedup(node, self.jvm.lst(node.keys()), child, blocks)
+
+    def _on_Distinct(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        child, blocks = self._single(results)
+        return self._dedup(node, self.jvm.output(kids[0]), child, blocks)
+
+    def _on_Join(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        (left, lb), (right, rb) = results
+        if not lb or not rb:
+            raise Unsupported("a join with an untracked side")
+        new = node.withNewChildren(self.jvm.seq([left, right]))
+        jt = str(node.joinType().toString())
+        if jt in ("LeftSemi", "LeftAnti"):
+            if self.info.semi is not None:
+                raise Unsupported("two semi joins in one operation")
+            pairs = None
+            if jt == "LeftSemi":
+                inner = getattr(self.jvm.jvm.org.apache.spark.sql.catalyst.plans, "Inner$")
+                pairs = self.jvm.copy(new, joinType=getattr(inner, "MODULE$"))
+            self.info.semi = Semi(pairs, lb, rb)
+            return new, lb
+        return new, lb + rb
+
+    def _on_Union(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        if self.info.n_branches:
+            raise Unsupported("nested unions in one operation")
+        jvm = self.jvm
+        if any(not b for _, b in results):
+            raise Unsupported("a union with an untracked side")
+        all_blocks = [b for _, bs in results for b in bs]
+        projects = []
+        for c, ((child, blocks), kid) in enumerate(zip(results, kids)):
+            items: list[tuple[str, str | None, str]] = [(str(c), "bigint", key_name("b"))]
+            for b in all_blocks:
+                if not any(b is x for x in blocks):
+                    items += [("NULL", str(a.dataType().catalogString()), key_name("n")) for a in b.attrs]
+            lits = _literals(jvm, items)
+            it = iter(lits[1:])
+            exprs = [*jvm.output(kid), lits[0]]
+            for b in all_blocks:
+                exprs += b.attrs if any(b is x for x in blocks) else [next(it) for _ in b.attrs]
+            projects.append(jvm.project(exprs, child))
+        new = node.withNewChildren(jvm.seq(projects))
+        out = jvm.output(new)[len(jvm.output(kids[0])) :]
+        self.info.n_branches = len(kids)
+        new_blocks = [Block("branch", -1, [out[0]], 1)]
+        k = 1
+        for b in all_blocks:
+            new_blocks.append(Block(b.kind, b.pos, out[k : k + len(b.attrs)], b.width))
+            k += len(b.attrs)
+        return new, new_blocks
+
+    def _on_Generate(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        from pyspark.sql import functions as F
+
+        child, blocks = self._single(results)
+        gen = node.withNewChildren(self.jvm.seq([child]))
+        name = key_name("p")
+        mono = self.jvm.expressions_of(
+            self.jvm.spark.range(1).select(F.monotonically_increasing_id().alias(name))
+        )[0]
+        plan = self.jvm.project([*self.jvm.output(gen), mono], gen)
+        return plan, [*blocks, Block("genpos", -1, [mono.toAttribute()], 1)]
+
+    def _on_Expand(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
+        child, blocks = self._single(results)
+        keys = self._attrs(blocks)
+        projections = [
+            self.jvm.seq([*self.jvm.lst(p), *keys]) for p in self.jvm.lst(node.projections())
+        ]
+        new = self.jvm.copy(
+            node,
+            projections=self.jvm.seq(projections),
+            output=self.jvm.seq([*self.jvm.lst(node.output()), *keys]),
+            child=child,
+        )
+        return new, blocks
+
+
+def rewrite(jvm: Jvm, plan: JObject, inputs: list[tuple[JObject, Annotated]]) -> Rewrite:
+    """Annotate the plan of an operation's output given its inputs' annotations.
+
+    Raises :class:`Unsupported` when a node on the way cannot carry keys exactly.
+    """
+    rw = _Rewriter(jvm, inputs)
+    new, blocks = rw.walk(plan)
+    if not blocks:
+        raise Unsupported("none of the operation's inputs appears in its plan")
+    # branch first, exploded position last: the raw key layout KeyIndex expects
+    blocks = sorted(blocks, key=lambda b: {"branch": 0, "input": 1, "genpos": 2}[b.kind])
+    keys = [a for b in blocks for a in b.attrs]
+    new = jvm.project([*jvm.output(plan), *keys], new)
+    rw.info.plan = new
+    rw.info.blocks = blocks
+    return rw.info

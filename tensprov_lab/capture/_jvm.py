@@ -1,0 +1,99 @@
+"""Small helpers for reading and building Catalyst plans through py4j.
+
+Capture works on the *analyzed logical plan* of each DataFrame: it is exact (column
+references are resolved to expression ids) and it is the same whatever the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Jvm"]
+
+JObject = Any
+
+
+class Jvm:
+    """Plan helpers bound to one SparkSession."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.jvm = spark._jvm
+        self.gateway = spark.sparkContext._gateway
+        self._conv = self.jvm.scala.jdk.javaapi.CollectionConverters
+        self._identity = self.jvm.java.lang.System.identityHashCode
+        self._logical = self.jvm.org.apache.spark.sql.catalyst.plans.logical
+        self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
+
+    # -- collections -------------------------------------------------------------
+    def seq(self, items: list[JObject]) -> JObject:
+        return self._conv.asScala(list(items)).toList()
+
+    def lst(self, seq: JObject) -> list[JObject]:
+        return list(self._conv.asJava(seq))
+
+    # -- plans -------------------------------------------------------------------
+    @staticmethod
+    def plan(df: Any) -> JObject:
+        return df._jdf.logicalPlan()
+
+    def ident(self, obj: JObject) -> int:
+        return int(self._identity(obj))
+
+    @staticmethod
+    def cls(obj: JObject) -> str:
+        return str(obj.getClass().getSimpleName())
+
+    def children(self, node: JObject) -> list[JObject]:
+        return self.lst(node.children())
+
+    def output(self, node: JObject) -> list[JObject]:
+        return self.lst(node.output())
+
+    def expr_ids(self, node: JObject) -> list[int]:
+        return [int(a.exprId().id()) for a in self.output(node)]
+
+    def to_df(self, plan: JObject) -> Any:
+        from pyspark.sql import DataFrame
+
+        jds = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(
+            self.spark._jsparkSession, plan
+        )
+        return DataFrame(jds, self.spark)
+
+    def copy(self, node: JObject, **replace: JObject) -> JObject:
+        """``node`` with some constructor arguments replaced (by position name)."""
+        n = node.productArity()
+        args = self.gateway.new_array(self.jvm.java.lang.Object, n)
+        names = [str(node.productElementName(i)) for i in range(n)]
+        for i in range(n):
+            args[i] = replace[names[i]] if names[i] in replace else node.productElement(i)
+        unknown = set(replace) - set(names)
+        if unknown:
+            raise KeyError(f"{self.cls(node)} has no argument {sorted(unknown)}")
+        return node.makeCopy(args)
+
+    def project(self, exprs: list[JObject], child: JObject) -> JObject:
+        return self._logical.Project(self.seq(exprs), child)
+
+    def alias(self, expr: JObject, name: str, like: JObject | None = None) -> JObject:
+        """``expr AS name``; with ``like`` (an attribute) reuse its expression id."""
+        empty = self.seq([])
+        if like is None:
+            exprid = self._expr.NamedExpression.newExprId()
+            qualifier = empty
+        else:
+            exprid, qualifier = like.exprId(), like.qualifier()
+        none = self.jvm.scala.Option.apply(None)
+        return self._expr.Alias(expr, name, exprid, qualifier, none, empty)
+
+    def expressions_of(self, df: Any) -> list[JObject]:
+        """The named expressions of a ``select`` made with the DataFrame API."""
+        plan = df._jdf.queryExecution().analyzed()
+        return self.lst(plan.projectList())
+
+    def deterministic(self, node: JObject) -> bool:
+        return all(bool(e.deterministic()) for e in self.lst(node.expressions()))
+
+    def tree_string(self, node: JObject) -> str:
+        return str(node.simpleString(200))

@@ -1,0 +1,238 @@
+"""Record keys carried through Spark and their translation to canonical row indices.
+
+Capture adds hidden key columns to an annotated copy of every plan.  A source's key is
+``monotonically_increasing_id()`` (increasing in scan order, so its rank is the scan
+order whatever the partitioning).  Derived datasets carry the keys of the input records
+they come from.  A :class:`KeyIndex` turns the raw keys read back from Spark (an
+``m x width`` int64 matrix, ``-1`` for null) into canonical row indices ``0..n-1``.
+
+Pure numpy: testable without a JVM.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "KeyIndex",
+    "UniqueKeyIndex",
+    "MappedKeyIndex",
+    "ComposedKeyIndex",
+    "KeyError_",
+    "arrow_keys",
+]
+
+
+class KeyError_(RuntimeError):  # noqa: N801 - a capture invariant failed, not dict lookup
+    """Raw keys read back from Spark do not match the recorded dataset."""
+
+
+class KeyIndex:
+    """Maps raw key rows of one dataset to canonical indices."""
+
+    width: int
+    n: int
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+
+def _check_found(ok: np.ndarray, what: str) -> None:
+    if not bool(np.all(ok)):
+        bad = int((~ok).sum())
+        raise KeyError_(f"{bad} record key(s) of {what} are unknown: capture is inconsistent")
+
+
+class UniqueKeyIndex(KeyIndex):
+    """One raw column holds a unique value per record (sources, exploded rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = UniqueKeyIndex(np.array([5, 1, 9]), width=1)
+    >>> k.lookup(np.array([[9], [5]])).tolist()
+    [2, 0]
+    """
+
+    def __init__(self, values: np.ndarray, width: int = 1, col: int = 0) -> None:
+        values = np.asarray(values, dtype=np.int64)
+        self.n = len(values)
+        self.width = width
+        self.col = col
+        if self.n and bool(np.all(values[1:] > values[:-1])):
+            self._sorted, self._perm = values, None
+        else:
+            self._perm = np.argsort(values, kind="stable")
+            self._sorted = values[self._perm]
+            if self.n and bool(np.any(self._sorted[1:] == self._sorted[:-1])):
+                raise KeyError_("record keys are not unique")
+
+    def values(self, rows: np.ndarray) -> np.ndarray:
+        """The raw key of canonical rows (the inverse of :meth:`lookup`)."""
+        if self._perm is None:
+            return self._sorted[rows]
+        inv = np.empty_like(self._perm)
+        inv[self._perm] = np.arange(self.n)
+        return self._sorted[inv[rows]]
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        v = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)[:, self.col]
+        pos = np.searchsorted(self._sorted, v)
+        pos_c = np.minimum(pos, max(self.n - 1, 0))
+        ok = (pos < self.n) & (self._sorted[pos_c] == v) if self.n else np.zeros(len(v), bool)
+        out = pos_c if self._perm is None else self._perm[pos_c]
+        null = v == -1
+        _check_found(ok | null, "a dataset")
+        return np.where(null, -1, out).astype(np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        return self._sorted.nbytes + (0 if self._perm is None else self._perm.nbytes)
+
+
+class MappedKeyIndex(KeyIndex):
+    """Keys pass through from one input; ``in_to_out`` maps input rows to output rows."""
+
+    def __init__(
+        self,
+        parent: KeyIndex,
+        in_to_out: np.ndarray | None,
+        n: int,
+        null_row: int | None = None,
+    ) -> None:
+        self.parent = parent
+        self.width = parent.width
+        self.in_to_out = in_to_out
+        self.n = n
+        #: the output row whose key is null: a global aggregate over no rows
+        self.null_row = null_row
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        idx = self.parent.lookup(raw)
+        if self.in_to_out is None:
+            return idx
+        out = np.where(idx < 0, -1, self.in_to_out[np.maximum(idx, 0)])
+        if self.null_row is not None:
+            out = np.where(idx < 0, self.null_row, out)
+        _check_found((out >= 0) | (idx < 0), "a derived dataset")
+        return out.astype(np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.in_to_out is None else self.in_to_out.nbytes
+
+
+class ComposedKeyIndex(KeyIndex):
+    """Keys made of blocks of several inputs (joins, unions), plus an optional branch.
+
+    Each block is translated by its input's index; the tuple ``(branch, i1, i2, ...)`` is
+    coded in mixed radix, which sorts like the canonical order.
+    """
+
+    def __init__(
+        self,
+        blocks: list[tuple[KeyIndex, int]],
+        branch_col: int | None,
+        n_branches: int,
+        codes_in_order: np.ndarray,
+        width: int,
+    ) -> None:
+        self.blocks = blocks
+        self.branch_col = branch_col
+        self.n_branches = n_branches
+        self.width = width
+        self.n = len(codes_in_order)
+        self._perm = np.argsort(codes_in_order, kind="stable")
+        self._sorted = codes_in_order[self._perm]
+
+    @staticmethod
+    def radix(blocks: list[tuple[KeyIndex, int]], n_branches: int) -> list[int]:
+        return [max(n_branches, 1)] + [b.n + 1 for b, _ in blocks]
+
+    @staticmethod
+    def fits(blocks: list[tuple[KeyIndex, int]], n_branches: int) -> bool:
+        total = 1
+        for r in ComposedKeyIndex.radix(blocks, n_branches):
+            total *= r
+        return total < 2**62
+
+    @staticmethod
+    def encode(parts: list[np.ndarray], radix: list[int]) -> np.ndarray:
+        code = np.zeros(len(parts[0]), dtype=np.int64)
+        for p, r in zip(parts, radix):
+            code = code * r + p
+        return code
+
+    def parts(self, raw: np.ndarray) -> list[np.ndarray]:
+        raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)
+        branch = (
+            raw[:, self.branch_col] if self.branch_col is not None else np.zeros(len(raw), np.int64)
+        )
+        out = [branch]
+        for ki, start in self.blocks:
+            out.append(ki.lookup(raw[:, start : start + ki.width]) + 1)
+        return out
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)
+        # an all-null key is the missing side of an outer join further down
+        null = np.all(raw == -1, axis=1)
+        code = self.encode(self.parts(raw), self.radix(self.blocks, self.n_branches))
+        pos = np.searchsorted(self._sorted, code)
+        pos_c = np.minimum(pos, max(self.n - 1, 0))
+        ok = (pos < self.n) & (self._sorted[pos_c] == code) if self.n else np.zeros(len(code), bool)
+        _check_found(ok | null, "a join or union")
+        return np.where(null, -1, self._perm[pos_c]).astype(np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        return self._sorted.nbytes + self._perm.nbytes
+
+
+def _flatten(col: Any) -> list[Any]:
+    import pyarrow as pa
+
+    if pa.types.is_struct(col.type):
+        out: list[Any] = []
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        for i in range(arr.type.num_fields):
+            field = arr.field(i)
+            if arr.null_count:
+                # a null struct (e.g. the missing side of an outer join) nulls every field
+                import pyarrow.compute as pc
+
+                field = pc.if_else(pc.is_null(arr), pa.nulls(len(arr), field.type), field)
+            out.extend(_flatten(field))
+        return out
+    return [col]
+
+
+def arrow_keys(table: Any, columns: list[str]) -> np.ndarray:
+    """Read key columns of an Arrow table into an ``m x width`` int64 matrix (null → -1)."""
+    import pyarrow.compute as pc
+
+    cols: list[Any] = []
+    for name in columns:
+        cols.extend(_flatten(table.column(name)))
+    if not cols:
+        return np.zeros((table.num_rows, 0), dtype=np.int64)
+    mats = [
+        np.asarray(pc.fill_null(c, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        for c in cols
+    ]
+    return np.column_stack(mats) if mats else np.zeros((table.num_rows, 0), np.int64)
+
+
+def flat_width(dtype: Any) -> int:
+    """Number of int64 leaves in a Spark key column type (a long or nested structs)."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(dtype, StructType):
+        return sum(flat_width(f.dataType) for f in dtype.fields)
+    return 1

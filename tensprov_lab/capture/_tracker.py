@@ -1,0 +1,669 @@
+"""Watching DataFrame calls inside a tracked block and capturing their provenance.
+
+While a block is tracked, DataFrame (and GroupedData) methods are wrapped: each call
+runs the original method unchanged and records ``output = method(inputs)``.  Nothing is
+computed then.  When the block ends, the wrappers are removed and every recorded
+operation is captured in order: its annotated plan is run once to read the record keys
+back, which become the operation's tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from tensprov_lab.capture._annotate import (
+    TRIVIAL,
+    Annotated,
+    Rewrite,
+    Unsupported,
+    annotate_source,
+    plan_is_stable,
+    rewrite,
+)
+from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keys import (
+    ComposedKeyIndex,
+    KeyError_,
+    KeyIndex,
+    MappedKeyIndex,
+    UniqueKeyIndex,
+    arrow_keys,
+)
+from tensprov_lab.store import CSRTensor, IdentityTensor, Store, make_tensor
+
+__all__ = ["Tracker", "TensProvWarning", "DATAFRAME_METHODS", "GROUPED_METHODS"]
+
+
+class TensProvWarning(UserWarning):
+    """Capture could not trace something exactly, or found something worth knowing."""
+
+
+DATAFRAME_METHODS = [
+    "select", "selectExpr", "filter", "where", "withColumn", "withColumns",
+    "withColumnRenamed", "withColumnsRenamed", "drop", "alias", "toDF", "join",
+    "crossJoin", "union", "unionAll", "unionByName", "distinct", "dropDuplicates",
+    "drop_duplicates", "orderBy", "sort", "sortWithinPartitions", "limit", "offset",
+    "sample", "dropna", "fillna", "replace", "repartition", "repartitionByRange",
+    "coalesce", "hint", "intersect", "intersectAll", "subtract", "exceptAll", "melt",
+    "unpivot", "transform", "withMetadata", "to", "describe", "summary", "observe",
+    "mapInPandas", "mapInArrow", "localCheckpoint", "checkpoint",
+]  # fmt: skip
+GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "applyInPandas"]
+#: methods whose inner calls are the operations (they only call other methods)
+_TRANSPARENT = {"transform"}
+
+_IDENTITY_NODES = TRIVIAL | {"Project", "Window", "Sort"}
+
+
+@dataclass
+class Node:
+    """Capture-side state of one dataset."""
+
+    df: Any
+    plan: Any
+    ident: int
+    ds_id: int | None = None
+    ann: Annotated | None = None
+    ki: KeyIndex | None = None
+    n: int | None = None
+    name: str | None = None
+
+
+@dataclass
+class Pending:
+    method: str
+    inputs: list[Node]
+    out: Node
+    expression: str
+    run: int
+
+
+@dataclass
+class RunLog:
+    """What one tracked block recorded (filled in by the tracker)."""
+
+    id: int
+    name: str | None
+    operations: list[int] = field(default_factory=list)
+    datasets: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    failed: list[str] = field(default_factory=list)
+
+
+def _describe(value: Any) -> str:
+    from pyspark.sql import Column, DataFrame
+
+    if isinstance(value, Column):
+        return str(value._jc.toString())
+    if isinstance(value, DataFrame):
+        return "<DataFrame>"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_describe(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in value.items()) + "}"
+    if callable(value):
+        return getattr(value, "__name__", "<function>")
+    return repr(value)
+
+
+def _dataframes_in(value: Any) -> list[Any]:
+    from pyspark.sql import DataFrame
+
+    if isinstance(value, DataFrame):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [d for v in value for d in _dataframes_in(v)]
+    return []
+
+
+class Tracker:
+    """Registry of captured DataFrames for one SparkSession, shared by all its runs."""
+
+    def __init__(self, spark: Any, store: Store) -> None:
+        self.spark = spark
+        self.jvm = Jvm(spark)
+        self.store = store
+        self.nodes: dict[int, Node] = {}
+        self.by_ds: dict[int, Node] = {}
+        self.pending: list[Pending | Node] = []
+        self.runs: dict[int, RunLog] = {}
+        self._depth = 0
+        #: bytes of tensors the store may hold before capture stops tracing records
+        self.budget: int | None = None
+        self._active: RunLog | None = None
+        self._patched: list[tuple[type, str, Any]] = []
+
+    # -- patching ------------------------------------------------------------------
+    def _classes(self) -> tuple[type, type]:
+        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+        from pyspark.sql.group import GroupedData
+
+        return ClassicDataFrame, GroupedData
+
+    def patch(self) -> None:
+        df_cls, grouped_cls = self._classes()
+        for cls, names in ((df_cls, DATAFRAME_METHODS), (grouped_cls, GROUPED_METHODS)):
+            for name in names:
+                orig = getattr(cls, name, None)
+                if orig is None or not callable(orig):
+                    continue
+                self._patched.append((cls, name, cls.__dict__.get(name)))
+                setattr(cls, name, self._wrap(name, orig))
+
+    def unpatch(self) -> None:
+        while self._patched:
+            cls, name, had = self._patched.pop()
+            if had is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, had)
+
+    def _wrap(self, name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+        tracker = self
+
+        @functools.wraps(orig)
+        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            if tracker._depth or tracker._active is None or name in _TRANSPARENT:
+                return orig(obj, *args, **kwargs)
+            tracker._depth += 1
+            try:
+                out = orig(obj, *args, **kwargs)
+            finally:
+                tracker._depth -= 1
+            try:
+                tracker._record(name, obj, args, kwargs, out)
+            except Exception as exc:  # recording must never break the user's code
+                tracker._note(f"could not record {name}(): {exc}")
+            return out
+
+        return wrapper
+
+    # -- recording -----------------------------------------------------------------
+    def _note(self, message: str) -> None:
+        if self._active is not None:
+            self._active.warnings.append(message)
+        warnings.warn(message, TensProvWarning, stacklevel=3)
+
+    def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        from pyspark.sql import DataFrame
+
+        if not isinstance(out, DataFrame):
+            return
+        base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
+        if base is None:
+            return
+        in_dfs = [base, *_dataframes_in(list(args)), *_dataframes_in(list(kwargs.values()))]
+        self.record_operation(method, in_dfs, out, args, kwargs)
+
+    def record_operation(
+        self, method: str, in_dfs: list[Any], out: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Node | None:
+        plan = self.jvm.plan(out)
+        ident = self.jvm.ident(plan)
+        if ident in self.nodes:
+            return self.nodes[ident]
+        inputs = []
+        for d in in_dfs:
+            node = self.register(d)
+            if all(node is not n for n in inputs):
+                inputs.append(node)
+        parts = [_describe(a) for a in args]
+        parts += [f"{k}={_describe(v)}" for k, v in (kwargs or {}).items()]
+        node = Node(df=out, plan=plan, ident=ident)
+        self.nodes[ident] = node
+        assert self._active is not None
+        self.pending.append(Pending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id))
+        return node
+
+    def register(self, df: Any) -> Node:
+        """The node of a DataFrame used as an input; new ones become sources (or are
+        derived from known datasets by calls we did not watch, e.g. ``F.broadcast``)."""
+        plan = self.jvm.plan(df)
+        ident = self.jvm.ident(plan)
+        if ident in self.nodes:
+            return self.nodes[ident]
+        known = self._known_below(plan)
+        if known:
+            method = self.jvm.cls(plan)
+            node = self.record_operation(method.lower(), [k.df for k in known], df)
+            assert node is not None
+            return node
+        node = Node(df=df, plan=plan, ident=ident)
+        self.nodes[ident] = node
+        self.pending.append(node)
+        return node
+
+    def _known_below(self, plan: Any) -> list[Node]:
+        found: list[Node] = []
+        stack = self.jvm.children(plan)
+        while stack:
+            p = stack.pop()
+            n = self.nodes.get(self.jvm.ident(p))
+            if n is not None:
+                if all(n is not f for f in found):
+                    found.append(n)
+            else:
+                stack.extend(self.jvm.children(p))
+        return found
+
+    # -- runs ----------------------------------------------------------------------
+    def begin(self, name: str | None) -> RunLog:
+        if self._active is not None:
+            raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
+        run = RunLog(id=len(self.runs), name=name)
+        self.runs[run.id] = run
+        self._active = run
+        self.patch()
+        return run
+
+    def end(self, frame: Any, progress: Callable[[int, int, str], None] | None = None) -> RunLog:
+        run = self._active
+        assert run is not None
+        self.unpatch()
+        try:
+            self._name_variables(frame)
+            t0 = time.perf_counter()
+            pending, self.pending = self.pending, []
+            for i, item in enumerate(pending):
+                if progress is not None:
+                    what = item.method if isinstance(item, Pending) else "source"
+                    progress(i, len(pending), what)
+                if isinstance(item, Pending):
+                    self._capture_operation(item, run)
+                else:
+                    self._capture_source(item, run)
+            run.seconds = time.perf_counter() - t0
+        finally:
+            self._active = None
+        return run
+
+    def abort(self) -> None:
+        """Undo patching without capturing (used when patching itself failed)."""
+        self.unpatch()
+        self.pending = []
+        self._active = None
+
+    def _name_variables(self, frame: Any) -> None:
+        from pyspark.sql import DataFrame
+
+        scopes = []
+        while frame is not None and len(scopes) < 1:
+            scopes.append(frame.f_locals)
+            if frame.f_globals is not frame.f_locals:
+                scopes.append(frame.f_globals)
+            frame = None
+        for scope in scopes:
+            for var, value in list(scope.items()):
+                if isinstance(value, DataFrame) and not var.startswith("_"):
+                    try:
+                        node = self.nodes.get(self.jvm.ident(self.jvm.plan(value)))
+                    except Exception:
+                        continue
+                    if node is not None and node.name is None:
+                        node.name = var
+                        if node.ds_id is not None:
+                            self.store.datasets[node.ds_id].name = var
+
+    # -- reading records back -------------------------------------------------------
+    def node_of(self, df: Any) -> Node | None:
+        try:
+            return self.nodes.get(self.jvm.ident(self.jvm.plan(df)))
+        except Exception:
+            return None
+
+    def _annotated(self, ds_id: int, where: str | None) -> tuple[Node, Any]:
+        node = self.by_ds.get(ds_id)
+        label = self.store.datasets[ds_id].label
+        if node is None or node.ann is None or node.ki is None:
+            raise _records_error(label, "it was not captured")
+        df = self.jvm.to_df(node.ann.plan)
+        if where is not None:
+            try:
+                df = df.where(where)
+                df.schema  # noqa: B018 - analyse now so a bad predicate fails here
+            except Exception as exc:
+                cols = ", ".join(self.store.datasets[ds_id].columns)
+                raise ValueError(
+                    f"where={where!r} is not a valid predicate over {label} "
+                    f"(columns: {cols}): {_short_error(exc)}"
+                ) from None
+        return node, df
+
+    def select_rows(self, ds_id: int, where: str) -> np.ndarray:
+        node, df = self._annotated(ds_id, where)
+        assert node.ann is not None and node.ki is not None
+        raw = self._collect_keys(self.jvm.plan(df), node.ann.key_names())
+        return np.unique(node.ki.lookup(raw))
+
+    def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
+        from pyspark.sql import functions as F
+
+        from tensprov_lab._run import ROW
+
+        node, df = self._annotated(ds_id, where)
+        assert node.ann is not None and node.ki is not None
+        names = node.ann.key_names()
+        ki = node.ki
+        if rows is not None and isinstance(ki, UniqueKeyIndex) and ki.n and ki.width == 1:
+            # sources: fetch just the requested records
+            wanted = ki.values(np.asarray(rows, dtype=np.int64))
+            df = df.where(F.col(names[0]).isin([int(v) for v in wanted]))
+        table = df.toArrow()
+        raw = arrow_keys(table, names)
+        idx = ki.lookup(raw)
+        n_user = table.num_columns - len(names)
+        pdf = table.select(list(range(n_user))).to_pandas()
+        pdf.insert(0, ROW, idx)
+        if rows is not None:
+            pdf = pdf[np.isin(idx, rows)]
+        return pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
+
+    # -- capture -------------------------------------------------------------------
+    def _schema(self, df: Any) -> tuple[list[str], list[str]]:
+        fields = df.schema.fields
+        return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
+
+    def _collect_keys(self, plan: Any, names: list[str]) -> np.ndarray:
+        table = self.jvm.to_df(plan).select(*names).toArrow()
+        return arrow_keys(table, names)
+
+    def _capture_source(self, node: Node, run: RunLog) -> None:
+        stable = plan_is_stable(self.jvm, node.plan)
+        ann = annotate_source(self.jvm, node.plan, pin=not stable)
+        raw = self._collect_keys(ann.plan, ann.key_names())
+        cols, types = self._schema(node.df)
+        origin = self.jvm.tree_string(self._leaf(node.plan))
+        ds = self.store.add_dataset(
+            node.name, columns=cols, dtypes=types, n_rows=len(raw), role="source",
+            run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
+        )  # fmt: skip
+        node.ann, node.ki, node.n, node.ds_id = ann, UniqueKeyIndex(raw[:, 0]), len(raw), ds.id
+        self.by_ds[ds.id] = node
+        run.datasets.append(ds.id)
+
+    def _leaf(self, plan: Any) -> Any:
+        while True:
+            kids = self.jvm.children(plan)
+            if not kids:
+                return plan
+            plan = kids[0]
+
+    def _capture_operation(self, p: Pending, run: RunLog) -> None:
+        t0 = time.perf_counter()
+        cols, types = self._schema(p.out.df)
+        in_nodes = p.inputs
+        unreadable = [n for n in in_nodes if n.ann is None or n.ki is None]
+        if unreadable:
+            self._opaque(p, run, "an input has no record-level provenance", cols, types, 0.0)
+            return
+        if self.budget is not None and self.store.nbytes > self.budget:
+            self._opaque(
+                p, run,
+                f"the memory budget of {self.budget:,} bytes is used up "
+                f"({self.store.nbytes:,} bytes held); raise it with budget=... or "
+                "free old runs with tensprov_lab.store().clear()",
+                cols, types, 0.0,
+            )  # fmt: skip
+            return
+        try:
+            rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]
+            if sorted(set(rw.occurrences)) != list(range(len(in_nodes))):
+                raise Unsupported("an input of the call does not appear in its plan")
+            n_out, tensors, ki = self._tensors(rw, in_nodes)
+        except (Unsupported, KeyError_) as exc:
+            self._opaque(p, run, str(exc), cols, types, time.perf_counter() - t0)
+            return
+        except Exception as exc:  # a Spark error while reading keys back
+            msg = _short_error(exc)
+            self._opaque(p, run, f"capture failed: {msg}", cols, types, time.perf_counter() - t0)
+            return
+        occ_nodes = [in_nodes[i] for i in rw.occurrences]
+        category = _category(rw, [len(self.store.datasets[n.ds_id].columns) for n in occ_nodes], cols,  # type: ignore[index]
+                             [self.store.datasets[n.ds_id].columns for n in occ_nodes])  # type: ignore[index]
+        nondet = rw.nondeterministic or self._unordered_limit(rw, occ_nodes)
+        warns = []
+        if nondet:
+            warns.append(
+                f"{p.expression} is not deterministic: its records may differ between "
+                "executions, and so may their provenance"
+            )
+        if rw.group is not None and rw.group.kind == "dedup" and p.method != "distinct":
+            subset_all = len(cols) == len(self.store.datasets[occ_nodes[0].ds_id].columns)  # type: ignore[index]
+            if not subset_all:
+                nondet = True
+                warns.append(
+                    f"{p.expression} keeps an arbitrary record of each group; the "
+                    "provenance lists every record of the group"
+                )
+        ds = self.store.add_dataset(
+            p.out.name, columns=cols, dtypes=types, n_rows=n_out, run=run.id,
+            hidden=category == "trivial",
+        )  # fmt: skip
+        try:
+            op = self.store.add_operation(
+                p.method, category, [n.ds_id for n in occ_nodes], ds.id, tensors,  # type: ignore[misc]
+                expression=p.expression, nondeterministic=nondet, contextual=rw.contextual,
+                trivial=category == "trivial", warnings=warns,
+                seconds=time.perf_counter() - t0, run=run.id,
+            )  # fmt: skip
+        except Exception:
+            self.store.remove_dataset(ds.id)
+            raise
+        p.out.ann = Annotated(rw.plan, rw.keys, rw.width)
+        p.out.ki, p.out.n, p.out.ds_id = ki, n_out, ds.id
+        self.by_ds[ds.id] = p.out
+        run.operations.append(op.id)
+        run.datasets.append(ds.id)
+        for w in warns:
+            self._note_done(run, w)
+
+    def _note_done(self, run: RunLog, message: str) -> None:
+        run.warnings.append(message)
+        warnings.warn(message, TensProvWarning, stacklevel=4)
+
+    def _unordered_limit(self, rw: Rewrite, occ: list[Node]) -> bool:
+        if not ({"GlobalLimit", "Offset"} & set(rw.nodes)) or rw.sort:
+            return False
+        producer = self.store.producer(occ[0].ds_id) if occ[0].ds_id is not None else None
+        return producer is None or producer.category != "sort"
+
+    def _opaque(
+        self, p: Pending, run: RunLog, why: str, cols: list[str], types: list[str], seconds: float
+    ) -> None:
+        """Record an operation we cannot trace: coarse lineage only, its output keyed anew."""
+        message = f"{p.expression}: record-level provenance not captured ({why}); kept as an opaque operation"
+        try:
+            ann = annotate_source(self.jvm, p.out.plan, pin=True)
+            raw = self._collect_keys(ann.plan, ann.key_names())
+            n: int | None = len(raw)
+            ki: KeyIndex | None = UniqueKeyIndex(raw[:, 0])
+        except Exception as exc:
+            ann, ki, n = None, None, None  # type: ignore[assignment]
+            message += f"; its records cannot be read either ({_short_error(exc)})"
+        ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
+        op = self.store.add_operation(
+            p.method, "opaque", [n.ds_id for n in p.inputs], ds.id, None,  # type: ignore[misc]
+            expression=p.expression, opaque=True, warnings=[message], seconds=seconds, run=run.id,
+        )  # fmt: skip
+        p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
+        self.by_ds[ds.id] = p.out
+        run.operations.append(op.id)
+        run.datasets.append(ds.id)
+        self._note_done(run, message)
+
+    def _tensors(self, rw: Rewrite, in_nodes: list[Node]) -> tuple[int, list[Any], KeyIndex]:
+        occ = [in_nodes[i] for i in rw.occurrences]
+        nodes = set(rw.nodes)
+        genpos = [b for b in rw.blocks if b.kind == "genpos"]
+        if (
+            nodes <= _IDENTITY_NODES
+            and not rw.sort
+            and len(occ) == 1
+            and rw.group is None
+            and not genpos
+        ):
+            n = occ[0].n
+            assert n is not None and occ[0].ki is not None
+            return n, [IdentityTensor(n)], occ[0].ki
+        if rw.group is not None:
+            return self._group_tensors(rw, occ)
+        names = [str(a.name()) for a in rw.keys]
+        raw = self._collect_keys(rw.plan, names)
+        return self._functional(rw, occ, raw)
+
+    def _functional(self, rw: Rewrite, occ: list[Node], raw: np.ndarray) -> tuple[int, list[Any], KeyIndex]:
+        m = len(raw)
+        parts: list[np.ndarray] = []
+        branch = np.zeros(m, dtype=np.int64)
+        genpos = None
+        blocks_ki: list[tuple[KeyIndex, int]] = []
+        branch_col = None
+        off = 0
+        for b in rw.blocks:
+            if b.kind == "branch":
+                branch, branch_col = raw[:, off], off
+            elif b.kind == "genpos":
+                genpos = raw[:, off]
+            else:
+                node = occ[b.pos]
+                assert node.ki is not None
+                parts.append(node.ki.lookup(raw[:, off : off + b.width]))
+                blocks_ki.append((node.ki, off))
+            off += b.width
+        if rw.sort:
+            order = np.arange(m)
+        else:
+            keys = ([genpos] if genpos is not None else []) + parts[::-1] + [branch]
+            order = np.lexsort(keys) if m else np.arange(0)
+        input_blocks = [b for b in rw.blocks if b.kind == "input"]
+        tensors: list[Any] = [None] * len(occ)
+        for b, idx in zip(input_blocks, parts):
+            n_in = occ[b.pos].n
+            assert n_in is not None
+            tensors[b.pos] = make_tensor(idx[order], n_in)
+        if rw.semi is not None:
+            tensors = self._semi_tensors(rw, occ, parts[0][order], tensors)
+        if genpos is not None:
+            return m, tensors, UniqueKeyIndex(genpos[order], width=rw.width, col=rw.width - 1)
+        if len(parts) == 1 and branch_col is None:
+            idx = parts[0][order]
+            parent = occ[input_blocks[0].pos]
+            assert parent.n is not None and parent.ki is not None
+            if m and (bool(np.any(idx < 0)) or len(np.unique(idx)) != m):
+                raise KeyError_("an output record does not map to exactly one input record")
+            in_to_out = np.full(parent.n, -1, dtype=np.int64)
+            in_to_out[idx] = np.arange(m)
+            return m, tensors, MappedKeyIndex(parent.ki, in_to_out, m)
+        n_br = max(rw.n_branches, 1)
+        if not ComposedKeyIndex.fits(blocks_ki, n_br):
+            raise Unsupported("the combined key space of this operation is too large")
+        radix = ComposedKeyIndex.radix(blocks_ki, n_br)
+        codes = ComposedKeyIndex.encode([branch] + [p + 1 for p in parts], radix)[order]
+        if m and len(np.unique(codes)) != m:
+            raise KeyError_("two output records carry the same input records")
+        return m, tensors, ComposedKeyIndex(blocks_ki, branch_col, n_br, codes, rw.width)
+
+    def _semi_tensors(
+        self, rw: Rewrite, occ: list[Node], left_idx: np.ndarray, tensors: list[Any]
+    ) -> list[Any]:
+        assert rw.semi is not None
+        right = [b for b in rw.semi.right if b.kind == "input"]
+        n_out = len(left_idx)
+        out_of_left = {int(v): i for i, v in enumerate(left_idx)}
+        for b in right:
+            n_in = occ[b.pos].n
+            assert n_in is not None
+            if rw.semi.pairs_plan is None:
+                tensors[b.pos] = CSRTensor.from_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), n_out, n_in)
+                continue
+            lnames = [str(a.name()) for lb in rw.semi.left for a in lb.attrs]
+            rnames = [str(a.name()) for a in b.attrs]
+            raw = self._collect_keys(rw.semi.pairs_plan, lnames + rnames)
+            lw = sum(lb.width for lb in rw.semi.left)
+            lki = occ[rw.semi.left[0].pos].ki
+            rki = occ[b.pos].ki
+            assert lki is not None and rki is not None
+            li = lki.lookup(raw[:, :lw])
+            ri = rki.lookup(raw[:, lw:])
+            outs = np.array([out_of_left[int(v)] for v in li], dtype=np.int64)
+            tensors[b.pos] = CSRTensor.from_pairs(outs, ri, n_out, n_in)
+        return tensors
+
+    def _group_tensors(self, rw: Rewrite, occ: list[Node]) -> tuple[int, list[Any], KeyIndex]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        g = rw.group
+        assert g is not None
+        extra = set(rw.nodes) - _IDENTITY_NODES - {"Aggregate", "Deduplicate", "Distinct", "Expand"}
+        if extra:
+            raise Unsupported(f"{sorted(extra)} after a grouping step")
+        table = self.jvm.to_df(g.members_plan).select(g.members).toArrow()
+        col = table.column(g.members).combine_chunks()
+        n_groups = len(col)
+        flat = pc.list_flatten(col)
+        parent = np.asarray(pc.list_parent_indices(col).to_numpy(zero_copy_only=False), dtype=np.int64)
+        raw = arrow_keys(pa.table({"k": flat}), ["k"])
+        node = occ[g.pos]
+        assert node.ki is not None and node.n is not None
+        member = node.ki.lookup(raw)
+        # groups ordered by their smallest member (set semantics, DESIGN.md §3)
+        first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, parent, member)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(n_groups, dtype=np.int64)
+        rank[order] = np.arange(n_groups)
+        out_rows = rank[parent]
+        in_to_out = np.full(node.n, -1, dtype=np.int64)
+        in_to_out[member] = out_rows
+        empty = np.flatnonzero(np.bincount(parent, minlength=n_groups) == 0)
+        null_row = int(rank[empty[0]]) if len(empty) else None
+        tensor = CSRTensor.from_pairs(out_rows, member, n_groups, node.n)
+        return n_groups, [tensor], MappedKeyIndex(node.ki, in_to_out, n_groups, null_row)
+
+
+def _short_error(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _category(rw: Rewrite, n_in_cols: list[int], out_cols: list[str], in_cols: list[list[str]]) -> str:
+    nodes = set(rw.nodes)
+    if rw.group is not None:
+        return "aggregate" if rw.group.kind == "aggregate" else "dedup"
+    if rw.n_branches:
+        return "append"
+    if "Join" in nodes:
+        return "join"
+    if any(b.kind == "genpos" for b in rw.blocks):
+        return "explode"
+    if rw.sort:
+        return "sort"
+    if nodes & {"Filter", "Sample", "GlobalLimit", "LocalLimit", "Offset"}:
+        return "horizontal_reduction"
+    if "Window" in nodes:
+        return "window"
+    if nodes <= TRIVIAL | {"Sort"}:
+        return "trivial"
+    if len(out_cols) < n_in_cols[0] and set(out_cols) <= set(in_cols[0]):
+        return "vertical_reduction"
+    if len(out_cols) > n_in_cols[0]:
+        return "vertical_augmentation"
+    return "transformation"
+
+
+def current_frame(depth: int) -> Any:
+    return sys._getframe(depth + 1)
+
+
+def _records_error(label: str, why: str) -> ValueError:
+    return ValueError(f"the records of {label} cannot be read: {why}")

@@ -1,0 +1,356 @@
+"""Record lineage over a :class:`~tensprov_lab.store.Store` (paper §IV-B).
+
+``backward``/``forward`` trace a set of records by slicing and projecting tensor after
+tensor (``Tensor.backward``/``Tensor.forward``), touching only the part of the graph
+reachable from the start and never materialising a whole tensor, so a single-record query
+costs a few array look-ups per operation whatever the dataset sizes.  ``mapping`` composes
+whole tensors with sparse boolean products (the paper's Einstein summation).
+
+The graph is a DAG in which a dataset may be reached along several paths (a dataset used
+twice, a self-join, a union of two branches of one source).  Every dataset's row set is
+therefore completed before anything is propagated from it: datasets are processed in
+topological order of the sub-DAG reachable from the start, and the contributions that
+reach a dataset along different paths are OR-ed (unioned) once.
+
+An operation whose ``tensors`` is ``None`` is opaque: record lineage does not cross it, and
+its id is reported in ``LineageResult.blocked``.
+
+Pure numpy/scipy: no pyspark, no IPython.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
+
+from tensprov_lab.store._graph import Operation, Store
+from tensprov_lab.store._tensors import normalize_rows
+
+__all__ = ["LineageResult", "backward", "forward", "mapping"]
+
+
+@dataclass
+class LineageResult:
+    """Rows reached by a lineage query, per dataset.
+
+    Attributes
+    ----------
+    start : int
+        Dataset the query started from.
+    direction : str
+        ``"backward"`` (towards the sources) or ``"forward"`` (towards the sinks).
+    rows : dict[int, ndarray]
+        Dataset id -> sorted unique int64 rows.  Holds the start dataset (with the start
+        rows) and every dataset on a path from the start that does not cross an opaque
+        operation, even when no row reaches it (an empty array then says "related to the
+        start dataset, but not to these records"); restricted by ``to`` when given.
+    blocked : list[int]
+        Ids (ascending) of the opaque operations met on those paths, where lineage stops.
+
+    Examples
+    --------
+    >>> from tensprov_lab.store import Store, MaskTensor
+    >>> s = Store()
+    >>> a = s.add_dataset("a", n_rows=4, role="source")
+    >>> b = s.add_dataset("b", n_rows=2)
+    >>> _ = s.add_operation("filter", "reduction", [a.id], b.id,
+    ...                     [MaskTensor.from_kept([1, 3], 4)])
+    >>> backward(s, b.id, [1]).rows[a.id]
+    array([3])
+    """
+
+    start: int
+    direction: str
+    rows: dict[int, np.ndarray]
+    blocked: list[int] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# sub-DAG helpers
+
+
+def _check_dataset(store: Store, ds_id: int) -> None:
+    if ds_id not in store.datasets:
+        raise ValueError(f"unknown dataset id {ds_id}")
+
+
+def _n_rows(store: Store, ds_id: int) -> int | None:
+    n = store.datasets[ds_id].n_rows
+    if n is not None:
+        return int(n)
+    # the store checks tensor shapes against n_rows, so this only helps datasets that have
+    # no tensors at all; kept for robustness
+    op = store.producer(ds_id)
+    if op is not None and op.tensors:
+        return op.tensors[0].shape[0]
+    for op in store.consumers(ds_id):
+        if op.tensors:
+            return op.tensors[op.inputs.index(ds_id)].shape[1]
+    return None
+
+
+def _topo(start: int, neighbours: Callable[[int], Iterable[int]]) -> list[int]:
+    """Datasets reachable from ``start``, each before every dataset it leads to.
+
+    Iterative DFS (pipelines can be deeper than Python's recursion limit); the reversed
+    post-order of a DAG is a topological order.
+    """
+    post: list[int] = []
+    on_stack = {start}
+    seen = {start}
+    stack = [(start, iter(neighbours(start)))]
+    while stack:
+        node, it = stack[-1]
+        for nxt in it:
+            if nxt in on_stack:
+                raise ValueError(f"the provenance graph has a cycle through dataset {nxt}")
+            if nxt not in seen:
+                seen.add(nxt)
+                on_stack.add(nxt)
+                stack.append((nxt, iter(neighbours(nxt))))
+                break
+        else:
+            stack.pop()
+            on_stack.discard(node)
+            post.append(node)
+    post.reverse()
+    return post
+
+
+def _targets(store: Store, to: int | Iterable[int] | None) -> set[int] | None:
+    if to is None:
+        return None
+    ids = {int(to)} if isinstance(to, (int, np.integer)) else {int(t) for t in to}
+    for t in ids:
+        _check_dataset(store, t)
+    return ids
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    if len(parts) == 1:
+        return parts[0]
+    return np.unique(np.concatenate(parts))
+
+
+def _start_rows(store: Store, ds_id: int, rows: ArrayLike) -> np.ndarray:
+    _check_dataset(store, ds_id)
+    n = _n_rows(store, ds_id)
+    r = normalize_rows(rows, n if n is not None else np.iinfo(np.int64).max, "row")
+    return r if r.size <= 1 else np.unique(r)
+
+
+def _run(
+    store: Store,
+    ds_id: int,
+    rows: ArrayLike,
+    to: int | Iterable[int] | None,
+    direction: str,
+) -> LineageResult:
+    start_rows = _start_rows(store, ds_id, rows)
+    targets = _targets(store, to)
+    blocked: set[int] = set()
+    useful: set[int] = set()
+    # the non-opaque operations to propagate through, per dataset (filled by the DFS)
+    edges: dict[int, list[Operation]] = {}
+
+    def neighbours(d: int) -> list[int]:
+        ops = []
+        if direction == "backward":
+            op = store.producer(d)
+            cand = [] if op is None else [op]
+        else:
+            cand = store.consumers(d)
+        for op in cand:
+            if op.tensors is None:
+                blocked.add(op.id)
+            else:
+                ops.append(op)
+        edges[d] = ops
+        if direction == "backward":
+            return list(dict.fromkeys(i for op in ops for i in op.inputs))
+        return [op.output for op in ops]
+
+    order = _topo(ds_id, neighbours)
+
+    if targets is not None:
+        # only datasets on a path from the start to a target contribute to the targets' rows
+        for d in reversed(order):
+            nxt = (
+                (i for op in edges[d] for i in op.inputs)
+                if direction == "backward"
+                else (op.output for op in edges[d])
+            )
+            if d in targets or any(n in useful for n in nxt):
+                useful.add(d)
+        order = [d for d in order if d in useful]
+
+    pending: dict[int, list[np.ndarray]] = {ds_id: [start_rows]}
+    result: dict[int, np.ndarray] = {}
+    for d in order:
+        r = _union(pending.pop(d, []) or [start_rows[:0]])
+        result[d] = r
+        for op in edges[d]:
+            assert op.tensors is not None
+            if direction == "backward":
+                for inp, t in zip(op.inputs, op.tensors, strict=True):
+                    if targets is None or inp in useful:
+                        pending.setdefault(inp, []).append(t.backward(r))
+            else:
+                if targets is not None and op.output not in useful:
+                    continue
+                # a self-join consumes d twice: both positions contribute
+                for inp, t in zip(op.inputs, op.tensors, strict=True):
+                    if inp == d:
+                        pending.setdefault(op.output, []).append(t.forward(r))
+
+    if targets is not None:
+        result = {d: r for d, r in result.items() if d == ds_id or d in targets}
+    result.setdefault(ds_id, start_rows)
+    return LineageResult(ds_id, direction, result, sorted(blocked))
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+
+def backward(
+    store: Store, ds_id: int, rows: ArrayLike, to: int | Iterable[int] | None = None
+) -> LineageResult:
+    """Rows of upstream datasets that the given rows of ``ds_id`` derive from.
+
+    Parameters
+    ----------
+    store : Store
+        The provenance graph.
+    ds_id : int
+        Dataset of the start rows.
+    rows : int, sequence of int or integer ndarray
+        Start rows (any order, repeats allowed, may be empty).
+    to : int or iterable of int, optional
+        Keep only these datasets (plus the start) in ``rows`` of the result; only the
+        paths leading to them are evaluated.  A target that is not upstream of the start
+        (or only behind an opaque operation) is absent from the result.
+
+    Returns
+    -------
+    LineageResult
+
+    Raises
+    ------
+    ValueError
+        If ``ds_id`` or a ``to`` dataset is unknown.
+    IndexError
+        If a start row is out of range.
+
+    Examples
+    --------
+    >>> from tensprov_lab.store import Store, BlockTensor
+    >>> s = Store()
+    >>> a = s.add_dataset("a", n_rows=2, role="source")
+    >>> u = s.add_dataset("u", n_rows=4)
+    >>> _ = s.add_operation("union", "append", [a.id, a.id], u.id,
+    ...                     [BlockTensor(4, 2, 0), BlockTensor(4, 2, 2)])
+    >>> backward(s, u.id, [1, 2]).rows[a.id]
+    array([0, 1])
+    """
+    return _run(store, ds_id, rows, to, "backward")
+
+
+def forward(
+    store: Store, ds_id: int, rows: ArrayLike, to: int | Iterable[int] | None = None
+) -> LineageResult:
+    """Rows of downstream datasets derived from the given rows of ``ds_id``.
+
+    Symmetrical to :func:`backward` (follows consumers and ``Tensor.forward``).
+
+    Examples
+    --------
+    >>> from tensprov_lab.store import Store, BlockTensor
+    >>> s = Store()
+    >>> a = s.add_dataset("a", n_rows=2, role="source")
+    >>> u = s.add_dataset("u", n_rows=4)
+    >>> _ = s.add_operation("union", "append", [a.id, a.id], u.id,
+    ...                     [BlockTensor(4, 2, 0), BlockTensor(4, 2, 2)])
+    >>> forward(s, a.id, [1]).rows[u.id]
+    array([1, 3])
+    """
+    return _run(store, ds_id, rows, to, "forward")
+
+
+def mapping(store: Store, src: int, dst: int) -> sp.csr_array:
+    """The whole provenance mapping from ``src`` to ``dst`` (``n_dst x n_src``, bool).
+
+    Entry ``[o, i]`` is true iff record ``o`` of ``dst`` derives from record ``i`` of
+    ``src`` along some path: the OR over all paths of the boolean products of the tensors
+    on the path (the paper's Einstein summation).  O(size of the tensors on the paths).
+
+    Raises
+    ------
+    ValueError
+        If a dataset is unknown, ``dst`` is not downstream of ``src``, or an opaque
+        operation lies on a path between them (the mapping would be incomplete).
+
+    Examples
+    --------
+    >>> from tensprov_lab.store import Store, MaskTensor
+    >>> s = Store()
+    >>> a = s.add_dataset("a", n_rows=3, role="source")
+    >>> b = s.add_dataset("b", n_rows=1)
+    >>> _ = s.add_operation("filter", "reduction", [a.id], b.id,
+    ...                     [MaskTensor.from_kept([2], 3)])
+    >>> mapping(s, a.id, b.id).toarray()
+    array([[False, False,  True]])
+    """
+    _check_dataset(store, src)
+    _check_dataset(store, dst)
+    if src == dst:
+        n = _n_rows(store, src)
+        if n is None:
+            raise ValueError(f"dataset {src} has no known number of rows")
+        return sp.csr_array(sp.eye_array(n, dtype=bool, format="csr"))
+
+    def down(d: int) -> list[int]:
+        return [op.output for op in store.consumers(d)]
+
+    def up(d: int) -> list[int]:
+        op = store.producer(d)
+        return [] if op is None else list(dict.fromkeys(op.inputs))
+
+    downstream = _topo(src, down)  # topological order, src first
+    if dst not in set(downstream):
+        raise ValueError(f"dataset {dst} is not reachable from dataset {src}")
+    upstream = set(_topo(dst, up))
+    on_path = [d for d in downstream if d in upstream]
+    on_path_set = set(on_path)
+
+    for d in on_path[1:]:
+        op = store.producer(d)
+        assert op is not None
+        if op.tensors is None:
+            raise ValueError(
+                f"operation {op.id} ({op.method}) on a path from dataset {src} to dataset "
+                f"{dst} is opaque: record lineage cannot cross it"
+            )
+
+    n_src = _n_rows(store, src)
+    assert n_src is not None  # src has a consumer with tensors on the path
+    maps: dict[int, sp.csr_array] = {src: sp.csr_array(sp.eye_array(n_src, dtype=bool))}
+    for d in on_path[1:]:
+        op = store.producer(d)
+        assert op is not None and op.tensors is not None
+        acc: sp.csr_array | None = None
+        for inp, t in zip(op.inputs, op.tensors, strict=True):
+            if inp not in on_path_set:
+                continue
+            # identity tensors are common (select, withColumn): skip the product
+            m = maps[inp] if t.kind == "identity" else t.to_sparse() @ maps[inp]
+            acc = m if acc is None else acc + m
+        assert acc is not None
+        maps[d] = acc
+    out = sp.csr_array(maps[dst], dtype=bool)
+    out.sum_duplicates()
+    return out

@@ -1,0 +1,172 @@
+"""The provenance graph: datasets (nodes) and operations (hyper-edges with tensors).
+
+Pure Python/numpy: no pyspark, no IPython.  Capture adds nodes; queries read them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tensprov_lab.store._tensors import Tensor
+
+__all__ = ["Dataset", "Operation", "Store", "StoreError"]
+
+
+class StoreError(ValueError):
+    """Raised when a dataset or operation would make the store inconsistent."""
+
+
+@dataclass
+class Dataset:
+    """A dataset node: records numbered ``0..n_rows-1`` in canonical order."""
+
+    id: int
+    name: str | None
+    columns: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    n_rows: int | None = None
+    #: "source" (read from outside the tracked code) or "derived"
+    role: str = "derived"
+    run: int | None = None
+    #: produced by a trivial operation (repartition, cache, hint ...) and hidden by default
+    hidden: bool = False
+    #: short description of where a source comes from (file, createDataFrame, ...)
+    origin: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name if self.name else f"dataset#{self.id}"
+
+
+@dataclass
+class Operation:
+    """One operation: ``output = method(*inputs)`` with one tensor per input."""
+
+    id: int
+    method: str
+    category: str
+    inputs: list[int]
+    output: int
+    #: one tensor per input (n_out x n_in); ``None`` when the operation is opaque
+    tensors: list[Tensor] | None
+    expression: str = ""
+    opaque: bool = False
+    nondeterministic: bool = False
+    contextual: bool = False
+    trivial: bool = False
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    run: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors) if self.tensors else 0
+
+    @property
+    def index_nbytes(self) -> int:
+        return sum(t.index_nbytes for t in self.tensors) if self.tensors else 0
+
+    @property
+    def entries(self) -> int:
+        return sum(t.nnz for t in self.tensors) if self.tensors else 0
+
+
+class Store:
+    """All datasets and operations recorded in this process.
+
+    Examples
+    --------
+    >>> from tensprov_lab.store import Store, IdentityTensor
+    >>> s = Store()
+    >>> a = s.add_dataset("a", n_rows=3, role="source")
+    >>> b = s.add_dataset("b", n_rows=3)
+    >>> op = s.add_operation("select", "projection", [a.id], b.id, [IdentityTensor(3)])
+    >>> s.producer(b.id).method
+    'select'
+    """
+
+    def __init__(self) -> None:
+        self.datasets: dict[int, Dataset] = {}
+        self.operations: dict[int, Operation] = {}
+        self._producer: dict[int, int] = {}
+        self._consumers: dict[int, list[int]] = {}
+        self._ids = itertools.count()
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def add_dataset(self, name: str | None, **kwargs: object) -> Dataset:
+        ds = Dataset(id=self.new_id(), name=name, **kwargs)  # type: ignore[arg-type]
+        self.datasets[ds.id] = ds
+        self._consumers.setdefault(ds.id, [])
+        return ds
+
+    def add_operation(
+        self,
+        method: str,
+        category: str,
+        inputs: list[int],
+        output: int,
+        tensors: list[Tensor] | None,
+        **kwargs: object,
+    ) -> Operation:
+        """Add an operation after checking every tensor against the dataset sizes.
+
+        Nothing is changed when a check fails, so the store never holds half an operation.
+        """
+        for d in [*inputs, output]:
+            if d not in self.datasets:
+                raise StoreError(f"unknown dataset id {d}")
+        if output in self._producer:
+            raise StoreError(f"dataset {output} already has a producing operation")
+        if tensors is not None:
+            if len(tensors) != len(inputs):
+                raise StoreError(f"{len(tensors)} tensors for {len(inputs)} inputs")
+            n_out = self.datasets[output].n_rows
+            for t, d in zip(tensors, inputs):
+                n_in = self.datasets[d].n_rows
+                if t.shape != (n_out, n_in):
+                    raise StoreError(
+                        f"tensor shape {t.shape} does not match datasets ({n_out}, {n_in})"
+                    )
+        op = Operation(
+            id=self.new_id(),
+            method=method,
+            category=category,
+            inputs=list(inputs),
+            output=output,
+            tensors=tensors,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        self.operations[op.id] = op
+        self._producer[output] = op.id
+        for d in dict.fromkeys(inputs):
+            self._consumers[d].append(op.id)
+        return op
+
+    def remove_dataset(self, ds_id: int) -> None:
+        """Drop a dataset that no operation references (used to undo a failed capture)."""
+        if self._consumers.get(ds_id) or ds_id in self._producer:
+            raise StoreError(f"dataset {ds_id} is still referenced")
+        self.datasets.pop(ds_id, None)
+        self._consumers.pop(ds_id, None)
+
+    def producer(self, ds_id: int) -> Operation | None:
+        op = self._producer.get(ds_id)
+        return None if op is None else self.operations[op]
+
+    def consumers(self, ds_id: int) -> list[Operation]:
+        return [self.operations[o] for o in self._consumers.get(ds_id, [])]
+
+    def sources(self) -> list[int]:
+        return [d for d in self.datasets if d not in self._producer]
+
+    def sinks(self) -> list[int]:
+        return [d for d in self.datasets if not self._consumers.get(d)]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(op.nbytes + op.index_nbytes for op in self.operations.values())

@@ -1,0 +1,1058 @@
+"""Provenance tensors: compact binary matrices ``n_out x n_in`` with fast lineage lookups.
+
+A tensor of one operation with respect to one of its inputs has ``T[o, i] = 1`` iff output
+record ``o`` is derived from input record ``i`` (paper §III-A: the order ``n+1`` tensor of an
+``n``-input operation is kept as one such matrix per input, its projections).  Each class
+stores one family of matrices in its cheapest exact form (DESIGN.md §4):
+
+=================  ====================================  =====================================
+class              matrices                              storage
+=================  ====================================  =====================================
+IdentityTensor     row-preserving ops                    O(1)
+BlockTensor        one side of an append/union           O(1)
+MaskTensor         filter, sample, limit                 bitset or sorted ints, the smaller
+IndexTensor        at most one input row per output row  bit-packed ints, or group offsets
+                   (joins, permutations, explode)        when non-decreasing, the smaller
+CSRTensor          many-to-many (aggregates, dedup)      CSR with the smallest dtypes
+=================  ====================================  =====================================
+
+Row arguments may be lists, scalars or integer numpy arrays of any dtype, in any order and
+with repeats.  Results are always sorted, unique ``int64`` arrays.  ``nbytes`` counts the
+numpy arrays a tensor is made of; ``index_nbytes`` counts inverse indexes built lazily by the
+first ``forward`` (or ``backward``, for the bitset mask) call, so that memory reports stay
+honest about what queries cost.
+
+Pure numpy/scipy: no pyspark, no IPython.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
+
+__all__ = [
+    "BlockTensor",
+    "CSRTensor",
+    "IdentityTensor",
+    "IndexTensor",
+    "MaskTensor",
+    "PackedInts",
+    "Tensor",
+    "make_tensor",
+    "normalize_rows",
+]
+
+_EMPTY = np.empty(0, dtype=np.int64)
+_U64 = np.uint64
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+
+
+def _uint_dtype(max_value: int) -> np.dtype:
+    """Smallest unsigned dtype that holds ``0..max_value``."""
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if max_value <= np.iinfo(dt).max:
+            return np.dtype(dt)
+    return np.dtype(np.uint64)
+
+
+def normalize_rows(rows: ArrayLike, n: int, what: str = "row") -> np.ndarray:
+    """Validate row indices against ``0..n-1`` and return them as an ``int64`` array.
+
+    Order and repeats are kept; use the tensor methods for sorted, unique results.
+
+    Parameters
+    ----------
+    rows : int, sequence of int or integer ndarray
+        Row indices; an empty sequence is allowed.
+    n : int
+        Number of rows of the dataset the indices refer to.
+    what : str
+        Name used in error messages (e.g. ``"output row"``).
+
+    Raises
+    ------
+    TypeError
+        If the indices are not integers.
+    IndexError
+        If an index lies outside ``0..n-1``.
+
+    Examples
+    --------
+    >>> normalize_rows([2, 0, 2], 3)
+    array([2, 0, 2])
+    >>> normalize_rows([3], 3, "output row")
+    Traceback (most recent call last):
+    ...
+    IndexError: output row 3 out of range: valid output rows are 0..2 (3 rows)
+    """
+    a = np.asarray(rows)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    elif a.ndim != 1:
+        raise ValueError(f"{what}s must be a 1-D sequence of integers, got shape {a.shape}")
+    if a.size == 0:
+        # np.asarray([]) is float64: an empty request is fine whatever its dtype
+        return _EMPTY
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{what}s must be integers, got dtype {a.dtype}")
+    lo = a.min()
+    hi = a.max()
+    if lo < 0 or hi >= n:
+        bad = int(lo) if lo < 0 else int(hi)
+        valid = f"0..{n - 1}" if n > 0 else "none"
+        raise IndexError(f"{what} {bad} out of range: valid {what}s are {valid} ({n} rows)")
+    return a.astype(np.int64, copy=False)
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    # the common query is one row or an already sorted set: skip np.unique's sort then
+    if a.size <= 1 or bool(np.all(a[1:] > a[:-1])):
+        return a
+    return np.unique(a)
+
+
+def _dedup_sorted(a: np.ndarray) -> np.ndarray:
+    """Drop repeats from a non-decreasing array in O(k)."""
+    if a.size <= 1:
+        return a
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for each pair, vectorised (int64)."""
+    if starts.size == 1:
+        return np.arange(int(starts[0]), int(ends[0]), dtype=np.int64)
+    s = starts.astype(np.int64)
+    lens = ends.astype(np.int64) - s
+    nz = lens > 0
+    if not nz.all():
+        s, lens = s[nz], lens[nz]
+    if s.size == 0:
+        return _EMPTY
+    csum = np.cumsum(lens)
+    out = np.arange(int(csum[-1]), dtype=np.int64)
+    out += np.repeat(s - (csum - lens), lens)
+    return out
+
+
+def _popcount64(x: np.ndarray) -> np.ndarray:
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return np.bitwise_count(x).astype(np.int64)
+    # SWAR popcount for numpy 1.26, which has no bitwise_count
+    x = x - ((x >> _U64(1)) & _U64(0x5555555555555555))
+    x = (x & _U64(0x3333333333333333)) + ((x >> _U64(2)) & _U64(0x3333333333333333))
+    x = (x + (x >> _U64(4))) & _U64(0x0F0F0F0F0F0F0F0F)
+    return ((x * _U64(0x0101010101010101)) >> _U64(56)).astype(np.int64)
+
+
+def _as_int_array(values: ArrayLike, name: str) -> np.ndarray:
+    a = np.asarray(values)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
+    if a.size == 0:
+        return _EMPTY
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
+    return a
+
+
+def _check_size(n: int, name: str) -> int:
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"{name} must be >= 0, got {n}")
+    return n
+
+
+def _inverse_csr(targets: np.ndarray, n_targets: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group positions ``0..len(targets)-1`` by target value (``-1`` entries dropped).
+
+    Returns ``(indptr, order)``: the positions with target ``t`` are
+    ``order[indptr[t]:indptr[t+1]]``, ascending (stable sort).
+    """
+    t = targets.astype(np.int64, copy=False)
+    order = np.argsort(t, kind="stable")
+    missing = int(np.count_nonzero(t < 0))
+    order = order[missing:]
+    counts = np.bincount(t[t >= 0], minlength=n_targets)
+    indptr = np.zeros(n_targets + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    n_pos = len(targets)
+    return (
+        indptr.astype(_uint_dtype(int(indptr[-1]))),
+        order.astype(_uint_dtype(max(n_pos - 1, 0))),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# PackedInts
+
+
+class PackedInts:
+    """Fixed-width bit-packed array of non-negative integers.
+
+    Values of ``width`` bits are laid end to end in little-endian ``uint64`` words, so ``n``
+    values take ``ceil(n * width / 64) * 8`` bytes.  ``get`` is vectorised and O(k).
+
+    Parameters
+    ----------
+    words : ndarray of uint64
+        The packed bits.
+    width : int
+        Bits per value, ``0..64`` (0 stores only zeros, in no memory).
+    size : int
+        Number of values.
+
+    Examples
+    --------
+    >>> p = PackedInts.from_array([5, 0, 7, 3])
+    >>> p.width, len(p), p.nbytes
+    (3, 4, 8)
+    >>> p.get([2, 0])
+    array([7, 5])
+    >>> p.to_numpy()
+    array([5, 0, 7, 3])
+    """
+
+    def __init__(self, words: np.ndarray, width: int, size: int) -> None:
+        if not 0 <= width <= 64:
+            raise ValueError(f"width must be in 0..64, got {width}")
+        need = (size * width + 63) // 64
+        if len(words) != need:
+            raise ValueError(f"{size} values of {width} bits need {need} words, got {len(words)}")
+        self.words = np.asarray(words, dtype="<u8")
+        self.width = int(width)
+        self.size = int(size)
+
+    @classmethod
+    def from_array(cls, values: ArrayLike, width: int | None = None) -> PackedInts:
+        """Pack non-negative integers, by default with the minimal width for their maximum.
+
+        Raises
+        ------
+        ValueError
+            If a value is negative or does not fit in ``width`` bits.
+        """
+        v = _as_int_array(values, "values")
+        n = len(v)
+        vmax = int(v.max()) if n else 0
+        if n and int(v.min()) < 0:
+            raise ValueError(f"PackedInts holds non-negative values, got {int(v.min())}")
+        if width is None:
+            width = vmax.bit_length()
+        if not 0 <= width <= 64:
+            raise ValueError(f"width must be in 0..64, got {width}")
+        if vmax.bit_length() > width:
+            raise ValueError(f"value {vmax} does not fit in {width} bits")
+        nwords = (n * width + 63) // 64
+        words = np.zeros(nwords, dtype="<u8")
+        if nwords:
+            v64 = v.astype(np.uint64)
+            w_ = _U64(width)
+            bitpos = np.arange(n, dtype=np.uint64) * w_
+            word = bitpos >> _U64(6)
+            off = bitpos & _U64(63)
+            # several values start in the same word: OR them together per word in one pass
+            starts = np.flatnonzero(np.diff(word)) + 1
+            starts = np.concatenate([[0], starts])
+            words[word[starts]] = np.bitwise_or.reduceat(v64 << off, starts)
+            # each word receives at most one spill (the value straddling its start)
+            spill = off + w_ > _U64(64)
+            if spill.any():
+                words[word[spill] + _U64(1)] |= v64[spill] >> (_U64(64) - off[spill])
+        return cls(words, width, n)
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed words."""
+        return int(self.words.nbytes)
+
+    def get(self, positions: ArrayLike) -> np.ndarray:
+        """Values at the given positions (``int64``, or ``uint64`` when ``width == 64``).
+
+        Raises
+        ------
+        IndexError
+            If a position lies outside ``0..len-1``.
+        """
+        p = normalize_rows(positions, self.size, "position")
+        out_dtype = np.uint64 if self.width == 64 else np.int64
+        if p.size == 0 or self.width == 0:
+            return np.zeros(p.size, dtype=out_dtype)
+        w_ = _U64(self.width)
+        bitpos = p.astype(np.uint64) * w_
+        word = bitpos >> _U64(6)
+        off = bitpos & _U64(63)
+        lo = self.words[word] >> off
+        # the clip keeps the read in bounds; np.where drops it where the value does not spill
+        nxt = np.minimum(word + _U64(1), _U64(len(self.words) - 1))
+        hi = self.words[nxt] << ((_U64(64) - off) & _U64(63))
+        val = np.where(off + w_ > _U64(64), lo | hi, lo)
+        if self.width < 64:
+            val &= (_U64(1) << w_) - _U64(1)
+        return val.astype(out_dtype)
+
+    def to_numpy(self) -> np.ndarray:
+        """All values, O(n) (in chunks, to bound temporary memory)."""
+        out_dtype = np.uint64 if self.width == 64 else np.int64
+        out = np.zeros(self.size, dtype=out_dtype)
+        if self.width == 0:
+            return out
+        chunk = 1 << 20
+        for s in range(0, self.size, chunk):
+            e = min(s + chunk, self.size)
+            out[s:e] = self.get(np.arange(s, e, dtype=np.int64))
+        return out
+
+    def __repr__(self) -> str:
+        return f"PackedInts(size={self.size}, width={self.width}, nbytes={self.nbytes})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor base class
+
+
+class Tensor(ABC):
+    """A binary provenance matrix ``n_out x n_in`` of one operation w.r.t. one input.
+
+    Subclasses implement ``_backward``, ``_forward`` and ``_pairs`` on rows that are already
+    validated, sorted and unique; the public methods do the normalisation.
+    """
+
+    kind: str = "abstract"
+
+    def __init__(self, n_out: int, n_in: int) -> None:
+        self.n_out = _check_size(n_out, "n_out")
+        self.n_in = _check_size(n_in, "n_in")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_out, n_in)``."""
+        return (self.n_out, self.n_in)
+
+    @property
+    @abstractmethod
+    def nnz(self) -> int:
+        """Number of ones."""
+
+    @property
+    @abstractmethod
+    def nbytes(self) -> int:
+        """Bytes of the numpy arrays the tensor is made of (0 for O(1) forms)."""
+
+    @property
+    def index_nbytes(self) -> int:
+        """Bytes of lazily built inverse indexes (0 until a query builds them)."""
+        return 0
+
+    def backward(self, rows: ArrayLike) -> np.ndarray:
+        """Input rows that the given output rows derive from (sorted, unique, int64).
+
+        Raises
+        ------
+        IndexError
+            If an output row is outside ``0..n_out-1``.
+        """
+        u = _sorted_unique(normalize_rows(rows, self.n_out, "output row"))
+        return self._backward(u)
+
+    def forward(self, rows: ArrayLike) -> np.ndarray:
+        """Output rows derived from the given input rows (sorted, unique, int64).
+
+        Raises
+        ------
+        IndexError
+            If an input row is outside ``0..n_in-1``.
+        """
+        u = _sorted_unique(normalize_rows(rows, self.n_in, "input row"))
+        return self._forward(u)
+
+    def backward_pairs(self, rows: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """Every one in the given output rows, as aligned ``(out_rows, in_rows)`` int64 arrays.
+
+        Repeated output rows are reported once; pairs are sorted by output row, then input
+        row.
+        """
+        u = _sorted_unique(normalize_rows(rows, self.n_out, "output row"))
+        return self._pairs(u)
+
+    def to_sparse(self) -> sp.csr_array:
+        """The whole matrix as a boolean ``scipy.sparse.csr_array`` (``n_out x n_in``)."""
+        out, inp = self._pairs(np.arange(self.n_out, dtype=np.int64))
+        indptr = np.zeros(self.n_out + 1, dtype=np.int64)
+        np.cumsum(np.bincount(out, minlength=self.n_out), out=indptr[1:])
+        return sp.csr_array((np.ones(len(inp), dtype=bool), inp, indptr), shape=self.shape)
+
+    @abstractmethod
+    def _backward(self, u: np.ndarray) -> np.ndarray: ...
+
+    @abstractmethod
+    def _forward(self, u: np.ndarray) -> np.ndarray: ...
+
+    @abstractmethod
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def _repr_extra(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(shape={self.shape}{self._repr_extra()}, nnz={self.nnz}, "
+            f"nbytes={self.nbytes}, index_nbytes={self.index_nbytes})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# O(1) forms
+
+
+class IdentityTensor(Tensor):
+    """Identity ``n x n``: row-preserving operations (select, withColumn, ...).
+
+    Stores no arrays, so ``nbytes`` is 0.
+
+    Examples
+    --------
+    >>> t = IdentityTensor(4)
+    >>> t.backward([3, 1, 3])
+    array([1, 3])
+    >>> t.nnz, t.nbytes
+    (4, 0)
+    """
+
+    kind = "identity"
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n, n)
+
+    @property
+    def nnz(self) -> int:
+        return self.n_in
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    def _backward(self, u: np.ndarray) -> np.ndarray:
+        return u
+
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        return u
+
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return u, u.copy()
+
+
+class BlockTensor(Tensor):
+    """One input's block of an append: output rows ``offset..offset+n_in-1`` are its rows.
+
+    The paper's block-diagonal append tensor (§III-A); stores no arrays, so ``nbytes`` is 0.
+
+    Parameters
+    ----------
+    n_out, n_in : int
+        Shape.
+    offset : int
+        Output row of input row 0; ``offset + n_in <= n_out``.
+
+    Examples
+    --------
+    >>> t = BlockTensor(5, 2, offset=3)        # second input of a 3 + 2 row union
+    >>> t.backward([0, 3, 4])
+    array([0, 1])
+    >>> t.forward([1])
+    array([4])
+    """
+
+    kind = "block"
+
+    def __init__(self, n_out: int, n_in: int, offset: int) -> None:
+        super().__init__(n_out, n_in)
+        self.offset = int(offset)
+        if self.offset < 0 or self.offset + self.n_in > self.n_out:
+            raise ValueError(
+                f"block of {self.n_in} rows at offset {self.offset} does not fit in "
+                f"{self.n_out} output rows"
+            )
+
+    @property
+    def nnz(self) -> int:
+        return self.n_in
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    def _backward(self, u: np.ndarray) -> np.ndarray:
+        lo, hi = np.searchsorted(u, [self.offset, self.offset + self.n_in])
+        return u[lo:hi] - self.offset
+
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        return u + self.offset
+
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = np.searchsorted(u, [self.offset, self.offset + self.n_in])
+        return u[lo:hi], u[lo:hi] - self.offset
+
+    def _repr_extra(self) -> str:
+        return f", offset={self.offset}"
+
+
+# ---------------------------------------------------------------------------------------------
+# MaskTensor
+
+
+class MaskTensor(Tensor):
+    """Row subset: output row ``o`` is input row ``kept[o]``, ``kept`` strictly increasing.
+
+    Two exact forms, the smaller is chosen by :meth:`from_kept`:
+
+    * ``"ints"``: ``kept`` in the smallest unsigned dtype that holds ``n_in - 1``
+      (``n_out * itemsize`` bytes).  backward is ``kept[rows]``, O(k); forward is a binary
+      search, O(k log n).
+    * ``"bitset"``: one bit per input row, ``ceil(n_in / 64) * 8`` bytes.  forward is a bit
+      test plus a rank (a lazily built directory of popcounts per 64-bit word, ``n_in / 64``
+      small ints), O(k); backward materialises ``kept`` once, lazily, O(k) per query after
+      that.  Both lazy arrays count in ``index_nbytes``.
+
+    Examples
+    --------
+    >>> t = MaskTensor.from_kept([1, 2, 4], n_in=5)
+    >>> t.shape, t.form
+    ((3, 5), 'ints')
+    >>> t.backward([0, 2])
+    array([1, 4])
+    >>> t.forward([0, 4])
+    array([2])
+    """
+
+    kind = "mask"
+
+    def __init__(
+        self,
+        n_in: int,
+        *,
+        kept: np.ndarray | None = None,
+        bits: np.ndarray | None = None,
+    ) -> None:
+        if (kept is None) == (bits is None):
+            raise ValueError("give exactly one of kept= or bits=")
+        n_in = _check_size(n_in, "n_in")
+        self._kept: np.ndarray | None = None
+        self._bits: np.ndarray | None = None
+        self._rank: np.ndarray | None = None
+        self._kept_index: np.ndarray | None = None
+        if kept is not None:
+            self._kept = kept
+            n_out = len(kept)
+            self.form = "ints"
+        else:
+            assert bits is not None
+            if len(bits) != (n_in + 63) // 64:
+                raise ValueError(f"{n_in} input rows need {(n_in + 63) // 64} words")
+            self._bits = np.asarray(bits, dtype="<u8")
+            n_out = int(_popcount64(self._bits).sum())
+            self.form = "bitset"
+        super().__init__(n_out, n_in)
+
+    @classmethod
+    def from_kept(cls, kept: ArrayLike, n_in: int, form: str | None = None) -> MaskTensor:
+        """Build from the kept input rows.
+
+        Parameters
+        ----------
+        kept : sequence of int
+            Strictly increasing input rows in ``0..n_in-1``.
+        n_in : int
+            Number of input rows.
+        form : {None, "ints", "bitset"}
+            Force a storage form; ``None`` picks the one with fewer bytes.
+
+        Raises
+        ------
+        ValueError
+            If ``kept`` is not strictly increasing or out of range.
+        """
+        n_in = _check_size(n_in, "n_in")
+        k = _as_int_array(kept, "kept")
+        if k.size:
+            if int(k.min()) < 0 or int(k.max()) >= n_in:
+                raise ValueError(f"kept rows must lie in 0..{n_in - 1}")
+            if not bool(np.all(k[1:] > k[:-1])):
+                raise ValueError("kept rows must be strictly increasing")
+        dt = _uint_dtype(max(n_in - 1, 0))
+        ints_bytes = len(k) * dt.itemsize
+        bits_bytes = (n_in + 63) // 64 * 8
+        if form is None:
+            form = "bitset" if bits_bytes < ints_bytes else "ints"
+        if form == "ints":
+            return cls(n_in, kept=k.astype(dt))
+        if form == "bitset":
+            mask = np.zeros(n_in, dtype=bool)
+            mask[k] = True
+            packed = np.packbits(mask, bitorder="little")
+            padded = np.zeros(bits_bytes, dtype=np.uint8)
+            padded[: len(packed)] = packed
+            return cls(n_in, bits=padded.view("<u8"))
+        raise ValueError(f"unknown mask form {form!r}; use 'ints' or 'bitset'")
+
+    @property
+    def nnz(self) -> int:
+        return self.n_out
+
+    @property
+    def nbytes(self) -> int:
+        arr = self._kept if self._kept is not None else self._bits
+        assert arr is not None
+        return int(arr.nbytes)
+
+    @property
+    def index_nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in (self._rank, self._kept_index) if a is not None)
+
+    def kept(self) -> np.ndarray:
+        """The kept input rows, one per output row (int64)."""
+        return self._kept_array().astype(np.int64)
+
+    def _kept_array(self) -> np.ndarray:
+        if self._kept is not None:
+            return self._kept
+        if self._kept_index is None:
+            assert self._bits is not None
+            bits = np.unpackbits(self._bits.view(np.uint8), bitorder="little", count=self.n_in)
+            self._kept_index = np.flatnonzero(bits).astype(_uint_dtype(max(self.n_in - 1, 0)))
+        return self._kept_index
+
+    def _backward(self, u: np.ndarray) -> np.ndarray:
+        # kept is strictly increasing, so sorted unique u maps to sorted unique rows
+        return self._kept_array()[u].astype(np.int64)
+
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        if u.size == 0:
+            return _EMPTY
+        if self._kept is not None:
+            kept = self._kept
+            pos = np.searchsorted(kept, u.astype(kept.dtype))
+            hit = pos < len(kept)
+            hit[hit] = kept[pos[hit]] == u[hit]
+            return pos[hit].astype(np.int64)
+        assert self._bits is not None
+        if self._rank is None:
+            counts = _popcount64(self._bits)
+            rank = np.zeros(len(counts), dtype=np.int64)
+            np.cumsum(counts[:-1], out=rank[1:])
+            self._rank = rank.astype(_uint_dtype(self.n_out))
+        uu = u.astype(np.uint64)
+        word_i = uu >> _U64(6)
+        bit = uu & _U64(63)
+        word = self._bits[word_i]
+        hit = ((word >> bit) & _U64(1)).astype(bool)
+        below = word & ((_U64(1) << bit) - _U64(1))
+        rank_u = self._rank[word_i].astype(np.int64) + _popcount64(below)
+        return rank_u[hit]
+
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return u, self._backward(u)
+
+    def _repr_extra(self) -> str:
+        return f", form={self.form!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# IndexTensor
+
+
+class IndexTensor(Tensor):
+    """Functional map: output row ``o`` comes from input row ``idx[o]``, or none if ``-1``.
+
+    One side of a join (``-1`` on the missing side of an outer join), a permutation
+    (orderBy), explode.  Two exact forms, the smaller is chosen by :meth:`from_index`:
+
+    * ``"packed"``: ``idx + 1`` bit-packed with ``bit_length(n_in)`` bits per output row
+      (:class:`PackedInts`).  backward O(k); forward uses an inverse index built on first use
+      and counted in ``index_nbytes``: the output row + 1 of each input row, bit-packed, when
+      no input row is used twice (permutations, one side of a 1:1 join), else a CSR of
+      input row -> output rows (stable argsort).
+    * ``"sorted"``: only for a non-decreasing ``idx`` (e.g. the left side of a join whose
+      output is ordered by left index; ``-1`` rows can only come first).  Stores the group
+      offsets, ``offsets[v + 1]`` = first output row with ``idx >= v`` for
+      ``v = -1..n_in`` (``n_in + 2`` ints in the smallest dtype that holds ``n_out``): this is
+      the count of output rows per input row, in prefix-sum form so that both directions
+      need no extra index.  backward is a binary search, O(k log n_in); forward O(k + out).
+
+    Examples
+    --------
+    >>> t = IndexTensor.from_index([2, -1, 0, 2], n_in=3)
+    >>> t.form
+    'packed'
+    >>> t.backward([0, 1, 3])
+    array([2])
+    >>> t.forward([2])
+    array([0, 3])
+    >>> IndexTensor.from_index([0, 0, 0, 1, 1, 2] * 10, n_in=3).form
+    'packed'
+    >>> IndexTensor.from_index(sorted([0, 0, 0, 1, 1, 2] * 10), n_in=3).form
+    'sorted'
+    """
+
+    kind = "index"
+
+    def __init__(
+        self,
+        n_out: int,
+        n_in: int,
+        *,
+        values: PackedInts | None = None,
+        offsets: np.ndarray | None = None,
+        nnz: int | None = None,
+    ) -> None:
+        super().__init__(n_out, n_in)
+        if (values is None) == (offsets is None):
+            raise ValueError("give exactly one of values= or offsets=")
+        self._values = values
+        self._offsets = offsets
+        self._inv_indptr: np.ndarray | None = None
+        self._inv_order: np.ndarray | None = None
+        self._inv_packed: PackedInts | None = None
+        if values is not None:
+            if len(values) != self.n_out:
+                raise ValueError(f"{len(values)} packed values for {self.n_out} output rows")
+            self.form = "packed"
+            # counting needs a full unpack, so take it from the builder when it knows it
+            self._nnz = -1 if nnz is None else int(nnz)
+        else:
+            assert offsets is not None
+            if len(offsets) != self.n_in + 2 or int(offsets[-1]) != self.n_out:
+                raise ValueError("offsets must have n_in + 2 entries ending at n_out")
+            self.form = "sorted"
+            self._nnz = self.n_out - int(offsets[1])
+
+    @classmethod
+    def from_index(cls, idx: ArrayLike, n_in: int, form: str | None = None) -> IndexTensor:
+        """Build from ``idx`` (one entry per output row, ``-1`` or in ``0..n_in-1``).
+
+        Parameters
+        ----------
+        idx : sequence of int
+            Input row of each output row, ``-1`` for none.
+        n_in : int
+            Number of input rows.
+        form : {None, "packed", "sorted"}
+            Force a storage form; ``None`` picks the one with fewer bytes ("sorted" is only
+            possible for a non-decreasing ``idx``).
+
+        Raises
+        ------
+        ValueError
+            If a value is out of range, or ``form="sorted"`` for an unsorted ``idx``.
+        """
+        n_in = _check_size(n_in, "n_in")
+        a = _as_int_array(idx, "idx").astype(np.int64, copy=False)
+        n_out = len(a)
+        if n_out and (int(a.min()) < -1 or int(a.max()) >= n_in):
+            raise ValueError(f"idx values must be -1 or lie in 0..{n_in - 1}")
+        monotone = n_out <= 1 or bool(np.all(a[1:] >= a[:-1]))
+        width = n_in.bit_length()
+        packed_bytes = (n_out * width + 63) // 64 * 8
+        sorted_bytes = (n_in + 2) * _uint_dtype(n_out).itemsize
+        if form is None:
+            form = "sorted" if monotone and sorted_bytes < packed_bytes else "packed"
+        if form == "sorted":
+            if not monotone:
+                raise ValueError("the 'sorted' form needs a non-decreasing idx")
+            offsets = np.searchsorted(a + 1, np.arange(n_in + 2, dtype=np.int64))
+            return cls(n_out, n_in, offsets=offsets.astype(_uint_dtype(n_out)))
+        if form == "packed":
+            values = PackedInts.from_array(a + 1, width=width)
+            return cls(n_out, n_in, values=values, nnz=int(np.count_nonzero(a >= 0)))
+        raise ValueError(f"unknown index form {form!r}; use 'packed' or 'sorted'")
+
+    @property
+    def nnz(self) -> int:
+        if self._nnz < 0:
+            self._nnz = int(np.count_nonzero(self.to_index() >= 0))
+        return self._nnz
+
+    @property
+    def nbytes(self) -> int:
+        if self._values is not None:
+            return self._values.nbytes
+        assert self._offsets is not None
+        return int(self._offsets.nbytes)
+
+    @property
+    def index_nbytes(self) -> int:
+        arrays = (self._inv_indptr, self._inv_order)
+        packed = self._inv_packed.nbytes if self._inv_packed is not None else 0
+        return packed + sum(int(a.nbytes) for a in arrays if a is not None)
+
+    def to_index(self) -> np.ndarray:
+        """The full ``idx`` array (int64, ``-1`` for no input row), O(n_out)."""
+        if self._values is not None:
+            return self._values.to_numpy() - 1
+        assert self._offsets is not None
+        off = self._offsets.astype(np.int64)
+        return np.repeat(np.arange(-1, self.n_in, dtype=np.int64), off[1:] - off[:-1])
+
+    def _lookup(self, u: np.ndarray) -> np.ndarray:
+        """``idx[u]`` for sorted unique u (non-decreasing result in the sorted form)."""
+        if self._values is not None:
+            return self._values.get(u) - 1
+        assert self._offsets is not None
+        off = self._offsets
+        return np.searchsorted(off, u.astype(off.dtype), side="right").astype(np.int64) - 2
+
+    def _backward(self, u: np.ndarray) -> np.ndarray:
+        v = self._lookup(u)
+        v = v[v >= 0]
+        return _dedup_sorted(v) if self._offsets is not None else _sorted_unique(v)
+
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        if u.size == 0:
+            return _EMPTY
+        if self._offsets is not None:
+            # groups are laid out in input order, so the ranges come out sorted
+            return _ranges(self._offsets[u + 1], self._offsets[u + 2])
+        if self._inv_order is None and self._inv_packed is None:
+            self._build_inverse()
+        if self._inv_packed is not None:
+            o = self._inv_packed.get(u) - 1
+            return np.sort(o[o >= 0])  # injective: no repeats to drop
+        assert self._inv_indptr is not None and self._inv_order is not None
+        pos = _ranges(self._inv_indptr[u], self._inv_indptr[u + 1])
+        out = self._inv_order[pos].astype(np.int64)
+        return out if u.size == 1 else np.unique(out)
+
+    def _build_inverse(self) -> None:
+        idx = self.to_index()
+        valid = idx >= 0
+        counts = np.bincount(idx[valid], minlength=self.n_in)
+        if counts.size == 0 or int(counts.max()) <= 1:
+            # one output per input row at most: a flat packed inverse is ~3x smaller than CSR
+            inv = np.zeros(self.n_in, dtype=np.int64)
+            inv[idx[valid]] = np.flatnonzero(valid) + 1
+            self._inv_packed = PackedInts.from_array(inv, width=self.n_out.bit_length())
+        else:
+            self._inv_indptr, self._inv_order = _inverse_csr(idx, self.n_in)
+
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        v = self._lookup(u)
+        keep = v >= 0
+        return u[keep], v[keep]
+
+    def _repr_extra(self) -> str:
+        return f", form={self.form!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# CSRTensor
+
+
+class CSRTensor(Tensor):
+    """Many-to-many: output row ``o`` derives from ``indices[indptr[o]:indptr[o+1]]``.
+
+    Aggregates and dedup (every contributing input row is kept: why-provenance).  Stored
+    canonically (sorted, unique column indices per row) with the smallest unsigned dtypes.
+    forward uses the transposed CSR, built on first use and counted in ``index_nbytes``.
+
+    Parameters
+    ----------
+    n_out, n_in : int
+        Shape.
+    indptr : sequence of int
+        ``n_out + 1`` non-decreasing offsets into ``indices``, from 0.
+    indices : sequence of int
+        Input rows in ``0..n_in-1``; rows that are unsorted or repeat an index are
+        canonicalised.
+
+    Examples
+    --------
+    >>> t = CSRTensor(2, 4, indptr=[0, 3, 4], indices=[0, 2, 3, 1])   # groupBy
+    >>> t.backward([0])
+    array([0, 2, 3])
+    >>> t.forward([1, 3])
+    array([0, 1])
+    >>> CSRTensor.from_pairs([1, 0, 1], [1, 0, 2], n_out=2, n_in=3).backward_pairs([1])
+    (array([1, 1]), array([1, 2]))
+    """
+
+    kind = "csr"
+
+    def __init__(self, n_out: int, n_in: int, indptr: ArrayLike, indices: ArrayLike) -> None:
+        super().__init__(n_out, n_in)
+        ip = _as_int_array(indptr, "indptr").astype(np.int64, copy=False)
+        ix = _as_int_array(indices, "indices").astype(np.int64, copy=False)
+        if len(ip) != self.n_out + 1:
+            raise ValueError(f"indptr needs {self.n_out + 1} entries, got {len(ip)}")
+        if ip[0] != 0 or ip[-1] != len(ix) or bool(np.any(ip[1:] < ip[:-1])):
+            raise ValueError("indptr must be non-decreasing from 0 to len(indices)")
+        if ix.size and (int(ix.min()) < 0 or int(ix.max()) >= self.n_in):
+            raise ValueError(f"indices must lie in 0..{self.n_in - 1}")
+        if ix.size > 1:
+            inc = ix[1:] > ix[:-1]
+            starts = ip[1:-1]
+            starts = starts[(starts > 0) & (starts < len(ix))]
+            inc[starts - 1] = True  # a new row may restart low
+            if not inc.all():
+                rows = np.repeat(np.arange(self.n_out, dtype=np.int64), np.diff(ip))
+                ip, ix = _canonical_csr(rows, ix, self.n_out, self.n_in)
+        self.indptr = ip.astype(_uint_dtype(len(ix)))
+        self.indices = ix.astype(_uint_dtype(max(self.n_in - 1, 0)))
+        self._t_indptr: np.ndarray | None = None
+        self._t_indices: np.ndarray | None = None
+
+    @classmethod
+    def from_pairs(
+        cls, out_rows: ArrayLike, in_rows: ArrayLike, n_out: int, n_in: int
+    ) -> CSRTensor:
+        """Build from aligned ``(out_rows, in_rows)`` pairs (any order, repeats allowed).
+
+        Raises
+        ------
+        ValueError
+            If the arrays differ in length or a row is out of range.
+        """
+        n_out = _check_size(n_out, "n_out")
+        n_in = _check_size(n_in, "n_in")
+        o = _as_int_array(out_rows, "out_rows").astype(np.int64, copy=False)
+        i = _as_int_array(in_rows, "in_rows").astype(np.int64, copy=False)
+        if len(o) != len(i):
+            raise ValueError(f"{len(o)} output rows but {len(i)} input rows")
+        if o.size and (int(o.min()) < 0 or int(o.max()) >= n_out):
+            raise ValueError(f"out_rows must lie in 0..{n_out - 1}")
+        if i.size and (int(i.min()) < 0 or int(i.max()) >= n_in):
+            raise ValueError(f"in_rows must lie in 0..{n_in - 1}")
+        ip, ix = _canonical_csr(o, i, n_out, n_in)
+        return cls(n_out, n_in, ip, ix)
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.indptr.nbytes + self.indices.nbytes)
+
+    @property
+    def index_nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in (self._t_indptr, self._t_indices) if a is not None)
+
+    def _backward(self, u: np.ndarray) -> np.ndarray:
+        if u.size == 0:
+            return _EMPTY
+        pos = _ranges(self.indptr[u], self.indptr[u + 1])
+        out = self.indices[pos].astype(np.int64)
+        return out if u.size == 1 else np.unique(out)
+
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        if u.size == 0:
+            return _EMPTY
+        if self._t_indices is None:
+            self._t_indptr, self._t_indices = self._transpose()
+        assert self._t_indptr is not None
+        pos = _ranges(self._t_indptr[u], self._t_indptr[u + 1])
+        out = self._t_indices[pos].astype(np.int64)
+        return out if u.size == 1 else np.unique(out)
+
+    def _transpose(self) -> tuple[np.ndarray, np.ndarray]:
+        t_indptr, order = _inverse_csr(self.indices, self.n_in)
+        # order lists entry positions; map them to their output rows
+        ip = self.indptr.astype(np.int64)
+        entry_row = np.repeat(np.arange(self.n_out, dtype=np.int64), ip[1:] - ip[:-1])
+        return t_indptr, entry_row[order].astype(_uint_dtype(max(self.n_out - 1, 0)))
+
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if u.size == 0:
+            return _EMPTY, _EMPTY
+        starts = self.indptr[u].astype(np.int64)
+        lens = self.indptr[u + 1].astype(np.int64) - starts
+        pos = _ranges(starts, starts + lens)
+        return np.repeat(u, lens), self.indices[pos].astype(np.int64)
+
+
+def _canonical_csr(
+    o: np.ndarray, i: np.ndarray, n_out: int, n_in: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sort pairs by (out, in), drop repeats, return ``(indptr, indices)`` as int64."""
+    if n_out * max(n_in, 1) < 2**62:
+        key = o * n_in + i
+        key = np.unique(key)
+        o, i = (key // n_in, key % n_in) if n_in else (key, key)
+    else:
+        order = np.lexsort((i, o))
+        o, i = o[order], i[order]
+        if o.size > 1:
+            keep = np.concatenate([[True], (o[1:] != o[:-1]) | (i[1:] != i[:-1])])
+            o, i = o[keep], i[keep]
+    indptr = np.zeros(n_out + 1, dtype=np.int64)
+    np.cumsum(np.bincount(o, minlength=n_out), out=indptr[1:])
+    return indptr, i.astype(np.int64, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# factory
+
+
+def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
+    """The cheapest exact tensor for a functional map ``idx`` (``-1`` = no input row).
+
+    Tried in order: :class:`IdentityTensor` (``idx == arange(n_in)``), :class:`BlockTensor`
+    (one contiguous run ``0..n_in-1`` with ``-1`` elsewhere), :class:`MaskTensor` (strictly
+    increasing, no ``-1``), else :class:`IndexTensor` in its smaller form ("sorted" group
+    offsets for a non-decreasing ``idx``, or bit-packed values).
+
+    Parameters
+    ----------
+    idx : sequence of int
+        One entry per output row: ``-1`` or an input row in ``0..n_in-1``.
+    n_in : int
+        Number of input rows.
+
+    Raises
+    ------
+    ValueError
+        If a value is out of range.
+
+    Examples
+    --------
+    >>> make_tensor([0, 1, 2], 3).kind
+    'identity'
+    >>> make_tensor([-1, -1, 0, 1], 2).kind
+    'block'
+    >>> make_tensor([0, 2], 3).kind
+    'mask'
+    >>> make_tensor([2, 0, -1], 3).kind
+    'index'
+    """
+    n_in = _check_size(n_in, "n_in")
+    a = _as_int_array(idx, "idx").astype(np.int64, copy=False)
+    n_out = len(a)
+    if n_out and (int(a.min()) < -1 or int(a.max()) >= n_in):
+        raise ValueError(f"idx values must be -1 or lie in 0..{n_in - 1}")
+    valid = np.flatnonzero(a >= 0)
+    n_valid = len(valid)
+    if n_valid == n_in:
+        # every input row appears: identity or block if they appear as one contiguous run
+        offset = int(valid[0]) if n_valid else 0
+        run = n_valid == 0 or (
+            int(valid[-1]) - offset == n_in - 1
+            and bool(np.array_equal(a[offset : offset + n_in], np.arange(n_in)))
+        )
+        if run:
+            if n_out == n_in:
+                return IdentityTensor(n_in)
+            return BlockTensor(n_out, n_in, offset)
+    if n_valid == n_out and (n_out <= 1 or bool(np.all(a[1:] > a[:-1]))):
+        return MaskTensor.from_kept(a, n_in)
+    return IndexTensor.from_index(a, n_in)
