@@ -110,8 +110,7 @@ def test_identity(n: int, data: st.DataObject) -> None:
 
 
 @SETTINGS
-@given(n_in=st.integers(0, 20), offset=st.integers(0, 10), extra=st.integers(0, 10),
-       data=st.data())
+@given(n_in=st.integers(0, 20), offset=st.integers(0, 10), extra=st.integers(0, 10), data=st.data())
 def test_block(n_in: int, offset: int, extra: int, data: st.DataObject) -> None:
     n_out = offset + n_in + extra
     t = BlockTensor(n_out, n_in, offset)
@@ -443,3 +442,14 @@ def test_construction_errors() -> None:
         CSRTensor.from_pairs([0, 1], [0], 2, 2)
     with pytest.raises(ValueError, match="n_out must be >= 0"):
         CSRTensor.from_pairs([], [], -1, 2)
+
+
+def test_index_injective_forward_uses_packed_inverse() -> None:
+    rng = np.random.default_rng(3)
+    perm = rng.permutation(10_000)
+    t = IndexTensor.from_index(perm, 10_000, form="packed")
+    assert np.array_equal(t.forward([perm[7], perm[3]]), [3, 7])
+    assert 0 < t.index_nbytes <= t.nbytes + 8  # one packed output row per input row
+    inv = np.argsort(perm)
+    rows = rng.integers(0, 10_000, 50)
+    assert np.array_equal(t.forward(rows), np.unique(inv[rows]))

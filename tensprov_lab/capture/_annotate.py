@@ -183,16 +183,27 @@ class _Rewriter:
         self.info = Rewrite(plan=None, blocks=[], occurrences=self.occurrences)
 
     # -- finding the inputs ----------------------------------------------------------
-    def _match(self, node: JObject) -> tuple[JObject, list[Block]] | None:
+    def _match(self, node: JObject, root: bool) -> tuple[JObject, list[Block]] | None:
         ident = self.jvm.ident(node)
         for i, (q, ann) in enumerate(self.inputs):
             if ident == self.idents[i]:
                 return self._occurrence(i, ann.plan, ann.keys, ann.width)
-        node_ids = set(self.jvm.expr_ids(node))
-        for i, (q, ann) in enumerate(self.inputs):
+        if root:
+            # the operation itself (e.g. alias) may have the same result as its input
+            return None
+        node_ids = self.jvm.expr_ids(node)
+        # inputs not found yet first: two inputs may have the same result (a no-op
+        # select of a source), and every input of the call must be found
+        order = sorted(range(len(self.inputs)), key=lambda j: j in self.occurrences)
+        for i in order:
+            q, ann = self.inputs[i]
+            q_ids = self.jvm.expr_ids(q)
+            if node_ids == q_ids and node.sameResult(q):
+                # the analyzer rebuilt the input's plan: same attributes, same result
+                return self._occurrence(i, ann.plan, ann.keys, ann.width)
             # the analyzer re-instances a relation used twice (self-join, self-union):
             # same result, new expression ids
-            if node_ids and node_ids.isdisjoint(self.jvm.expr_ids(q)) and node.sameResult(q):
+            if node_ids and set(node_ids).isdisjoint(q_ids) and node.sameResult(q):
                 return self._reinstance(i, node, ann)
         return None
 
@@ -213,8 +224,8 @@ class _Rewriter:
         return self._occurrence(i, plan, [k.toAttribute() for k in keys], ann.width)
 
     # -- the walk --------------------------------------------------------------------
-    def walk(self, node: JObject) -> tuple[JObject, list[Block]]:
-        found = self._match(node)
+    def walk(self, node: JObject, root: bool = False) -> tuple[JObject, list[Block]]:
+        found = self._match(node, root)
         if found is not None:
             return found
         kids = self.jvm.children(node)
@@ -405,7 +416,7 @@ def rewrite(jvm: Jvm, plan: JObject, inputs: list[tuple[JObject, Annotated]]) ->
     Raises :class:`Unsupported` when a node on the way cannot carry keys exactly.
     """
     rw = _Rewriter(jvm, inputs)
-    new, blocks = rw.walk(plan)
+    new, blocks = rw.walk(plan, root=True)
     if not blocks:
         raise Unsupported("none of the operation's inputs appears in its plan")
     # branch first, exploded position last: the raw key layout KeyIndex expects

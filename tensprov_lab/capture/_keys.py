@@ -83,6 +83,9 @@ class UniqueKeyIndex(KeyIndex):
 
     def lookup(self, raw: np.ndarray) -> np.ndarray:
         v = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)[:, self.col]
+        if self.n == 0:
+            _check_found(v == -1, "an empty dataset")
+            return np.full(len(v), -1, dtype=np.int64)
         pos = np.searchsorted(self._sorted, v)
         pos_c = np.minimum(pos, max(self.n - 1, 0))
         ok = (pos < self.n) & (self._sorted[pos_c] == v) if self.n else np.zeros(len(v), bool)
@@ -183,6 +186,9 @@ class ComposedKeyIndex(KeyIndex):
         raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)
         # an all-null key is the missing side of an outer join further down
         null = np.all(raw == -1, axis=1)
+        if self.n == 0:
+            _check_found(null, "an empty join or union")
+            return np.full(len(raw), -1, dtype=np.int64)
         code = self.encode(self.parts(raw), self.radix(self.blocks, self.n_branches))
         pos = np.searchsorted(self._sorted, code)
         pos_c = np.minimum(pos, max(self.n - 1, 0))

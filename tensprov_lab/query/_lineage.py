@@ -49,7 +49,9 @@ class LineageResult:
         operation, even when no row reaches it (an empty array then says "related to the
         start dataset, but not to these records"); restricted by ``to`` when given.
     blocked : list[int]
-        Ids (ascending) of the opaque operations met on those paths, where lineage stops.
+        Ids (ascending) of the opaque operations met on paths from the start, where lineage
+        stops.  Not narrowed by ``to``: a target may be missing precisely because it lies
+        behind one of them.
 
     Examples
     --------

@@ -101,8 +101,11 @@ def normalize_rows(rows: ArrayLike, n: int, what: str = "row") -> np.ndarray:
         return _EMPTY
     if a.dtype.kind not in "iu":
         raise TypeError(f"{what}s must be integers, got dtype {a.dtype}")
-    lo = a.min()
-    hi = a.max()
+    if a.size == 1:  # single-record queries: skip two reductions
+        lo = hi = a[0]
+    else:
+        lo = a.min()
+        hi = a.max()
     if lo < 0 or hi >= n:
         bad = int(lo) if lo < 0 else int(hi)
         valid = f"0..{n - 1}" if n > 0 else "none"
@@ -290,6 +293,14 @@ class PackedInts:
         out_dtype = np.uint64 if self.width == 64 else np.int64
         if p.size == 0 or self.width == 0:
             return np.zeros(p.size, dtype=out_dtype)
+        if p.size == 1:
+            # Python ints are much cheaper than a dozen tiny numpy ops for one value
+            bit = int(p[0]) * self.width
+            w1, o1 = bit >> 6, bit & 63
+            v = int(self.words[w1]) >> o1
+            if o1 + self.width > 64:
+                v |= int(self.words[w1 + 1]) << (64 - o1)
+            return np.array([v & ((1 << self.width) - 1)], dtype=out_dtype)
         w_ = _U64(self.width)
         bitpos = p.astype(np.uint64) * w_
         word = bitpos >> _U64(6)
