@@ -125,8 +125,16 @@ def test_chain_is_a_straight_line() -> None:
 
 def test_edges_point_right_and_layers_are_columns() -> None:
     G = nx.DiGraph(
-        [("read_a", "filter"), ("filter", "join"), ("read_b", "join"), ("join", "agg"),
-         ("agg", "write"), ("read_a", "union"), ("read_b", "union"), ("union", "write")]
+        [
+            ("read_a", "filter"),
+            ("filter", "join"),
+            ("read_b", "join"),
+            ("join", "agg"),
+            ("agg", "write"),
+            ("read_a", "union"),
+            ("read_b", "union"),
+            ("union", "write"),
+        ]
     )
     pos, bends = sugiyama_layout_with_edges(G)
     check_layered(G, pos, bends)
@@ -296,6 +304,53 @@ def test_feedback_edges_stay_inside_strongly_connected_components() -> None:
     assert len(backward) == 2
 
 
+def test_effort_and_options_keep_the_invariants() -> None:
+    G = nx.gnp_random_graph(40, 0.1, seed=11, directed=True)
+    G = nx.DiGraph([(u, v) for u, v in G.edges if u < v])
+    for kwargs in (
+        {"effort": 0.0},
+        {"effort": 3.0},
+        {"transpose": False},
+        {"max_iterations": 1, "min_quit": 1},
+        {"ranking": "longest-path", "dummy_gap": 0.1},
+    ):
+        pos, bends = sugiyama_layout_with_edges(G, **kwargs)  # type: ignore[arg-type]
+        check_layered(G, pos, bends)
+    try:
+        sugiyama_layout(G, ranking="bogus")  # type: ignore[arg-type]
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("unknown ranking must be rejected")
+
+
+def test_benchmark_corpus_and_plain_parser() -> None:
+    from tensprov_lab.bench.layout_crossings import layered_dag, parse_plain, pipeline_dag
+
+    for n in (10, 57, 300):
+        for make in (pipeline_dag, layered_dag):
+            G = make(n, 1)
+            assert G.number_of_nodes() == n
+            assert nx.is_directed_acyclic_graph(G)
+            assert make(n, 1).edges == G.edges  # seeded
+    # Canned ``dot -Tplain`` output for a -> b, b -> c, a -> c (rankdir=LR).
+    G = nx.DiGraph([("a", "b"), ("b", "c"), ("a", "c")])
+    plain = """graph 1 2.1 0.9
+node n0 0.15 0.45 0.3 0.3 "" solid box black lightgrey
+node n1 0.95 0.75 0.3 0.3 "" solid box black lightgrey
+node n2 1.75 0.45 0.3 0.3 "" solid box black lightgrey
+edge n0 n1 4 0.3 0.5 0.5 0.6 0.7 0.7 0.8 0.75 solid black
+edge n1 n2 4 1.1 0.7 1.3 0.6 1.5 0.5 1.6 0.45 solid black
+edge n0 n2 4 0.3 0.4 0.7 0.2 1.2 0.2 1.6 0.4 solid black
+stop
+"""
+    pos, splines = parse_plain(plain, G)
+    assert pos == {"a": (0.15, 0.45), "b": (0.95, 0.75), "c": (1.75, 0.45)}
+    assert set(splines) == set(G.edges)
+    assert splines[("a", "c")][0] == (0.3, 0.4) and splines[("a", "c")][-1] == (1.6, 0.4)
+    assert count_crossings(G, pos, splines, tol=1e-3) == 0
+
+
 # ---------------------------------------------------------------------------
 # Determinism and module hygiene
 # ---------------------------------------------------------------------------
@@ -319,7 +374,7 @@ def test_doctests() -> None:
 
 def test_module_imports_only_networkx_and_numpy() -> None:
     tree = ast.parse(Path(layout.__file__).read_text())
-    roots = set()
+    roots: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             roots.update(alias.name.split(".")[0] for alias in node.names)
@@ -375,9 +430,7 @@ def test_random_dags_satisfy_layout_invariants(G: nx.DiGraph) -> None:
 @st.composite
 def random_digraphs(draw: st.DrawFn) -> nx.DiGraph:
     n = draw(st.integers(min_value=1, max_value=12))
-    edges = draw(
-        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=30)
-    )
+    edges = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=30))
     G = nx.DiGraph()
     G.add_nodes_from(range(n))
     G.add_edges_from(edges)

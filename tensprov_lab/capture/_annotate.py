@@ -201,9 +201,9 @@ class _Rewriter:
             if node_ids == q_ids and node.sameResult(q):
                 # the analyzer rebuilt the input's plan: same attributes, same result
                 return self._occurrence(i, ann.plan, ann.keys, ann.width)
-            # the analyzer re-instances a relation used twice (self-join, self-union):
-            # same result, new expression ids
-            if node_ids and set(node_ids).isdisjoint(q_ids) and node.sameResult(q):
+                # the analyzer re-instances a relation used twice (self-join, self-union):
+            # same result, new expression ids (for all or some columns)
+            if node_ids and node_ids != q_ids and node.sameResult(q):
                 return self._reinstance(i, node, ann)
         return None
 
@@ -218,7 +218,10 @@ class _Rewriter:
         jvm = self.jvm
         a_out = jvm.output(ann.plan)
         s_out = jvm.output(node)
-        exprs = [jvm.alias(q, str(s.name()), like=s) for q, s in zip(a_out, s_out)]
+        exprs = [
+            q if q.exprId().equals(s.exprId()) else jvm.alias(q, str(s.name()), like=s)
+            for q, s in zip(a_out, s_out)
+        ]
         keys = [jvm.alias(k, key_name("r")) for k in ann.keys]
         plan = jvm.project(exprs + keys, ann.plan)
         return self._occurrence(i, plan, [k.toAttribute() for k in keys], ann.width)
@@ -229,10 +232,12 @@ class _Rewriter:
         if found is not None:
             return found
         kids = self.jvm.children(node)
+        cls = self.jvm.cls(node)
+        if cls == "Union":
+            kids = self._regroup_union(node, kids)
         results = [self.walk(k) for k in kids]
         if not any(b for _, b in results):
             return node, []
-        cls = self.jvm.cls(node)
         self.info.nodes.append(cls)
         if not self.jvm.deterministic(node):
             self.info.nondeterministic = True
@@ -245,6 +250,21 @@ class _Rewriter:
             plan = node.withNewChildren(self.jvm.seq([p for p, _ in results]))
             return plan, results[0][1]
         raise Unsupported(f"plan node {cls} is not traced record by record")
+
+    def _regroup_union(self, node: JObject, kids: list[JObject]) -> list[JObject]:
+        """``a.union(b).union(c)`` flattens into one Union node: find the children that
+        make up an input which is itself a union, and put them back under one node."""
+        for q, _ in self.inputs:
+            if self.jvm.cls(q) != "Union":
+                continue
+            m = len(self.jvm.children(q))
+            i = 0
+            while i + m <= len(kids) and len(kids) > m:
+                group = self.jvm.copy(node, children=self.jvm.seq(kids[i : i + m]))
+                if group.sameResult(q):
+                    kids = [*kids[:i], group, *kids[i + m :]]
+                i += 1
+        return kids
 
     @staticmethod
     def _attrs(blocks: list[Block]) -> list[JObject]:
@@ -373,7 +393,7 @@ class _Rewriter:
             for b in all_blocks:
                 exprs += b.attrs if any(b is x for x in blocks) else [next(it) for _ in b.attrs]
             projects.append(jvm.project(exprs, child))
-        new = node.withNewChildren(jvm.seq(projects))
+        new = jvm.copy(node, children=jvm.seq(projects))
         out = jvm.output(new)[len(jvm.output(kids[0])) :]
         self.info.n_branches = len(kids)
         new_blocks = [Block("branch", -1, [out[0]], 1)]

@@ -1,0 +1,77 @@
+"""Run a fixed pipeline under one Spark configuration and save every tensor.
+
+Used by test_partition_invariance.py in a subprocess (one SparkContext per process):
+``python -m tests._partition_probe MASTER SHUFFLE_PARTITIONS OUT.npz``
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+def pipeline(spark, F, Window):  # noqa: ANN001, ANN201, N803
+    rng = np.random.default_rng(7)
+    n = 3000
+    orders = spark.createDataFrame(
+        [
+            (int(i), int(c), float(a), str(t))
+            for i, c, a, t in zip(
+                range(n),
+                rng.integers(0, 60, n),
+                rng.integers(0, 100, n),
+                rng.choice(["a", "b", "c", "d"], n),
+            )
+        ],
+        "order_id long, cust_id long, amount double, tag string",
+    )
+    customers = spark.createDataFrame(
+        [(int(c), f"r{c % 5}") for c in range(0, 70, 1) if c % 7], "cust_id long, region string"
+    )
+    import tensprov_lab
+
+    with tensprov_lab.track(spark, name="probe") as run:
+        big = orders.filter(F.col("amount") > 30)
+        joined = big.join(customers, "cust_id", "left")
+        w = joined.withColumn("rank", F.count("*").over(Window.partitionBy("region")))
+        agg = w.groupBy("region", "tag").agg(F.sum("amount").alias("total"), F.count("*").alias("n"))
+        srt = agg.orderBy(F.col("total").desc())
+        top = srt.limit(5)
+        u = big.select("cust_id", "tag").union(customers.select("cust_id", "region"))
+        d = u.distinct()
+        dd = orders.dropDuplicates(["cust_id", "tag"]).select("cust_id", "tag")
+        e = big.select("order_id", F.explode(F.array("cust_id", "order_id")).alias("x"))
+        full = customers.join(agg, customers.region == agg.region, "full")
+        semi = customers.join(big, "cust_id", "left_semi")
+        del joined, w, top, d, dd, e, full, semi
+    return run
+
+
+def main(argv: list[str]) -> None:
+    master, shuffle, out = argv
+    from pyspark.sql import SparkSession, Window
+    from pyspark.sql import functions as F
+
+    spark = (
+        SparkSession.builder.master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", shuffle)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    run = pipeline(spark, F, Window)
+    arrays = {}
+    for k, op in enumerate(run.operations):
+        assert not op.opaque, op.warnings
+        for j, t in enumerate(op.tensors):
+            m = t.to_sparse().tocoo()
+            order = np.lexsort((m.col, m.row))
+            arrays[f"op{k}_{op.method}_in{j}"] = np.stack([m.row[order], m.col[order]])
+            arrays[f"op{k}_{op.method}_in{j}_shape"] = np.array(m.shape)
+    np.savez(out, **arrays)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
