@@ -127,7 +127,8 @@ def sugiyama_layout(
     ranking : {"network-simplex", "longest-path"}, default "network-simplex"
         Layer assignment. Network simplex minimises total edge span.
     max_iterations : int, default 24
-        Maximum number of layer sweeps per initial order.
+        Maximum number of layer sweeps from one initial order (every order
+        gets four, the best two continue up to this many).
     min_quit : int, default 8
         Stop sweeping an initial order after this many sweeps without
         improvement.
@@ -136,8 +137,9 @@ def sugiyama_layout(
     effort : float, default 1.0
         Scales the cap on crossing-minimisation work. The cap is counted in
         elementary steps, not seconds, so results do not depend on machine
-        speed; it only binds on large graphs (the default keeps a dense
-        200-node DAG near 50 ms). Larger values find fewer crossings there.
+        speed. It only binds on large, dense graphs: at 1.0 a random 200-node
+        DAG with 370 edges (500 nodes with dummies) takes about 40 ms of CPU
+        on our benchmark machine; larger values find fewer crossings there.
 
     Returns
     -------
@@ -372,7 +374,8 @@ def _inversions(pairs: list[tuple[float, float]]) -> int:
     Barth--Jünger--Mutzel: sorting by (left, right) leaves exactly the
     crossings as inversions of the right-hand sequence; equal left ends sort
     by right end, so edges sharing a node are never counted. The accumulator
-    is a sorted list (``bisect``), which in CPython beats an explicit tree.
+    is a sorted list (``bisect``): its insertions move memory in C, which at
+    the layer widths of a drawing is faster than a tree walked in Python.
     """
     pairs.sort()
     seen: list[float] = []
@@ -836,6 +839,7 @@ def _layout_int(
     use_transpose: bool,
     work_budget: int,
 ) -> _Drawing:
+    """Layers, dummy nodes and orders for a DAG on nodes ``0..n-1``."""
     # Components are laid out independently and stacked, so they never cross.
     comp = list(range(n))
 
@@ -1112,10 +1116,12 @@ class _Orderer:
                     continue
                 layer_dirty[i] = False
                 row = rows[i]
+                width = len(row)
                 flags = dirty[i]
+                find = flags.find
                 above = dirty[i - 1] if i > 0 else None
                 below = dirty[i + 1] if i + 1 < n_layers else None
-                j = flags.find(1)
+                j = find(1)
                 while j >= 0:
                     flags[j] = 0
                     evaluations += 1
@@ -1126,18 +1132,19 @@ class _Orderer:
                     x = up1[v]
                     y = up1[w]
                     if x >= 0 and y >= 0:
-                        p = pos[x]
-                        q = pos[y]
-                        if p > q:
+                        d = pos[x] - pos[y]
+                        if d > 0:
                             c0 = 1
-                        elif p < q:
+                        elif d < 0:
                             c1 = 1
                     elif x != -1 and y != -1:
+                        a = up[v]
+                        b = up[w]
                         # A comparison costs about an eighth of an evaluation.
-                        evaluations += (len(up[v]) * len(up[w])) >> 3
-                        for x in up[v]:
+                        evaluations += (len(a) * len(b)) >> 3
+                        for x in a:
                             p = pos[x]
-                            for y in up[w]:
+                            for y in b:
                                 q = pos[y]
                                 if p > q:
                                     c0 += 1
@@ -1146,17 +1153,18 @@ class _Orderer:
                     x = down1[v]
                     y = down1[w]
                     if x >= 0 and y >= 0:
-                        p = pos[x]
-                        q = pos[y]
-                        if p > q:
+                        d = pos[x] - pos[y]
+                        if d > 0:
                             c0 += 1
-                        elif p < q:
+                        elif d < 0:
                             c1 += 1
                     elif x != -1 and y != -1:
-                        evaluations += (len(down[v]) * len(down[w])) >> 3
-                        for x in down[v]:
+                        a = down[v]
+                        b = down[w]
+                        evaluations += (len(a) * len(b)) >> 3
+                        for x in a:
                             p = pos[x]
-                            for y in down[w]:
+                            for y in b:
                                 q = pos[y]
                                 if p > q:
                                     c0 += 1
@@ -1170,9 +1178,9 @@ class _Orderer:
                         pos[v] = j + 1
                         pos[w] = j
                         progress = True
-                        if j > 0:
+                        if j:
                             flags[j - 1] = 1
-                        if j + 2 < len(row):
+                        if j + 2 < width:
                             flags[j + 1] = 1
                             layer_dirty[i] = True
                         if above:
@@ -1205,15 +1213,15 @@ class _Orderer:
                                 if p < last:
                                     below[p] = 1
                             layer_dirty[i + 1] = True
-                    j = flags.find(1, j + 1)
+                    j = find(1, j + 1)
         self.spent += evaluations
 
     # -- sifting -----------------------------------------------------------
 
     def _matrix(self, i: int) -> list[list[float]] | None:
-        """``D[x][y]``: crossings gained when ``y`` moves from right to left of ``x``.
+        """``D[x][y]``: change in crossings when ``y`` moves from the right of ``x`` to its left.
 
-        Indices are positions in ``rows[i]``; both adjacent layers count.
+        Indices are positions in ``rows[i]``; edges to both adjacent layers count.
         """
         row = self.rows[i]
         k = len(row)

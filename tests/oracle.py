@@ -93,7 +93,7 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
         return _group(t, list(t.cols), None)
     if kind == "dropDuplicates":
         _, subset = step
-        return _group(t, list(subset), None)
+        return apply(("select", subset), _group(t, list(subset), None), b)
     if kind == "groupBy":
         _, c, s = step
         return _group(t, [c], s)

@@ -109,7 +109,8 @@ def spark_step(step: tuple, df, a_df, b_df):  # noqa: ANN001, ANN201
     if kind == "distinct":
         return df.distinct()
     if kind == "dropDuplicates":
-        return df.dropDuplicates(list(step[1]))
+        # the kept record's other columns are arbitrary: keep only the subset after it
+        return df.dropDuplicates(list(step[1])).select(*step[1])
     if kind == "groupBy":
         return df.groupBy(step[1]).agg(F.count(F.lit(1)).alias("n"), F.sum(step[2]).alias("t"))
     if kind == "union_self":

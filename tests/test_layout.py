@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import doctest
 import itertools
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -159,6 +160,13 @@ def test_long_edges_get_one_bend_point_per_skipped_layer() -> None:
     # A bend point never sits on a real node.
     occupied = set(pos.values())
     assert not occupied & {p for pts in bends.values() for p in pts}
+
+
+def test_long_edge_without_crossings_is_drawn_straight() -> None:
+    G = nx.DiGraph([("s", "a"), ("a", "b"), ("b", "c"), ("c", "t"), ("s", "t")])
+    pos, bends = sugiyama_layout_with_edges(G)
+    assert len({y for _, y in bends[("s", "t")]}) == 1
+    assert len({pos[v][1] for v in "abc"}) == 1
 
 
 def test_network_simplex_shortens_edges_longest_path_does_not() -> None:
@@ -365,6 +373,26 @@ def test_same_input_gives_same_output() -> None:
     copy.add_nodes_from(G.nodes)
     copy.add_edges_from(G.edges)
     assert first == again == sugiyama_layout_with_edges(copy)
+
+
+def test_output_does_not_depend_on_string_hashing() -> None:
+    code = (
+        "import networkx as nx; from tensprov_lab.layout import sugiyama_layout_with_edges; "
+        "G = nx.gnp_random_graph(40, 0.08, seed=7, directed=True); "
+        "G = nx.relabel_nodes(G, {v: f'op{v}' for v in G}); "
+        "print(sorted(sugiyama_layout_with_edges(G)[0].items()))"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1
 
 
 def test_doctests() -> None:

@@ -404,16 +404,36 @@ class _Rewriter:
         return new, new_blocks
 
     def _on_Generate(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        from pyspark.sql import functions as F
-
         child, blocks = self._single(results)
-        gen = node.withNewChildren(self.jvm.seq([child]))
-        name = key_name("p")
-        mono = self.jvm.expressions_of(
-            self.jvm.spark.range(1).select(F.monotonically_increasing_id().alias(name))
-        )[0]
-        plan = self.jvm.project([*self.jvm.output(gen), mono], gen)
-        return plan, [*blocks, Block("genpos", -1, [mono.toAttribute()], 1)]
+        jvm = self.jvm
+        gen = node.generator()
+        kind = jvm.cls(gen)
+        outputs = jvm.lst(node.generatorOutput())
+        if kind == "PosExplode":
+            pos = outputs[0]
+            new = jvm.copy(node, child=child)
+        elif kind == "Explode":
+            # the element's position makes exploded records unique and stable, unlike
+            # any id computed after a shuffle
+            expr = jvm._expr
+            types = jvm.jvm.org.apache.spark.sql.types
+            pos = expr.AttributeReference(
+                key_name("p"),
+                getattr(getattr(types, "IntegerType$"), "MODULE$"),
+                True,
+                types.Metadata.empty(),
+                expr.NamedExpression.newExprId(),
+                jvm.seq([]),
+            )
+            new = jvm.copy(
+                node,
+                generator=expr.PosExplode(gen.child()),
+                generatorOutput=jvm.seq([pos, *outputs]),
+                child=child,
+            )
+        else:
+            raise Unsupported(f"generator {kind} is not traced record by record")
+        return new, [*blocks, Block("genpos", -1, [pos], 1)]
 
     def _on_Expand(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
         child, blocks = self._single(results)

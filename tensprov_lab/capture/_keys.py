@@ -20,6 +20,7 @@ __all__ = [
     "UniqueKeyIndex",
     "MappedKeyIndex",
     "ComposedKeyIndex",
+    "RangeKeyIndex",
     "KeyError_",
     "arrow_keys",
 ]
@@ -129,6 +130,19 @@ class MappedKeyIndex(KeyIndex):
     @property
     def nbytes(self) -> int:
         return 0 if self.in_to_out is None else self.in_to_out.nbytes
+
+
+class RangeKeyIndex(KeyIndex):
+    """A raw column that is already an index ``0..n-1`` (an exploded element's position)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.width = 1
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        v = np.asarray(raw, dtype=np.int64).reshape(-1)
+        _check_found((v >= -1) & (v < self.n), "an exploded dataset")
+        return v
 
 
 class ComposedKeyIndex(KeyIndex):

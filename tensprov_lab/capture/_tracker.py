@@ -33,6 +33,7 @@ from tensprov_lab.capture._keys import (
     KeyError_,
     KeyIndex,
     MappedKeyIndex,
+    RangeKeyIndex,
     UniqueKeyIndex,
     arrow_keys,
 )
@@ -533,6 +534,8 @@ class Tracker:
                 branch, branch_col = raw[:, off], off
             elif b.kind == "genpos":
                 genpos = raw[:, off]
+                pos_ki = RangeKeyIndex(int(genpos.max()) + 1 if m else 0)
+                blocks_ki.append((pos_ki, off))
             else:
                 node = occ[b.pos]
                 assert node.ki is not None
@@ -553,7 +556,7 @@ class Tracker:
         if rw.semi is not None:
             tensors = self._semi_tensors(rw, occ, parts[0][order], tensors)
         if genpos is not None:
-            return m, tensors, UniqueKeyIndex(genpos[order], width=rw.width, col=rw.width - 1)
+            parts.append(genpos)
         if len(parts) == 1 and branch_col is None:
             idx = parts[0][order]
             parent = occ[input_blocks[0].pos]
