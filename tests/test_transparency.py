@@ -274,7 +274,7 @@ def test_user_exception_propagates_unchanged_and_unpatches(spark, a, b) -> None:
     # what ran before the exception is still captured and queryable
     assert tensprov_lab.last_run() is run
     assert [op.method for op in run.operations] == ["filter", "join", "agg"]
-    assert run.dataset(kept).n_rows == 3
+    assert run.dataset(kept).n_rows == 4
     assert run.backward(kept, rows=[0]).to_dict() == {"a": [0]}
 
 

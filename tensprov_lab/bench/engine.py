@@ -1,0 +1,201 @@
+"""Engine benchmark: capture overhead, tensor size and query latency at scale.
+
+The pipeline is the one of DESIGN.md §1: orders ⨝ customers, filter, withColumn,
+groupBy.  Every figure is measured in this process, on this machine, in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EngineResult", "run_engine_bench", "main"]
+
+
+@dataclass
+class EngineResult:
+    rows: int
+    baseline_s: float
+    capture_s: float
+    join_rows: int
+    join_bytes: int
+    total_bytes: int
+    backward_ms: tuple[float, float]
+    forward_ms: tuple[float, float]
+
+    @property
+    def ratio(self) -> float:
+        return self.capture_s / self.baseline_s
+
+    @property
+    def bytes_per_join_row(self) -> float:
+        return self.join_bytes / max(self.join_rows, 1)
+
+
+def make_data(spark: Any, n_orders: int, n_customers: int, folder: str) -> tuple[str, str]:
+    """Write synthetic orders and customers as parquet and return their paths."""
+    from pyspark.sql import functions as F
+
+    orders_path = os.path.join(folder, f"orders_{n_orders}")
+    customers_path = os.path.join(folder, f"customers_{n_customers}")
+    if not os.path.exists(orders_path):
+        (
+            spark.range(n_orders)
+            .select(
+                F.col("id").alias("order_id"),
+                (F.abs(F.xxhash64("id")) % n_customers).alias("cust_id"),
+                F.round(F.rand(seed=1) * 100, 2).alias("amount"),
+                F.date_add(F.lit("2024-01-01"), (F.col("id") % 365).cast("int")).alias("day"),
+            )
+            .write.parquet(orders_path)
+        )
+    if not os.path.exists(customers_path):
+        (
+            spark.range(n_customers)
+            .select(
+                F.col("id").alias("cust_id"),
+                F.concat(F.lit("region-"), (F.col("id") % 7).cast("string")).alias("region"),
+                (F.col("id") % 10).alias("segment"),
+            )
+            .write.parquet(customers_path)
+        )
+    return orders_path, customers_path
+
+
+def pipeline(orders: Any, customers: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    big = orders.filter(F.col("amount") > 20)
+    joined = big.join(customers, "cust_id")
+    priced = joined.withColumn("amount_eur", F.col("amount") * 0.92)
+    return priced.groupBy("region", "segment").agg(
+        F.sum("amount_eur").alias("total"), F.count("*").alias("n")
+    )
+
+
+def _latency(fn: Any, args: list[Any]) -> tuple[float, float]:
+    times = []
+    for a in args:
+        t0 = time.perf_counter()
+        fn(a)
+        times.append((time.perf_counter() - t0) * 1000)
+    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
+
+
+def run_engine_bench(
+    spark: Any, n_orders: int, folder: str, queries: int = 1000, progress: Any = print
+) -> EngineResult:
+    import tensprov_lab
+
+    n_customers = max(n_orders // 50, 100)
+    progress(f"[{n_orders:,} orders] writing synthetic data …")
+    orders_path, customers_path = make_data(spark, n_orders, n_customers, folder)
+    orders = spark.read.parquet(orders_path)
+    customers = spark.read.parquet(customers_path)
+
+    progress(f"[{n_orders:,} orders] baseline: materialize the sink once without capture …")
+    out = pipeline(orders, customers)
+    out.write.format("noop").mode("overwrite").save()  # warm up the JVM and file cache
+    t0 = time.perf_counter()
+    pipeline(orders, customers).write.format("noop").mode("overwrite").save()
+    baseline = time.perf_counter() - t0
+
+    progress(f"[{n_orders:,} orders] capture …")
+    t0 = time.perf_counter()
+    with tensprov_lab.track(spark, name=f"bench-{n_orders}") as run:
+        big = orders.filter("amount > 20")
+        joined = big.join(customers, "cust_id")
+        priced = joined.withColumn("amount_eur", joined.amount * 0.92)
+        out = priced.groupBy("region", "segment").agg({"amount_eur": "sum", "*": "count"})
+    capture = time.perf_counter() - t0
+    join_op = next(op for op in run.operations if op.category == "join")
+    join_rows = run.store.datasets[join_op.output].n_rows or 0
+
+    rng = np.random.default_rng(0)
+    n_out = run.dataset(out).n_rows or 1
+    n_priced = run.dataset(priced).n_rows or 1
+    n_src = run.dataset(orders).n_rows or 1
+    progress(f"[{n_orders:,} orders] queries …")
+    # warm-up builds the inverse indexes once (counted in nbytes)
+    run.backward(priced, rows=[0])
+    run.forward(orders, rows=[0], to=out)
+    backward = _latency(
+        lambda r: run.backward(priced, rows=[r]), rng.integers(0, n_priced, queries).tolist()
+    )
+    forward = _latency(
+        lambda r: run.forward(orders, rows=[r], to=out), rng.integers(0, n_src, queries).tolist()
+    )
+    del n_out
+    return EngineResult(
+        rows=n_orders,
+        baseline_s=baseline,
+        capture_s=capture,
+        join_rows=join_rows,
+        join_bytes=join_op.nbytes,
+        total_bytes=run.nbytes,
+        backward_ms=backward,
+        forward_ms=forward,
+    )
+
+
+def format_table(results: list[EngineResult]) -> str:
+    head = (
+        f"{'orders':>10} {'baseline s':>10} {'capture s':>10} {'ratio':>6} "
+        f"{'join rows':>10} {'B/join row':>10} {'store MB':>9} "
+        f"{'bwd p50 ms':>10} {'bwd p99':>8} {'fwd p50 ms':>10} {'fwd p99':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        lines.append(
+            f"{r.rows:>10,} {r.baseline_s:>10.2f} {r.capture_s:>10.2f} {r.ratio:>6.2f} "
+            f"{r.join_rows:>10,} {r.bytes_per_join_row:>10.2f} {r.total_bytes / 2**20:>9.2f} "
+            f"{r.backward_ms[0]:>10.3f} {r.backward_ms[1]:>8.3f} "
+            f"{r.forward_ms[0]:>10.3f} {r.forward_ms[1]:>8.3f}"
+        )
+    lines.append(
+        "targets: ratio ≤ 0.5 at 5M rows; ≤ 5 bytes per join row; backward/forward p50 ≤ 1 ms"
+    )
+    return "\n".join(lines)
+
+
+def _parse_rows(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        scale = 1
+        if part.endswith("m"):
+            scale, part = 1_000_000, part[:-1]
+        elif part.endswith("k"):
+            scale, part = 1_000, part[:-1]
+        out.append(int(float(part) * scale))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tensprov-lab bench", description=__doc__)
+    parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
+    parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")
+    parser.add_argument("--data", default=None, help="folder for the synthetic parquet data")
+    parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
+    args = parser.parse_args(argv)
+    from tensprov_lab._spark import local_spark
+
+    spark = local_spark(args.cores, app="tensprov-lab-bench")
+    folder = args.data or tempfile.mkdtemp(prefix="tensprov-bench-")
+    try:
+        results = [
+            run_engine_bench(spark, n, folder, args.queries) for n in _parse_rows(args.rows)
+        ]
+        print(format_table(results))
+    finally:
+        if args.data is None:
+            shutil.rmtree(folder, ignore_errors=True)
+        spark.stop()
+    return 0

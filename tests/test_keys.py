@@ -1,0 +1,66 @@
+"""Key indexes translate raw keys read back from Spark into canonical rows (no JVM)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tensprov_lab.capture._keys import (
+    ComposedKeyIndex,
+    KeyError_,
+    MappedKeyIndex,
+    RangeKeyIndex,
+    UniqueKeyIndex,
+)
+
+
+@given(st.lists(st.integers(0, 2**40), unique=True, max_size=50), st.randoms())
+def test_unique_index_is_the_inverse_of_values(values, rnd) -> None:  # noqa: ANN001
+    arr = np.array(values, dtype=np.int64)
+    ki = UniqueKeyIndex(arr)
+    rows = list(range(len(values)))
+    rnd.shuffle(rows)
+    assert ki.lookup(arr[rows].reshape(-1, 1)).tolist() == rows
+    assert ki.values(np.array(rows, dtype=np.int64)).tolist() == arr[rows].tolist()
+
+
+def test_unknown_and_null_keys() -> None:
+    ki = UniqueKeyIndex(np.array([3, 8, 20]))
+    assert ki.lookup(np.array([[-1], [8]])).tolist() == [-1, 1]
+    with pytest.raises(KeyError_):
+        ki.lookup(np.array([[4]]))
+    with pytest.raises(KeyError_):
+        UniqueKeyIndex(np.array([5, 1, 5]))
+    empty = UniqueKeyIndex(np.zeros(0, np.int64))
+    assert empty.lookup(np.array([[-1]])).tolist() == [-1]
+
+
+def test_mapped_index_follows_the_input_then_the_map() -> None:
+    parent = UniqueKeyIndex(np.array([10, 20, 30, 40]))
+    # a filter kept input rows 1 and 3
+    ki = MappedKeyIndex(parent, np.array([-1, 0, -1, 1]), 2)
+    assert ki.lookup(np.array([[40], [20]])).tolist() == [1, 0]
+    with pytest.raises(KeyError_):
+        ki.lookup(np.array([[30]]))
+    agg = MappedKeyIndex(parent, np.array([0, 0, 1, 1]), 3, null_row=2)
+    assert agg.lookup(np.array([[-1], [30]])).tolist() == [2, 1]
+
+
+def test_composed_index_codes_sort_like_canonical_order() -> None:
+    left = UniqueKeyIndex(np.array([100, 200, 300]))
+    right = UniqueKeyIndex(np.array([7, 9]))
+    blocks = [(left, 0), (right, 1)]
+    pairs = [(0, 1), (1, 0), (2, -1), (-1, 1)]
+    radix = ComposedKeyIndex.radix(blocks, 1)
+    codes = ComposedKeyIndex.encode(
+        [np.zeros(4, np.int64), np.array([p[0] for p in pairs]) + 1, np.array([p[1] for p in pairs]) + 1],
+        radix,
+    )
+    order = np.argsort(codes)
+    assert [pairs[i] for i in order] == sorted(pairs)
+    ki = ComposedKeyIndex(blocks, None, 1, codes[order], width=2)
+    raw = np.array([[300, -1], [100, 9], [-1, 9], [-1, -1]])
+    assert ki.lookup(raw).tolist() == [3, 1, 0, -1]
+    assert RangeKeyIndex(3).lookup(np.array([2, 0, -1])).tolist() == [2, 0, -1]
