@@ -18,6 +18,7 @@ import numpy as np
 __all__ = [
     "KeyIndex",
     "UniqueKeyIndex",
+    "ScanKeyIndex",
     "MappedKeyIndex",
     "ComposedKeyIndex",
     "RangeKeyIndex",
@@ -100,6 +101,46 @@ class UniqueKeyIndex(KeyIndex):
         return self._sorted.nbytes + (0 if self._perm is None else self._perm.nbytes)
 
 
+class ScanKeyIndex(KeyIndex):
+    """A source keyed by ``monotonically_increasing_id``: partition id in the upper 31
+    bits, position in the partition in the lower 33.  The scan order is the partitions in
+    order, so the canonical index needs only the size of each partition.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = ScanKeyIndex(np.array([2, 0, 3]))   # partition sizes
+    >>> k.lookup(np.array([[1], [(2 << 33) + 2]])).tolist()
+    [1, 4]
+    """
+
+    _LOW = (1 << 33) - 1
+
+    def __init__(self, sizes: np.ndarray) -> None:
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self.n = int(self.offsets[-1])
+        self.width = 1
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        v = np.asarray(raw, dtype=np.int64).reshape(-1)
+        null = v == -1
+        part = np.where(null, 0, v >> 33)
+        pos = v & self._LOW
+        ok = null | ((part < len(self.sizes)) & (pos < self.sizes[np.minimum(part, len(self.sizes) - 1)] if len(self.sizes) else False))
+        _check_found(ok, "a source")
+        return np.where(null, -1, self.offsets[np.minimum(part, len(self.sizes))] + pos).astype(np.int64)
+
+    def values(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        part = np.searchsorted(self.offsets, rows, side="right") - 1
+        return (part << 33) + (rows - self.offsets[part])
+
+    @property
+    def nbytes(self) -> int:
+        return self.sizes.nbytes + self.offsets.nbytes
+
+
 class MappedKeyIndex(KeyIndex):
     """Keys pass through from one input; ``in_to_out`` maps input rows to output rows."""
 
@@ -167,6 +208,9 @@ class ComposedKeyIndex(KeyIndex):
         self.n = len(codes_in_order)
         self._perm = np.argsort(codes_in_order, kind="stable")
         self._sorted = codes_in_order[self._perm]
+
+    def has_duplicates(self) -> bool:
+        return bool(self.n > 1 and np.any(self._sorted[1:] == self._sorted[:-1]))
 
     @staticmethod
     def radix(blocks: list[tuple[KeyIndex, int]], n_branches: int) -> list[int]:

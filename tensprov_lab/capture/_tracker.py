@@ -34,6 +34,7 @@ from tensprov_lab.capture._keys import (
     KeyIndex,
     MappedKeyIndex,
     RangeKeyIndex,
+    ScanKeyIndex,
     UniqueKeyIndex,
     arrow_keys,
 )
@@ -354,7 +355,7 @@ class Tracker:
         assert node.ann is not None and node.ki is not None
         names = node.ann.key_names()
         ki = node.ki
-        if rows is not None and isinstance(ki, UniqueKeyIndex) and ki.n and ki.width == 1:
+        if rows is not None and isinstance(ki, (UniqueKeyIndex, ScanKeyIndex)) and ki.n and ki.width == 1:
             # sources: fetch just the requested records
             wanted = ki.values(np.asarray(rows, dtype=np.int64))
             df = df.where(F.col(names[0]).isin([int(v) for v in wanted]))
@@ -380,16 +381,33 @@ class Tracker:
     def _capture_source(self, node: Node, run: RunLog) -> None:
         stable = plan_is_stable(self.jvm, node.plan)
         ann = annotate_source(self.jvm, node.plan, pin=not stable)
-        raw = self._collect_keys(ann.plan, ann.key_names())
+        ki = self._scan_index(ann)
         cols, types = self._schema(node.df)
         origin = self.jvm.tree_string(self._leaf(node.plan))
         ds = self.store.add_dataset(
-            node.name, columns=cols, dtypes=types, n_rows=len(raw), role="source",
+            node.name, columns=cols, dtypes=types, n_rows=ki.n, role="source",
             run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
         )  # fmt: skip
-        node.ann, node.ki, node.n, node.ds_id = ann, UniqueKeyIndex(raw[:, 0]), len(raw), ds.id
+        node.ann, node.ki, node.n, node.ds_id = ann, ki, ki.n, ds.id
         self.by_ds[ds.id] = node
         run.datasets.append(ds.id)
+
+    def _scan_index(self, ann: Annotated) -> ScanKeyIndex:
+        """Partition sizes of a keyed source: one small aggregate instead of every key."""
+        from pyspark.sql import functions as F
+
+        key = F.col(ann.key_names()[0])
+        sizes = (
+            self.jvm.to_df(ann.plan)
+            .groupBy(F.shiftright(key, 33).alias("p"))
+            .agg((F.max(key.bitwiseAND((1 << 33) - 1)) + 1).alias("n"))
+            .toArrow()
+        )
+        parts = np.asarray(sizes.column("p").to_numpy(zero_copy_only=False), dtype=np.int64)
+        counts = np.asarray(sizes.column("n").to_numpy(zero_copy_only=False), dtype=np.int64)
+        full = np.zeros(int(parts.max()) + 1 if len(parts) else 0, dtype=np.int64)
+        full[parts] = counts
+        return ScanKeyIndex(full)
 
     def _leaf(self, plan: Any) -> Any:
         while True:
@@ -484,9 +502,8 @@ class Tracker:
         message = f"{p.expression}: record-level provenance not captured ({why}); kept as an opaque operation"
         try:
             ann = annotate_source(self.jvm, p.out.plan, pin=True)
-            raw = self._collect_keys(ann.plan, ann.key_names())
-            n: int | None = len(raw)
-            ki: KeyIndex | None = UniqueKeyIndex(raw[:, 0])
+            ki: KeyIndex | None = self._scan_index(ann)
+            n: int | None = ki.n if ki is not None else None
         except Exception as exc:
             ann, ki, n = None, None, None  # type: ignore[assignment]
             message += f"; its records cannot be read either ({_short_error(exc)})"
@@ -561,7 +578,7 @@ class Tracker:
             idx = parts[0][order]
             parent = occ[input_blocks[0].pos]
             assert parent.n is not None and parent.ki is not None
-            if m and (bool(np.any(idx < 0)) or len(np.unique(idx)) != m):
+            if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=parent.n).max()) > 1):
                 raise KeyError_("an output record does not map to exactly one input record")
             in_to_out = np.full(parent.n, -1, dtype=np.int64)
             in_to_out[idx] = np.arange(m)
@@ -571,9 +588,10 @@ class Tracker:
             raise Unsupported("the combined key space of this operation is too large")
         radix = ComposedKeyIndex.radix(blocks_ki, n_br)
         codes = ComposedKeyIndex.encode([branch] + [p + 1 for p in parts], radix)[order]
-        if m and len(np.unique(codes)) != m:
+        ki = ComposedKeyIndex(blocks_ki, branch_col, n_br, codes, rw.width)
+        if ki.has_duplicates():
             raise KeyError_("two output records carry the same input records")
-        return m, tensors, ComposedKeyIndex(blocks_ki, branch_col, n_br, codes, rw.width)
+        return m, tensors, ki
 
     def _semi_tensors(
         self, rw: Rewrite, occ: list[Node], left_idx: np.ndarray, tensors: list[Any]

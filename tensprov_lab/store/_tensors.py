@@ -997,8 +997,9 @@ def _canonical_csr(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sort pairs by (out, in), drop repeats, return ``(indptr, indices)`` as int64."""
     if n_out * max(n_in, 1) < 2**62:
-        key = o * n_in + i
-        key = np.unique(key)
+        key = np.sort(o * n_in + i)
+        if key.size > 1:
+            key = key[np.concatenate([[True], key[1:] != key[:-1]])]
         o, i = (key // n_in, key % n_in) if n_in else (key, key)
     else:
         order = np.lexsort((i, o))
