@@ -432,9 +432,13 @@ def test_self_joins(spark) -> None:  # noqa: ANN001
         sj2 = twin.join(twin, "k")
     pairs = [(0, 0), (0, 2), (1, 1), (2, 0), (2, 2), (3, 3)]
     tid = run.dataset(twin).id
+    # the aliases are identity operations of their own; the name-based form reads twin twice
+    assert op_of(run, sj2).inputs == [tid, tid]
+    for side in op_of(run, sj).inputs:
+        assert side == tid or op_of(run, side).inputs == [tid]
     for df in (sj, sj2):
         op = check_op(run, df, {"join"})
-        assert op.inputs == [tid, tid]
+        assert len(op.inputs) == 2
         got = [
             (int(op.tensors[0].backward([i])[0]), int(op.tensors[1].backward([i])[0]))
             for i in range(6)
@@ -593,19 +597,38 @@ def test_group_by_aggregates(spark) -> None:  # noqa: ANN001
     assert back(run, empty_total, 0) == {"sales": []}
 
 
-def test_rollup_and_cube_groups(spark) -> None:  # noqa: ANN001
+def _check_groups(run: Any, out: Any, src: Any, groups: dict, key_of: Any, total_of: Any) -> None:
+    """Each output row of a rollup/cube is one group: its backward is the group's members.
+
+    ``groups`` maps a group key to ``(members, total)``; ``key_of``/``total_of`` read them
+    from an output record.
+    """
+    n = len(groups)
+    assert run.dataset(out).n_rows == n
+    label = run.dataset(src).label
+    lineage = [back(run, out, i)[label] for i in range(n)]
+    # lineage alone: the member sets, ordered by their smallest member (DESIGN.md §3)
+    assert sorted(lineage) == sorted(m for m, _ in groups.values())
+    firsts = [m[0] for m in lineage]
+    assert firsts == sorted(firsts)
+    # records: row i holds the group whose members row i's lineage reports
+    got = records(run, out)
+    assert sorted((key_of(r) for r in got), key=repr) == sorted(groups, key=repr)
+    for i, r in enumerate(got):
+        members, total = groups[key_of(r)]
+        assert (lineage[i], total_of(r)) == (members, total), (i, r)
+    for j in range(run.dataset(src).n_rows):
+        expected = [i for i, r in enumerate(got) if j in groups[key_of(r)][0]]
+        assert fwd(run, src, j, out) == expected
+
+
+def test_rollup_groups(spark) -> None:  # noqa: ANN001
     sales = sales_df(spark)
-    cubed = spark.createDataFrame(
-        [("x", "p", 1), ("x", "q", 2), ("y", "p", 3), ("y", "p", 4)], "a string, b string, v int"
-    )
-    with tensprov_lab.track(spark, name="rollup-cube") as run:
+    with tensprov_lab.track(spark, name="rollup") as run:
         roll = sales.rollup("region").agg(
             F.sum("amount").alias("t"), F.grouping("region").alias("gr")
         )
-        cb = cubed.cube("a", "b").agg(F.sum("v").alias("t"), F.grouping_id().alias("gid"))
     check_op(run, roll, {"aggregate"})
-    check_op(run, cb, {"aggregate"})
-
     # (region, grouping) -> (members, total); the grand total holds every record
     roll_groups = {
         ("x", 0): ([0, 2, 5], 9),
@@ -613,17 +636,19 @@ def test_rollup_and_cube_groups(spark) -> None:  # noqa: ANN001
         (None, 0): ([3], 4),
         (None, 1): ([0, 1, 2, 3, 4, 5], 15),
     }
-    got = records(run, roll)
-    assert sorted(((r[0], r[2]) for r in got), key=repr) == sorted(roll_groups, key=repr)
-    for i, (region, t, gr) in enumerate(got):
-        members, total = roll_groups[(region, gr)]
-        assert t == total
-        assert back(run, roll, i) == {"sales": members}
+    _check_groups(run, roll, sales, roll_groups, lambda r: (r[0], r[2]), lambda r: r[1])
     # ordered by smallest member: x and the total (both 0) first, then y (1), null (3)
-    assert {(r[0], r[2]) for r in got[:2]} == {("x", 0), (None, 1)}
+    got = records(run, roll)
     assert [(r[0], r[2]) for r in got[2:]] == [("y", 0), (None, 0)]
-    assert fwd(run, sales, 3, roll) == sorted(i for i, r in enumerate(got) if r[0] is None)
 
+
+def test_cube_groups(spark) -> None:  # noqa: ANN001
+    cubed = spark.createDataFrame(
+        [("x", "p", 1), ("x", "q", 2), ("y", "p", 3), ("y", "p", 4)], "a string, b string, v int"
+    )
+    with tensprov_lab.track(spark, name="cube") as run:
+        cb = cubed.cube("a", "b").agg(F.sum("v").alias("t"), F.grouping_id().alias("gid"))
+    check_op(run, cb, {"aggregate"})
     # (a, b, grouping_id) -> (members, total)
     cube_groups = {
         ("x", "p", 0): ([0], 1),
@@ -635,18 +660,7 @@ def test_rollup_and_cube_groups(spark) -> None:  # noqa: ANN001
         (None, "q", 2): ([1], 2),
         (None, None, 3): ([0, 1, 2, 3], 10),
     }
-    got = records(run, cb)
-    keys = [(r[0], r[1], r[3]) for r in got]
-    assert sorted(keys, key=repr) == sorted(cube_groups, key=repr)
-    for i, r in enumerate(got):
-        members, total = cube_groups[keys[i]]
-        assert r[2] == total
-        assert back(run, cb, i) == {"cubed": members}
-    firsts = [cube_groups[k][0][0] for k in keys]
-    assert firsts == sorted(firsts)
-    for j in range(4):
-        expected = [i for i, k in enumerate(keys) if j in cube_groups[k][0]]
-        assert fwd(run, cubed, j, cb) == expected
+    _check_groups(run, cb, cubed, cube_groups, lambda r: (r[0], r[1], r[3]), lambda r: r[2])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -733,10 +747,6 @@ def test_explode_and_posexplode(spark) -> None:  # noqa: ANN001
     assert fwd(run, arrs, 1, ex) == []
     assert fwd(run, arrs, 2, ex) == []
     assert fwd(run, arrs, 4, ex) == [3, 4, 5]
-    assert records(run, pex) == [
-        (1, 0, 20), (1, 1, 10), (4, 0, 30), (5, 0, 7), (5, 1, 9), (5, 2, 8),
-    ]  # fmt: skip
-    assert back(run, pex, 4) == {"arrs": [4]}
     assert records(run, exo) == [
         (1, 20), (1, 10), (2, None), (3, None), (4, 30), (5, 7), (5, 9), (5, 8),
     ]  # fmt: skip
@@ -748,6 +758,12 @@ def test_explode_and_posexplode(spark) -> None:  # noqa: ANN001
     assert back(run, big, 2) == {"arrs": [3]}
     assert fwd(run, arrs, 0, big) == [0, 1]
     assert run.backward(big, rows=[2], to=ex)[ex].tolist() == [2]
+    # posexplode: (input index, position) with its default column names
+    assert back(run, pex, 4) == {"arrs": [4]}
+    assert fwd(run, arrs, 4, pex) == [3, 4, 5]
+    assert records(run, pex) == [
+        (1, 0, 20), (1, 1, 10), (4, 0, 30), (5, 0, 7), (5, 1, 9), (5, 2, 8),
+    ]  # fmt: skip
 
 
 def test_window_functions_are_identity_and_contextual(spark) -> None:  # noqa: ANN001
@@ -816,16 +832,16 @@ def test_nondeterministic_expression_is_flagged(spark) -> None:  # noqa: ANN001
     assert len(run.warnings) >= 2
 
 
-def _keep_id_above_1(batches):  # noqa: ANN001, ANN202
-    for pdf in batches:
-        yield pdf[pdf["id"] > 1]
-
-
 def test_unsupported_operation_is_opaque(spark) -> None:  # noqa: ANN001
     people = people_df(spark)
+
+    def keep_id_above_1(batches):  # noqa: ANN001, ANN202 - defined here so workers unpickle it
+        for pdf in batches:
+            yield pdf[pdf["id"] > 1]
+
     with pytest.warns(TensProvWarning) as caught:
         with tensprov_lab.track(spark, name="opaque") as run:
-            mp = people.mapInPandas(_keep_id_above_1, schema=people.schema)
+            mp = people.mapInPandas(keep_id_above_1, schema=people.schema)
             after = mp.filter(F.col("id") < 5)
     assert any(issubclass(w.category, TensProvWarning) for w in caught)
     op = op_of(run, mp)

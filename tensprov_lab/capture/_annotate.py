@@ -62,6 +62,11 @@ class Group:
     rep: str  # column of the representative key
     members: str  # column of the list of member keys
     pos: int
+    #: every member's key next to its grouping values, when those compare exactly in
+    #: pandas (no shuffle in Spark); ``None`` falls back to ``members_plan``
+    flat_plan: JObject | None = None
+    group_cols: list[str] = field(default_factory=list)
+    key_cols: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -306,6 +311,16 @@ class _Rewriter:
         min_alias, list_alias = self.jvm.lst(agg.aggregateExpressions())
         return agg, min_alias, list_alias, rep, members
 
+    def _flat(self, grouping: list[JObject], child: JObject, blocks: list[Block]) -> Any:
+        """Members next to their grouping values, if pandas groups those like Spark."""
+        exact = {"integer", "long", "short", "byte", "string", "boolean", "date"}
+        if any(str(g.dataType().typeName()) not in exact for g in grouping):
+            return None, [], []
+        names = [key_name("v") for _ in grouping]
+        exprs = [self.jvm.alias(g, n) for g, n in zip(grouping, names)]
+        keys = self._attrs(blocks)
+        return self.jvm.project([*exprs, *keys], child), names, [str(k.name()) for k in keys]
+
     def _input_block(self, blocks: list[Block], what: str) -> Block:
         inputs = [b for b in blocks if b.kind == "input"]
         if len(inputs) != 1 or len(blocks) != 1:
@@ -328,7 +343,10 @@ class _Rewriter:
             aggregateExpressions=self.jvm.seq([*self.jvm.lst(node.aggregateExpressions()), min_alias]),
             child=child,
         )
-        self.info.group = Group("aggregate", members_plan, rep, members, block.pos)
+        flat, gcols, kcols = self._flat(self.jvm.lst(node.groupingExpressions()), child, blocks)
+        self.info.group = Group(
+            "aggregate", members_plan, rep, members, block.pos, flat, gcols, kcols
+        )
         self.info.contextual = True
         out_block = Block("input", block.pos, [min_alias.toAttribute()], block.width)
         return new, [out_block]
@@ -343,7 +361,8 @@ class _Rewriter:
             groupingExpressions=self.jvm.seq(keys),
             aggregateExpressions=self.jvm.seq([min_alias, list_alias]),
         )
-        self.info.group = Group("dedup", members_plan, rep, members, block.pos)
+        flat, gcols, kcols = self._flat(keys, child, blocks)
+        self.info.group = Group("dedup", members_plan, rep, members, block.pos, flat, gcols, kcols)
         # a template Deduplicate node (its constructor differs across Spark versions)
         template = self.jvm.to_df(child).dropDuplicates()._jdf.queryExecution().analyzed()
         new = self.jvm.copy(template, keys=self.jvm.seq(keys), child=child)

@@ -628,12 +628,22 @@ class Tracker:
         extra = set(rw.nodes) - _IDENTITY_NODES - {"Aggregate", "Deduplicate", "Distinct", "Expand"}
         if extra:
             raise Unsupported(f"{sorted(extra)} after a grouping step")
-        table = self.jvm.to_df(g.members_plan).select(g.members).toArrow()
-        col = table.column(g.members).combine_chunks()
-        n_groups = len(col)
-        flat = pc.list_flatten(col)
-        parent = np.asarray(pc.list_parent_indices(col).to_numpy(zero_copy_only=False), dtype=np.int64)
-        raw = arrow_keys(pa.table({"k": flat}), ["k"])
+        if g.flat_plan is not None:
+            table = self.jvm.to_df(g.flat_plan).toArrow()
+            raw = arrow_keys(table, g.key_cols)
+            if g.group_cols:
+                parent, n_groups = _group_ids(table, g.group_cols)
+            else:  # a global aggregate: one group, even over no rows
+                parent, n_groups = np.zeros(len(raw), dtype=np.int64), 1
+        else:
+            table = self.jvm.to_df(g.members_plan).select(g.members).toArrow()
+            col = table.column(g.members).combine_chunks()
+            n_groups = len(col)
+            flat = pc.list_flatten(col)
+            parent = np.asarray(
+                pc.list_parent_indices(col).to_numpy(zero_copy_only=False), dtype=np.int64
+            )
+            raw = arrow_keys(pa.table({"k": flat}), ["k"])
         node = occ[g.pos]
         assert node.ki is not None and node.n is not None
         member = node.ki.lookup(raw)
@@ -650,6 +660,24 @@ class Tracker:
         null_row = int(rank[empty[0]]) if len(empty) else None
         tensor = CSRTensor.from_pairs(out_rows, member, n_groups, node.n)
         return n_groups, [tensor], MappedKeyIndex(node.ki, in_to_out, n_groups, null_row)
+
+
+def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
+    """Group number of every row, grouping equal values (and nulls) like Spark does for
+    integral, string, boolean and date columns."""
+    import pyarrow.compute as pc
+
+    code = np.zeros(table.num_rows, dtype=np.int64)
+    for name in columns:
+        # one chunk first, so that a single dictionary numbers every value
+        enc = pc.dictionary_encode(table.column(name).combine_chunks())
+        idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        size = len(enc.dictionary) + 1
+        if code.size and int(code.max()) > (2**62) // size:
+            _, code = np.unique(code, return_inverse=True)
+        code = code * size + idx + 1
+    uniq, parent = np.unique(code, return_inverse=True)
+    return parent.astype(np.int64), len(uniq)
 
 
 def _short_error(exc: Exception) -> str:

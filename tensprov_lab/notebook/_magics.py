@@ -1,0 +1,474 @@
+"""IPython magics: ``%%provtrack`` tracks a cell, ``%provtrace`` queries what it captured.
+
+>>> %load_ext tensprov_lab                                # doctest: +SKIP
+>>> %%provtrack --name retail                             # doctest: +SKIP
+... big = orders.filter("amount > 50")
+... out = big.groupBy("region").count()
+tensprov-lab run retail: 2 operations, 3 datasets, 14 tensor entries, 112 B, capture 0.41 s
+>>> %provtrace out 0                                      # doctest: +SKIP
+
+The tracked cell runs through IPython's own execution steps (input transformers, AST
+transformers, ``run_ast_nodes``) under the number of the cell that holds the magic, so
+its output, the display of its last expression and its tracebacks are the ones the
+cell would give without the magic, and its errors mark the notebook cell as failed.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import re
+import sys
+import warnings
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import InputRejected, UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+from IPython.utils.process import arg_split
+
+from tensprov_lab import _api
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from tensprov_lab._run import Lineage, Run
+
+__all__ = ["ProvenanceMagics", "load_ipython_extension"]
+
+#: ``ROW_OR_PREDICATE`` read as row indices: ``3``, ``0 2 5``, ``0,2,5`` or ``[0, 2, 5]``
+_ROWS = re.compile(r"\[?\s*-?\d+(?:\s*[,\s]\s*-?\d+)*\s*,?\s*\]?")
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """Register the magics (``%load_ext tensprov_lab`` calls this).
+
+    Examples
+    --------
+    >>> get_ipython().run_line_magic("load_ext", "tensprov_lab")  # doctest: +SKIP
+    """
+    ipython.register_magics(ProvenanceMagics)
+
+
+@dataclass
+class _Outcome:
+    """Where a cell's errors go when the magic is not run from a cell (no ExecutionResult)."""
+
+    execution_count: int | None = None
+    error_before_exec: BaseException | None = None
+    error_in_exec: BaseException | None = None
+    result: Any = None
+    info: Any = None
+
+
+@dataclass
+class _Cell:
+    """A cell body parsed and cached by IPython's compiler, ready to run."""
+
+    filename: str
+    body: list[ast.stmt]
+    compiler: Any
+    needs_loop: bool
+
+
+@magics_class
+class ProvenanceMagics(Magics):
+    """``%%provtrack`` (track the provenance of a cell) and ``%provtrace`` (query it).
+
+    Examples
+    --------
+    >>> from IPython import get_ipython                     # doctest: +SKIP
+    >>> get_ipython().register_magics(ProvenanceMagics)     # doctest: +SKIP
+    """
+
+    # -- %%provtrack ---------------------------------------------------------------
+    @magic_arguments()
+    @argument("--name", help="name of the run (default: its number)")
+    @argument(
+        "--budget",
+        metavar="SIZE",
+        help="most bytes of tensors the store may hold, e.g. 512MB; operations past it "
+        "keep coarse lineage only",
+    )
+    @argument(
+        "--no-capture",
+        action="store_true",
+        help="run the cell untracked (the other options are then ignored)",
+    )
+    @argument("--explore", action="store_true", help="open the lineage explorer after capture")
+    @cell_magic
+    def provtrack(self, line: str, cell: str) -> None:
+        """Run the cell and capture the provenance of its DataFrame operations.
+
+        The cell runs in the notebook namespace exactly as it would without the magic
+        (same values, output and errors); the datasets of the run are named after the
+        notebook variables that hold them. A one-line summary follows the cell and the
+        run is added to ``tensprov_lab.runs()`` (re-running the cell adds a new run).
+        Needs an active SparkSession.
+
+        Examples
+        --------
+        ::
+
+            %%provtrack --name retail --budget 512MB
+            big = orders.filter("amount > 50")
+            out = big.join(customers, "cust_id").groupBy("region").count()
+        """
+        args = parse_argstring(self.provtrack, line)
+        if args.no_capture:
+            prepared = self._prepare(cell)
+            if prepared is not None:
+                self._execute(prepared)
+            return
+        try:
+            budget = _api.parse_size(_unquote(args.budget)) if args.budget else None
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        spark = _active_spark()
+        prepared = self._prepare(cell)
+        if prepared is None:  # the cell does not compile: shown as IPython shows it, nothing run
+            return
+        tracked = self._begin(spark, _unquote(args.name) if args.name else None, budget)
+        try:
+            self._execute(prepared)
+        finally:
+            # capture also when the cell raised: what it built before the error is recorded
+            run = self._capture(tracked)
+        if args.explore:
+            self._explore(run)
+
+    def _outcome(self) -> Any:
+        # The ExecutionResult of the cell holding the magic.  Errors recorded there make
+        # Jupyter mark the cell as failed (and stop "Run All"), as without the magic.
+        result = getattr(self.shell.displayhook, "exec_result", None)
+        return result if result is not None else _Outcome(self.shell.execution_count)
+
+    def _prepare(self, cell: str) -> _Cell | None:
+        """Transform, parse and cache the cell as ``InteractiveShell.run_cell`` does.
+
+        Returns None when that fails; the error is then shown exactly as IPython shows
+        it and recorded as the cell's ``error_before_exec``.
+        """
+        shell = self.shell
+        outcome = self._outcome()
+        info = getattr(outcome, "info", None)
+        compiler = shell.compile if getattr(info, "shell_futures", True) else shell.compiler_class()
+        try:
+            transformed = shell.transform_cell(cell)
+        except Exception as exc:
+            shell.showtraceback()
+            outcome.error_before_exec = exc
+            return None
+        # the number of the cell holding the magic: tracebacks then say "Cell In[n]"
+        # exactly as without the magic (the shell's counter has already moved on)
+        number = outcome.execution_count
+        if number is None:
+            number = shell.execution_count
+        filename = compiler.cache(transformed, number, raw_code=cell)
+        try:
+            tree = compiler.ast_parse(transformed, filename=filename)
+            tree = shell.transform_ast(tree)
+        except shell.custom_exceptions as exc:
+            shell.CustomTB(*sys.exc_info())
+            outcome.error_before_exec = exc
+            return None
+        except IndentationError as exc:
+            shell.showindentationerror()
+            outcome.error_before_exec = exc
+            return None
+        except (OverflowError, SyntaxError, ValueError, TypeError, MemoryError) as exc:
+            shell.showsyntaxerror()
+            outcome.error_before_exec = exc
+            return None
+        except InputRejected as exc:
+            shell.showtraceback()
+            outcome.error_before_exec = exc
+            return None
+        needs_loop = shell.should_run_async(
+            cell, transformed_cell=transformed, preprocessing_exc_tuple=None
+        )
+        return _Cell(filename, tree.body, compiler, needs_loop)
+
+    def _execute(self, cell: _Cell) -> bool:
+        """Run a prepared cell in the user namespace; True when it raised.
+
+        Errors are shown by IPython's ``run_code`` and stored on the cell's
+        ExecutionResult; the last expression goes through the display hook.
+        """
+        shell = self.shell
+        outcome = self._outcome()
+        silent = bool(getattr(getattr(outcome, "info", None), "silent", False))
+        coro = shell.run_ast_nodes(
+            cell.body,
+            cell.filename,
+            interactivity="none" if silent else shell.ast_node_interactivity,
+            compiler=cell.compiler,
+            result=outcome,
+        )
+        runner = shell.trio_runner or (shell.loop_runner if cell.needs_loop else _run_sync)
+        # both traps are already held by the cell running the magic; they nest
+        with shell.builtin_trap, shell.display_trap:
+            return bool(runner(coro))
+
+    def _begin(self, spark: Any, name: str | None, budget: int | None) -> _api.track:
+        tracker = _api._tracker(spark)
+        if tracker._active is not None:
+            raise UsageError(
+                "a tracked block is already running in this session; tracked blocks "
+                "do not nest (use --no-capture inside it)"
+            )
+        tracked = _api.track(spark, name=name, budget=budget)
+        try:
+            tracked.__enter__()
+        except BaseException:
+            tracker.abort()  # patching may have stopped half way: leave pyspark as it was
+            raise
+        return tracked
+
+    def _capture(self, tracked: _api.track) -> Run:
+        """Capture what the cell recorded, as ``track.__exit__`` does, and record the run.
+
+        ``track.__exit__`` names datasets after the variables of its caller's frame;
+        the cell's variables live in the user namespace, so a stand-in frame over
+        that namespace is passed instead.
+        """
+        from tensprov_lab.capture._tracker import TensProvWarning
+
+        shell = self.shell
+        scope = SimpleNamespace(f_locals=shell.user_ns, f_globals=shell.user_global_ns)
+        progress = _Progress(shell)
+        tracked._progress = progress
+        run = tracked.run
+        assert run is not None
+        recorded = False
+        try:
+            try:
+                # Entering catch_warnings (filters unchanged) resets the "shown once
+                # per code location" memory: every capture warns from the same line
+                # of this module, and a re-run cell must show its warnings again.
+                with warnings.catch_warnings():
+                    tracked._tracker.end(scope, progress=progress)
+            except Exception as err:  # the cell has run: report, keep what was captured
+                tracked._tracker.abort()
+                warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=2)
+            _api._RUNS.append(run)
+            recorded = True
+        finally:
+            progress.finish(run.summary() if recorded else None)
+        return run
+
+    def _explore(self, run: Run) -> None:
+        explore = getattr(run, "explore", None)
+        if not callable(explore):
+            print(
+                "tensprov-lab: the lineage explorer is not available in this version; "
+                "query the run with %provtrace or tensprov_lab.last_run().backward(...)"
+            )
+            return
+        widget = explore()
+        if widget is not None:
+            display(widget)
+
+    # -- %provtrace ----------------------------------------------------------------
+    @magic_arguments()
+    @argument("--forward", action="store_true", help="forward lineage (default: backward)")
+    @argument(
+        "--to",
+        metavar="VAR",
+        help="the dataset to trace to (default: every source, or every output with --forward)",
+    )
+    @argument("var", metavar="VAR", help="notebook variable holding a captured DataFrame")
+    @argument(
+        "selection",
+        metavar="ROW_OR_PREDICATE",
+        nargs="+",
+        help="row indices (3, or 0,2,5) or an SQL predicate over VAR's columns",
+    )
+    @line_magic
+    def provtrace(self, line: str) -> None:
+        """Show the lineage of records of a DataFrame captured by the last run.
+
+        Displays the lineage (rows reached per dataset) and the reached records of
+        each dataset as tables. Programmatic form: ``tensprov_lab.last_run().backward(...)``.
+
+        Examples
+        --------
+        ::
+
+            %provtrace out 3
+            %provtrace out "region = 'north'"
+            %provtrace orders 17 --forward --to out
+        """
+        args = parse_argstring(self.provtrace, line)
+        df = self._dataframe(_unquote(args.var))
+        to = self._dataframe(_unquote(args.to)) if args.to else None
+        rows, where = _selection(line, args.var, args.selection)
+        try:
+            run = _api.last_run()
+            query = run.forward if args.forward else run.backward
+            lineage = query(df, rows=rows, where=where, to=to)
+        except (LookupError, ValueError, TypeError) as exc:  # KeyError/IndexError included
+            raise UsageError(_one_line(exc)) from None
+        _show(lineage)
+
+    def _dataframe(self, name: str) -> Any:
+        from pyspark.sql import DataFrame
+
+        if name not in self.shell.user_ns:
+            raise UsageError(f"no variable named {name!r} in the notebook")
+        value = self.shell.user_ns[name]
+        if not isinstance(value, DataFrame):
+            raise UsageError(f"{name!r} is a {type(value).__name__}, not a Spark DataFrame")
+        return value
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+class _Progress:
+    """Live progress of a capture: an updating output in a notebook, one rewritten line
+    on a terminal, nothing when output goes to a file. At the end it turns into the
+    summary line.
+    """
+
+    def __init__(self, shell: Any) -> None:
+        # Jupyter kernels run a ZMQInteractiveShell, the one shell with a kernel
+        self._notebook = getattr(shell, "kernel", None) is not None
+        self._terminal = not self._notebook and _isatty(sys.stdout)
+        self._handle: Any = None
+        self._width = 0
+
+    def __call__(self, i: int, n: int, what: str) -> None:
+        text = f"tensprov-lab: capturing provenance {i + 1}/{n} ({what})"
+        if self._notebook:
+            bundle = {
+                "text/plain": text,
+                "text/html": f"<progress value='{i}' max='{n}'></progress> "
+                f"capturing provenance {i + 1}/{n} ({html.escape(what)})",
+            }
+            if self._handle is None:
+                self._handle = display(bundle, raw=True, display_id=True)
+            else:
+                self._handle.update(bundle, raw=True)
+        elif self._terminal:
+            sys.stdout.write("\r" + text.ljust(self._width))
+            sys.stdout.flush()
+            self._width = len(text)
+
+    def finish(self, summary: str | None) -> None:
+        if self._handle is not None:
+            self._handle.update({"text/plain": summary or ""}, raw=True)
+            return
+        if self._width:
+            sys.stdout.write("\r" + " " * self._width + "\r")
+            sys.stdout.flush()
+        if summary is not None:
+            print(summary)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def _run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that never awaits (IPython's pseudo-sync runner)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("this cell needs an event loop")
+
+
+def _active_spark() -> Any:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise UsageError(
+            "no active SparkSession: create one first, e.g. "
+            "`spark = SparkSession.builder.getOrCreate()`, then run this cell again "
+            "(or run it untracked with %%provtrack --no-capture)"
+        )
+    if not hasattr(spark, "_jsparkSession"):
+        raise UsageError(
+            "the active SparkSession is a Spark Connect session; tensprov-lab needs a "
+            "classic (local or cluster) SparkSession"
+        )
+    return spark
+
+
+def _unquote(text: str) -> str:
+    """``"a b"`` → ``a b`` (IPython's argument splitting keeps the quotes)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]:
+        return text[1:-1]
+    return text
+
+
+def _selection(line: str, var: str, selection: list[str]) -> tuple[list[int] | None, str | None]:
+    """Row indices or a predicate, from the text of ``line`` after ``VAR``.
+
+    The predicate is taken verbatim from the line (spacing inside literals kept) when
+    the options do not interleave with it; otherwise from the parsed tokens.
+
+    >>> _selection("out 0, 2", "out", ["0,", "2"])
+    ([0, 2], None)
+    >>> _selection("out region = 'north'  --forward", "out", ["region", "=", "'north'"])
+    (None, "region = 'north'")
+    """
+    tokens = arg_split(line, strict=True)
+    spans = []
+    cursor = 0
+    for tok in tokens:  # non-POSIX splitting: each token is a verbatim slice of the line
+        start = line.index(tok, cursor)
+        cursor = start + len(tok)
+        spans.append((start, cursor))
+    positional: list[int] = []
+    skip = False
+    for k, tok in enumerate(tokens):
+        if skip:
+            skip = False
+        elif tok == "--to":
+            skip = True
+        elif not tok.startswith("--") or tok == "--":
+            positional.append(k)
+    text = " ".join(selection)
+    if [tokens[k] for k in positional] == [var, *selection] and len(positional) > 1:
+        first, last = positional[1], positional[-1]
+        if positional[1:] == list(range(first, last + 1)):
+            text = line[spans[first][0] : spans[last][1]]
+    text = _unquote(text)
+    if _ROWS.fullmatch(text):
+        return [int(v) for v in re.findall(r"-?\d+", text)], None
+    return None, text
+
+
+def _one_line(exc: BaseException) -> str:
+    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    lines = str(msg).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _show(lineage: Lineage) -> None:
+    """Display a lineage and the records it reached, one table per dataset."""
+    display(lineage)
+    try:
+        tables = lineage.to_pandas()
+    except (LookupError, ValueError) as exc:
+        print(f"tensprov-lab: the records cannot be shown: {_one_line(exc)}")
+        return
+    if not isinstance(tables, dict):  # one dataset reached: a single table
+        tables = {label: tables for label, _ in lineage.items()}
+    for label, table in tables.items():
+        count = f"{len(table)} record(s)"
+        heading = f"<p><b>{html.escape(label)}</b>: {count}</p>"
+        display({"text/plain": f"{label}: {count}", "text/html": heading}, raw=True)
+        display(table)
