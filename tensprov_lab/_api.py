@@ -6,7 +6,7 @@ import re
 import sys
 import warnings
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tensprov_lab.store import Store
 
@@ -114,7 +114,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         frame = sys._getframe(1)
         try:
             self._tracker.end(frame, progress=self._progress)

@@ -89,7 +89,9 @@ class Run:
             found = mine or [d for d in self.store.datasets.values() if d.name == ref]
             if not found:
                 names = sorted({d.name for d in self.store.datasets.values() if d.name})
-                raise KeyError(f"no dataset named {ref!r}; known names: {', '.join(names) or 'none'}")
+                raise KeyError(
+                    f"no dataset named {ref!r}; known names: {', '.join(names) or 'none'}"
+                )
             return found[-1].id
         node = self._tracker.node_of(ref)
         if node is None or node.ds_id is None:
@@ -117,7 +119,7 @@ class Run:
             f"<td>{html.escape(self.store.datasets[op.output].label)}</td>"
             f"<td>{self.store.datasets[op.output].n_rows}</td>"
             f"<td>{_human_bytes(op.nbytes)}</td>"
-            f"<td>{'opaque ' if op.opaque else ''}{'non-deterministic' if op.nondeterministic else ''}</td></tr>"
+            f"<td>{_flags(op)}</td></tr>"
             for op in self.operations
             if not op.trivial
         )
@@ -128,7 +130,9 @@ class Run:
         )
 
     # -- records ---------------------------------------------------------------------
-    def rows(self, df: Any, rows: Sequence[int] | np.ndarray | None = None, where: str | None = None) -> pd.DataFrame:
+    def rows(
+        self, df: Any, rows: Sequence[int] | np.ndarray | None = None, where: str | None = None
+    ) -> pd.DataFrame:
         """Records of a dataset with their canonical row index (column ``_row``).
 
         Parameters
@@ -161,13 +165,17 @@ class Run:
             return [self._ds_id(t) for t in to]
         return [self._ds_id(to)]
 
-    def backward(self, df: Any, rows: Any = None, where: str | None = None, to: Any = None) -> Lineage:
+    def backward(
+        self, df: Any, rows: Any = None, where: str | None = None, to: Any = None
+    ) -> Lineage:
         """Q2: records of ``to`` (default: every source) that ``rows`` of ``df`` come from."""
         ds_id, picked = self._select(df, rows, where)
         targets = self._targets(to, self.store.sources())
         return Lineage(self, backward(self.store, ds_id, picked, to=targets))
 
-    def forward(self, df: Any, rows: Any = None, where: str | None = None, to: Any = None) -> Lineage:
+    def forward(
+        self, df: Any, rows: Any = None, where: str | None = None, to: Any = None
+    ) -> Lineage:
         """Q1: records of ``to`` (default: every sink) derived from ``rows`` of ``df``."""
         ds_id, picked = self._select(df, rows, where)
         targets = self._targets(to, self.store.sinks())
@@ -247,6 +255,19 @@ class Lineage:
             ops = ", ".join(html.escape(o.expression) for o in self.blocked)
             warn = f"<p>⚠ record lineage stops at opaque operation(s): {ops}</p>"
         return f"<div><p>{self.direction} lineage from {start}</p><ul>{items}</ul>{warn}</div>"
+
+
+def _flags(op: Operation) -> str:
+    flags = [
+        name
+        for name, on in (
+            ("opaque", op.opaque),
+            ("non-deterministic", op.nondeterministic),
+            ("contextual", op.contextual),
+        )
+        if on
+    ]
+    return ", ".join(flags)
 
 
 def _as_rows(rows: Any) -> np.ndarray:

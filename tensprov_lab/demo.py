@@ -14,8 +14,14 @@ def build_demo(spark):  # noqa: ANN001, ANN201
     """Create the demo sources (a customer id typo sneaks orders into the wrong region)."""
     orders = spark.createDataFrame(
         [
-            (1, 10, 120.0), (2, 11, 35.5), (3, 10, 80.0), (4, 12, 64.0),
-            (5, 13, 310.0), (6, 11, 99.0), (7, 99, 15.0), (8, 12, 220.0),
+            (1, 10, 120.0),
+            (2, 11, 35.5),
+            (3, 10, 80.0),
+            (4, 12, 64.0),
+            (5, 13, 310.0),
+            (6, 11, 99.0),
+            (7, 99, 15.0),
+            (8, 12, 220.0),
         ],  # fmt: skip
         "order_id long, cust_id long, amount double",
     )

@@ -35,7 +35,9 @@ def pipeline(spark, F, Window):  # noqa: ANN001, ANN201, N803
         big = orders.filter(F.col("amount") > 30)
         joined = big.join(customers, "cust_id", "left")
         w = joined.withColumn("rank", F.count("*").over(Window.partitionBy("region")))
-        agg = w.groupBy("region", "tag").agg(F.sum("amount").alias("total"), F.count("*").alias("n"))
+        agg = w.groupBy("region", "tag").agg(
+            F.sum("amount").alias("total"), F.count("*").alias("n")
+        )
         srt = agg.orderBy(F.col("total").desc())
         top = srt.limit(5)
         u = big.select("cust_id", "tag").union(customers.select("cust_id", "region"))

@@ -74,12 +74,19 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
     if kind == "select":
         _, cols = step
         idx = [t.cols.index(c) for c in cols]
-        return Table(list(cols), {c: t.types[c] for c in cols}, [tuple(r[j] for j in idx) for r in t.rows], list(t.lin))
+        return Table(
+            list(cols),
+            {c: t.types[c] for c in cols},
+            [tuple(r[j] for j in idx) for r in t.rows],
+            list(t.lin),
+        )
     if kind == "dropna":
         return _subset(t, [i for i, r in enumerate(t.rows) if all(x is not None for x in r)])
     if kind == "fillna":
         ints = [j for j, c in enumerate(t.cols) if t.types[c] == "int"]
-        rows = [tuple(0 if (x is None and j in ints) else x for j, x in enumerate(r)) for r in t.rows]
+        rows = [
+            tuple(0 if (x is None and j in ints) else x for j, x in enumerate(r)) for r in t.rows
+        ]
         return Table(list(t.cols), dict(t.types), rows, list(t.lin))
     if kind == "orderBy":
         _, c, asc = step
@@ -103,7 +110,12 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
         # t.unionByName(b.select(cols)) : b has the same columns here
         cols = t.cols
         bi = [b.cols.index(c) for c in cols]
-        return Table(list(cols), dict(t.types), t.rows + [tuple(r[j] for j in bi) for r in b.rows], t.lin + b.lin)
+        return Table(
+            list(cols),
+            dict(t.types),
+            t.rows + [tuple(r[j] for j in bi) for r in b.rows],
+            t.lin + b.lin,
+        )
     if kind == "join":
         return _join(t, b, step[1])
     if kind == "explode":
@@ -135,11 +147,18 @@ def _group(t: Table, keys: list[str], sum_col: str | None) -> Table:
     ordered = sorted(groups.items(), key=lambda kv: kv[1][0])
     if sum_col is None and set(keys) == set(t.cols):
         rows = [t.rows[m[0]] for _, m in ordered]
-        return Table(list(t.cols), dict(t.types), rows, [merge(*(t.lin[i] for i in m)) for _, m in ordered])
+        return Table(
+            list(t.cols), dict(t.types), rows, [merge(*(t.lin[i] for i in m)) for _, m in ordered]
+        )
     if sum_col is None:
         # dropDuplicates(subset): other columns come from an arbitrary member
-        rows = [tuple(t.rows[m[0]][j] if c in keys else ANY for j, c in enumerate(t.cols)) for _, m in ordered]
-        return Table(list(t.cols), dict(t.types), rows, [merge(*(t.lin[i] for i in m)) for _, m in ordered])
+        rows = [
+            tuple(t.rows[m[0]][j] if c in keys else ANY for j, c in enumerate(t.cols))
+            for _, m in ordered
+        ]
+        return Table(
+            list(t.cols), dict(t.types), rows, [merge(*(t.lin[i] for i in m)) for _, m in ordered]
+        )
     rows = []
     for key, m in ordered:
         vals = [t.get(t.rows[i], sum_col) for i in m if t.get(t.rows[i], sum_col) is not None]
@@ -151,7 +170,10 @@ def _group(t: Table, keys: list[str], sum_col: str | None) -> Table:
 
 def _join(t: Table, b: Table, how: str) -> Table:
     tk, bk = t.cols.index("k"), b.cols.index("k")
-    match = {i: [j for j, s in enumerate(b.rows) if r[tk] is not None and r[tk] == s[bk]] for i, r in enumerate(t.rows)}
+    match = {
+        i: [j for j, s in enumerate(b.rows) if r[tk] is not None and r[tk] == s[bk]]
+        for i, r in enumerate(t.rows)
+    }
     t_other = [c for c in t.cols if c != "k"]
     b_other = [c for c in b.cols if c != "k"]
     if how in ("semi", "anti"):
@@ -178,7 +200,11 @@ def _join(t: Table, b: Table, how: str) -> Table:
         else:
             k = tr[tk]
         rows.append(
-            (k, *[(t.get(tr, c) if tr else None) for c in t_other], *[(b.get(br, c) if br else None) for c in b_other])
+            (
+                k,
+                *[(t.get(tr, c) if tr else None) for c in t_other],
+                *[(b.get(br, c) if br else None) for c in b_other],
+            )
         )
         lin.append(merge(t.lin[i] if i >= 0 else {}, b.lin[j] if j >= 0 else {}))
     cols = ["k", *t_other, *b_other]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
 import os
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +34,12 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         options.append("filter_eq")
     if "k" in t.cols and "w" not in t.cols and not used_join:
         options.append("join")
-    if sorted(t.cols) == sorted(A_COLS) or set(t.cols) <= set(B_COLS) and "k" in t.cols and "w" in t.cols:
+    if (
+        sorted(t.cols) == sorted(A_COLS)
+        or set(t.cols) <= set(B_COLS)
+        and "k" in t.cols
+        and "w" in t.cols
+    ):
         options.append("union_b")
     if len(int_cols) >= 2 and "e" not in t.cols:
         options.append("explode")
@@ -53,7 +58,9 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         new = data.draw(st.sampled_from(["c1", "c2", int_cols[0]]))
         return (kind, data.draw(st.sampled_from(int_cols)), new)
     if kind == "select":
-        cols = data.draw(st.lists(st.sampled_from(t.cols), min_size=1, max_size=len(t.cols), unique=True))
+        cols = data.draw(
+            st.lists(st.sampled_from(t.cols), min_size=1, max_size=len(t.cols), unique=True)
+        )
         return (kind, tuple(cols))
     if kind == "orderBy":
         c = data.draw(st.sampled_from(t.cols))
@@ -62,7 +69,9 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
     if kind == "limit":
         return (kind, data.draw(st.integers(0, 4)))
     if kind == "dropDuplicates":
-        cols = data.draw(st.lists(st.sampled_from(t.cols), min_size=1, max_size=len(t.cols), unique=True))
+        cols = data.draw(
+            st.lists(st.sampled_from(t.cols), min_size=1, max_size=len(t.cols), unique=True)
+        )
         return (kind, tuple(cols))
     if kind == "groupBy":
         c = data.draw(st.sampled_from(t.cols))
@@ -71,7 +80,10 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
             return None
         return (kind, c, data.draw(st.sampled_from(others)))
     if kind == "join":
-        return (kind, data.draw(st.sampled_from(["inner", "left", "right", "full", "semi", "anti"])))
+        return (
+            kind,
+            data.draw(st.sampled_from(["inner", "left", "right", "full", "semi", "anti"])),
+        )
     if kind == "explode":
         x, y = data.draw(st.lists(st.sampled_from(int_cols), min_size=2, max_size=2, unique=True))
         return (kind, x, y)
@@ -133,7 +145,11 @@ def check_dataset(run, df, t: Table, sources: dict, check_values: bool) -> None:
     if check_values:
         got = run.rows(df)
         assert got["_row"].tolist() == list(range(len(t.rows)))
-        values = got.drop(columns=["_row"]).astype(object).where(got.drop(columns=["_row"]).notna(), None)
+        values = (
+            got.drop(columns=["_row"])
+            .astype(object)
+            .where(got.drop(columns=["_row"]).notna(), None)
+        )
         for i, expected in enumerate(t.rows):
             actual = tuple(values.iloc[i])
             for a, e in zip(actual, expected):
@@ -192,7 +208,11 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
             continue
         steps.append(step)
         used_join |= step[0] == "join"
-        t_next = apply(step, t, tb if step[0] == "join" or "w" in t.cols else Table.source("a", A_COLS, A_TYPES, a))
+        t_next = apply(
+            step,
+            t,
+            tb if step[0] == "join" or "w" in t.cols else Table.source("a", A_COLS, A_TYPES, a),
+        )
         t, prev = t_next, step
     # rebuild the oracle tables step by step alongside Spark
     t = Table.source("a", A_COLS, A_TYPES, a)
@@ -200,7 +220,11 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
     with tensprov_lab.track(spark, name="prop") as run:
         df = a_df
         for step in steps:
-            other = tb if (step[0] == "join" or "w" in t.cols) else Table.source("a", A_COLS, A_TYPES, a)
+            other = (
+                tb
+                if (step[0] == "join" or "w" in t.cols)
+                else Table.source("a", A_COLS, A_TYPES, a)
+            )
             df = spark_step(step, df, a_df, b_df)
             t = apply(step, t, other)
             frames.append((df, t))

@@ -55,7 +55,11 @@ def test_composed_index_codes_sort_like_canonical_order() -> None:
     pairs = [(0, 1), (1, 0), (2, -1), (-1, 1)]
     radix = ComposedKeyIndex.radix(blocks, 1)
     codes = ComposedKeyIndex.encode(
-        [np.zeros(4, np.int64), np.array([p[0] for p in pairs]) + 1, np.array([p[1] for p in pairs]) + 1],
+        [
+            np.zeros(4, np.int64),
+            np.array([p[0] for p in pairs]) + 1,
+            np.array([p[1] for p in pairs]) + 1,
+        ],
         radix,
     )
     order = np.argsort(codes)

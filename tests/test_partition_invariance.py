@@ -15,7 +15,8 @@ CONFIGS = [("local[1]", "1"), ("local[2]", "7"), ("local[2]", "1")]
 
 
 def _probe(tmp_path: Path, master: str, shuffle: str) -> dict[str, np.ndarray]:
-    out = tmp_path / f"{master.strip('local[]')}_{shuffle}.npz"
+    cores = master.removeprefix("local[").removesuffix("]")
+    out = tmp_path / f"{cores}_{shuffle}.npz"
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(
         [sys.executable, "-m", "tests._partition_probe", master, shuffle, str(out)],

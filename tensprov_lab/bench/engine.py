@@ -190,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_spark(args.cores, app="tensprov-lab-bench")
     folder = args.data or tempfile.mkdtemp(prefix="tensprov-bench-")
     try:
-        results = [
-            run_engine_bench(spark, n, folder, args.queries) for n in _parse_rows(args.rows)
-        ]
+        results = [run_engine_bench(spark, n, folder, args.queries) for n in _parse_rows(args.rows)]
         print(format_table(results))
     finally:
         if args.data is None:

@@ -190,7 +190,7 @@ class _Rewriter:
     # -- finding the inputs ----------------------------------------------------------
     def _match(self, node: JObject, root: bool) -> tuple[JObject, list[Block]] | None:
         ident = self.jvm.ident(node)
-        for i, (q, ann) in enumerate(self.inputs):
+        for i, (_, ann) in enumerate(self.inputs):
             if ident == self.idents[i]:
                 return self._occurrence(i, ann.plan, ann.keys, ann.width)
         if root:
@@ -282,7 +282,9 @@ class _Rewriter:
 
     def _on_Project(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
         child, blocks = self._single(results)
-        return self.jvm.project([*self.jvm.lst(node.projectList()), *self._attrs(blocks)], child), blocks
+        return self.jvm.project(
+            [*self.jvm.lst(node.projectList()), *self._attrs(blocks)], child
+        ), blocks
 
     def _on_Sort(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
         child, blocks = self._single(results)
@@ -340,7 +342,9 @@ class _Rewriter:
         )
         new = self.jvm.copy(
             node,
-            aggregateExpressions=self.jvm.seq([*self.jvm.lst(node.aggregateExpressions()), min_alias]),
+            aggregateExpressions=self.jvm.seq(
+                [*self.jvm.lst(node.aggregateExpressions()), min_alias]
+            ),
             child=child,
         )
         flat, gcols, kcols = self._flat(self.jvm.lst(node.groupingExpressions()), child, blocks)
@@ -351,7 +355,9 @@ class _Rewriter:
         out_block = Block("input", block.pos, [min_alias.toAttribute()], block.width)
         return new, [out_block]
 
-    def _dedup(self, node: JObject, keys: list[JObject], child: JObject, blocks: list[Block]) -> Any:
+    def _dedup(
+        self, node: JObject, keys: list[JObject], child: JObject, blocks: list[Block]
+    ) -> Any:
         block = self._input_block(blocks, "dropDuplicates")
         if self.info.group is not None:
             raise Unsupported("two grouping steps in one operation")
@@ -405,7 +411,9 @@ class _Rewriter:
             items: list[tuple[str, str | None, str]] = [(str(c), "bigint", key_name("b"))]
             for b in all_blocks:
                 if not any(b is x for x in blocks):
-                    items += [("NULL", str(a.dataType().catalogString()), key_name("n")) for a in b.attrs]
+                    items += [
+                        ("NULL", str(a.dataType().catalogString()), key_name("n")) for a in b.attrs
+                    ]
             lits = _literals(jvm, items)
             it = iter(lits[1:])
             exprs = [*jvm.output(kid), lits[0]]

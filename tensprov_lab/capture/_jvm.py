@@ -56,9 +56,7 @@ class Jvm:
     def to_df(self, plan: JObject) -> Any:
         from pyspark.sql import DataFrame
 
-        jds = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(
-            self.spark._jsparkSession, plan
-        )
+        jds = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.spark._jsparkSession, plan)
         return DataFrame(jds, self.spark)
 
     def copy(self, node: JObject, **replace: JObject) -> JObject:

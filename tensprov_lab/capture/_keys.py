@@ -127,9 +127,18 @@ class ScanKeyIndex(KeyIndex):
         null = v == -1
         part = np.where(null, 0, v >> 33)
         pos = v & self._LOW
-        ok = null | ((part < len(self.sizes)) & (pos < self.sizes[np.minimum(part, len(self.sizes) - 1)] if len(self.sizes) else False))
+        ok = null | (
+            (part < len(self.sizes))
+            & (
+                pos < self.sizes[np.minimum(part, len(self.sizes) - 1)]
+                if len(self.sizes)
+                else False
+            )
+        )
         _check_found(ok, "a source")
-        return np.where(null, -1, self.offsets[np.minimum(part, len(self.sizes))] + pos).astype(np.int64)
+        return np.where(null, -1, self.offsets[np.minimum(part, len(self.sizes))] + pos).astype(
+            np.int64
+        )
 
     def values(self, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
@@ -287,8 +296,7 @@ def arrow_keys(table: Any, columns: list[str]) -> np.ndarray:
     if not cols:
         return np.zeros((table.num_rows, 0), dtype=np.int64)
     mats = [
-        np.asarray(pc.fill_null(c, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-        for c in cols
+        np.asarray(pc.fill_null(c, -1).to_numpy(zero_copy_only=False), dtype=np.int64) for c in cols
     ]
     return np.column_stack(mats) if mats else np.zeros((table.num_rows, 0), np.int64)
 

@@ -13,8 +13,9 @@ import functools
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def _describe(value: Any) -> str:
     from pyspark.sql import Column, DataFrame
 
     if isinstance(value, Column):
-        return str(value._jc.toString())
+        return str(value._jc.toString())  # type: ignore[operator]
     if isinstance(value, DataFrame):
         return "<DataFrame>"
     if isinstance(value, (list, tuple)):
@@ -213,7 +214,7 @@ class Tracker:
         ident = self.jvm.ident(plan)
         if ident in self.nodes:
             return self.nodes[ident]
-        inputs = []
+        inputs: list[Node] = []
         for d in in_dfs:
             node = self.register(d)
             if all(node is not n for n in inputs):
@@ -223,7 +224,9 @@ class Tracker:
         node = Node(df=out, plan=plan, ident=ident)
         self.nodes[ident] = node
         assert self._active is not None
-        self.pending.append(Pending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id))
+        self.pending.append(
+            Pending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id)
+        )
         return node
 
     def register(self, df: Any) -> Node:
@@ -297,12 +300,10 @@ class Tracker:
     def _name_variables(self, frame: Any) -> None:
         from pyspark.sql import DataFrame
 
-        scopes = []
-        while frame is not None and len(scopes) < 1:
-            scopes.append(frame.f_locals)
-            if frame.f_globals is not frame.f_locals:
-                scopes.append(frame.f_globals)
-            frame = None
+        # the block's own scope: its locals, and its globals at module level
+        scopes: list[dict[str, Any]] = [frame.f_locals]
+        if frame.f_globals is not frame.f_locals:
+            scopes.append(frame.f_globals)
         for scope in scopes:
             for var, value in list(scope.items()):
                 if isinstance(value, DataFrame) and not var.startswith("_"):
@@ -355,7 +356,12 @@ class Tracker:
         assert node.ann is not None and node.ki is not None
         names = node.ann.key_names()
         ki = node.ki
-        if rows is not None and isinstance(ki, (UniqueKeyIndex, ScanKeyIndex)) and ki.n and ki.width == 1:
+        if (
+            rows is not None
+            and isinstance(ki, (UniqueKeyIndex, ScanKeyIndex))
+            and ki.n
+            and ki.width == 1
+        ):
             # sources: fetch just the requested records
             wanted = ki.values(np.asarray(rows, dtype=np.int64))
             df = df.where(F.col(names[0]).isin([int(v) for v in wanted]))
@@ -409,6 +415,10 @@ class Tracker:
         full[parts] = counts
         return ScanKeyIndex(full)
 
+    def _dataset(self, node: Node) -> Any:
+        assert node.ds_id is not None, "inputs are captured before their consumers"
+        return self.store.datasets[node.ds_id]
+
     def _leaf(self, plan: Any) -> Any:
         while True:
             kids = self.jvm.children(plan)
@@ -446,8 +456,8 @@ class Tracker:
             self._opaque(p, run, f"capture failed: {msg}", cols, types, time.perf_counter() - t0)
             return
         occ_nodes = [in_nodes[i] for i in rw.occurrences]
-        category = _category(rw, [len(self.store.datasets[n.ds_id].columns) for n in occ_nodes], cols,  # type: ignore[index]
-                             [self.store.datasets[n.ds_id].columns for n in occ_nodes])  # type: ignore[index]
+        in_cols = [self._dataset(n).columns for n in occ_nodes]
+        category = _category(rw, [len(c) for c in in_cols], cols, in_cols)
         nondet = rw.nondeterministic or self._unordered_limit(rw, occ_nodes)
         warns = []
         if nondet:
@@ -456,7 +466,7 @@ class Tracker:
                 "executions, and so may their provenance"
             )
         if rw.group is not None and rw.group.kind == "dedup" and p.method != "distinct":
-            subset_all = len(cols) == len(self.store.datasets[occ_nodes[0].ds_id].columns)  # type: ignore[index]
+            subset_all = len(cols) == len(in_cols[0])
             if not subset_all:
                 nondet = True
                 warns.append(
@@ -499,7 +509,10 @@ class Tracker:
         self, p: Pending, run: RunLog, why: str, cols: list[str], types: list[str], seconds: float
     ) -> None:
         """Record an operation we cannot trace: coarse lineage only, its output keyed anew."""
-        message = f"{p.expression}: record-level provenance not captured ({why}); kept as an opaque operation"
+        message = (
+            f"{p.expression}: record-level provenance not captured ({why}); "
+            "kept as an opaque operation"
+        )
         try:
             ann = annotate_source(self.jvm, p.out.plan, pin=True)
             ki: KeyIndex | None = self._scan_index(ann)
@@ -538,7 +551,9 @@ class Tracker:
         raw = self._collect_keys(rw.plan, names)
         return self._functional(rw, occ, raw)
 
-    def _functional(self, rw: Rewrite, occ: list[Node], raw: np.ndarray) -> tuple[int, list[Any], KeyIndex]:
+    def _functional(
+        self, rw: Rewrite, occ: list[Node], raw: np.ndarray
+    ) -> tuple[int, list[Any], KeyIndex]:
         m = len(raw)
         parts: list[np.ndarray] = []
         branch = np.zeros(m, dtype=np.int64)
@@ -604,7 +619,9 @@ class Tracker:
             n_in = occ[b.pos].n
             assert n_in is not None
             if rw.semi.pairs_plan is None:
-                tensors[b.pos] = CSRTensor.from_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), n_out, n_in)
+                tensors[b.pos] = CSRTensor.from_pairs(
+                    np.zeros(0, np.int64), np.zeros(0, np.int64), n_out, n_in
+                )
                 continue
             lnames = [str(a.name()) for lb in rw.semi.left for a in lb.attrs]
             rnames = [str(a.name()) for a in b.attrs]
@@ -685,7 +702,9 @@ def _short_error(exc: Exception) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def _category(rw: Rewrite, n_in_cols: list[int], out_cols: list[str], in_cols: list[list[str]]) -> str:
+def _category(
+    rw: Rewrite, n_in_cols: list[int], out_cols: list[str], in_cols: list[list[str]]
+) -> str:
     nodes = set(rw.nodes)
     if rw.group is not None:
         return "aggregate" if rw.group.kind == "aggregate" else "dedup"
