@@ -144,6 +144,8 @@ class Tracker:
         self.budget: int | None = None
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
+        self._reused: set[int] = set()
+        self._cached: list[Any] = []
 
     # -- patching ------------------------------------------------------------------
     def _classes(self) -> tuple[type, type]:
@@ -278,6 +280,11 @@ class Tracker:
             self._name_variables(frame)
             t0 = time.perf_counter()
             pending, self.pending = self.pending, []
+            # annotated results read again by later captures are cached for the
+            # duration of this capture, so each job starts from its inputs, not sources
+            self._reused = {
+                n.ident for item in pending if isinstance(item, Pending) for n in item.inputs
+            }
             for i, item in enumerate(pending):
                 if progress is not None:
                     what = item.method if isinstance(item, Pending) else "source"
@@ -289,6 +296,9 @@ class Tracker:
             run.seconds = time.perf_counter() - t0
         finally:
             self._active = None
+            for df in self._cached:
+                df.unpersist()
+            self._cached, self._reused = [], set()
         return run
 
     def abort(self) -> None:
@@ -447,7 +457,7 @@ class Tracker:
             rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]
             if sorted(set(rw.occurrences)) != list(range(len(in_nodes))):
                 raise Unsupported("an input of the call does not appear in its plan")
-            n_out, tensors, ki = self._tensors(rw, in_nodes)
+            n_out, tensors, ki = self._tensors(rw, in_nodes, p.out.ident)
         except (Unsupported, KeyError_) as exc:
             self._opaque(p, run, str(exc), cols, types, time.perf_counter() - t0)
             return
@@ -531,7 +541,9 @@ class Tracker:
         run.datasets.append(ds.id)
         self._note_done(run, message)
 
-    def _tensors(self, rw: Rewrite, in_nodes: list[Node]) -> tuple[int, list[Any], KeyIndex]:
+    def _tensors(
+        self, rw: Rewrite, in_nodes: list[Node], out_ident: int = 0
+    ) -> tuple[int, list[Any], KeyIndex]:
         occ = [in_nodes[i] for i in rw.occurrences]
         nodes = set(rw.nodes)
         genpos = [b for b in rw.blocks if b.kind == "genpos"]
@@ -548,7 +560,11 @@ class Tracker:
         if rw.group is not None:
             return self._group_tensors(rw, occ)
         names = [str(a.name()) for a in rw.keys]
-        raw = self._collect_keys(rw.plan, names)
+        df = self.jvm.to_df(rw.plan)
+        if out_ident in self._reused:
+            df = df.persist()
+            self._cached.append(df)
+        raw = arrow_keys(df.select(*names).toArrow(), names)
         return self._functional(rw, occ, raw)
 
     def _functional(

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import ast
 import html
+import logging
 import re
 import sys
 import warnings
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ProvenanceMagics", "load_ipython_extension"]
 
+#: loggers pyspark writes every analysis error to (a JSON record with the Java stack)
+_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 #: ``ROW_OR_PREDICATE`` read as row indices: ``3``, ``0 2 5``, ``0,2,5`` or ``[0, 2, 5]``
 _ROWS = re.compile(r"\[?\s*-?\d+(?:\s*[,\s]\s*-?\d+)*\s*,?\s*\]?")
 
@@ -310,7 +314,8 @@ class ProvenanceMagics(Magics):
         try:
             run = _api.last_run()
             query = run.forward if args.forward else run.backward
-            lineage = query(df, rows=rows, where=where, to=to)
+            with _quiet_spark_errors():
+                lineage = query(df, rows=rows, where=where, to=to)
         except (LookupError, ValueError, TypeError) as exc:  # KeyError/IndexError included
             raise UsageError(_one_line(exc)) from None
         _show(lineage)
@@ -449,6 +454,25 @@ def _selection(line: str, var: str, selection: list[str]) -> tuple[list[int] | N
     if _ROWS.fullmatch(text):
         return [int(v) for v in re.findall(r"-?\d+", text)], None
     return None, text
+
+
+@contextmanager
+def _quiet_spark_errors() -> Iterator[None]:
+    """Mute pyspark's own log of analysis errors: a bad predicate becomes a one-line
+    UsageError, and the log would print the Java stack trace next to it."""
+    from pyspark.logger import PySparkLogger
+
+    # created through pyspark, never as plain loggers: pyspark calls them with extra
+    # keyword arguments only its PySparkLogger class accepts
+    loggers: list[logging.Logger] = [PySparkLogger.getLogger(n) for n in _SPARK_ERROR_LOGGERS]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before):
+            lg.disabled = was
 
 
 def _one_line(exc: BaseException) -> str:

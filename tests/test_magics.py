@@ -1,0 +1,432 @@
+"""The notebook magics: ``%%provtrack`` runs a cell exactly as without the magic and
+records a run; ``%provtrace`` shows lineage or a one-line error (DESIGN.md §1, §7).
+
+Cells run through a real ``InteractiveShell`` (``shell.run_cell``), as in a notebook.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import warnings
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic_arguments import parse_argstring
+from IPython.utils.capture import capture_output
+
+import tensprov_lab
+from tensprov_lab._run import Run
+from tensprov_lab.capture._tracker import TensProvWarning
+from tensprov_lab.notebook import ProvenanceMagics
+from tensprov_lab.notebook._magics import _Progress, _selection
+
+pytestmark = pytest.mark.spark
+
+SETUP = """\
+from pyspark.sql import functions as F
+ORDERS = [(1, 1, 10.0), (2, 2, 60.0), (3, 3, 70.0), (4, 1, 80.0), (5, 2, 55.0)]
+customers = spark.createDataFrame(
+    [(1, "north"), (2, "south"), (3, "north")], "cust_id int, region string"
+)
+fresh = spark.range(3)
+"""
+
+BODY = """\
+orders = spark.createDataFrame(ORDERS, "order_id int, cust_id int, amount double")
+big = orders.filter(F.col("amount") > 50)
+joined = big.join(customers, "cust_id")
+out = joined.groupBy("region").agg(F.sum("amount").alias("total"))
+"""
+NAMES = {"orders", "big", "joined", "out"}
+SUMMARY = re.compile(
+    r"tensprov-lab run (\S+): \d+ operations, \d+ datasets, [\d,]+ tensor entries, .+, "
+    r"capture \d+\.\d\d s"
+)
+
+
+def _classes() -> list[type]:
+    from pyspark.sql.classic.dataframe import DataFrame
+    from pyspark.sql.group import GroupedData
+
+    return [DataFrame, GroupedData]
+
+
+def _collected(df: Any) -> tuple[Any, list[tuple]]:
+    return df.schema, sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def _without_summary(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not SUMMARY.fullmatch(line)]
+
+
+@pytest.fixture(scope="module")
+def shell(spark: Any) -> InteractiveShell:
+    # ``spark`` makes a SparkSession active: %%provtrack looks for the active one
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("colors", "nocolor")
+    assert ip.run_cell("%load_ext tensprov_lab").success
+    ip.user_ns["spark"] = spark
+    assert ip.run_cell(SETUP).success
+    return ip
+
+
+@pytest.fixture(scope="module")
+def retail(shell: InteractiveShell) -> SimpleNamespace:
+    """The §1 pipeline, once untracked and once in a ``%%provtrack`` cell."""
+    ns = shell.user_ns
+    assert shell.run_cell(BODY).success
+    plain = {name: _collected(ns[name]) for name in NAMES}
+    for name in NAMES:
+        del ns[name]
+    before = dict(ns)
+    n_runs = len(tensprov_lab.runs())
+    with capture_output() as cap:
+        result = shell.run_cell("%%provtrack --name retail\n" + BODY)
+    return SimpleNamespace(
+        result=result,
+        stdout=cap.stdout,
+        before=before,
+        plain=plain,
+        new_runs=tensprov_lab.runs()[n_runs:],
+    )
+
+
+# -- %%provtrack ------------------------------------------------------------------------
+
+
+def test_extension_registers_both_magics(shell: InteractiveShell) -> None:
+    magics = shell.magics_manager.magics
+    assert isinstance(magics["cell"]["provtrack"].__self__, ProvenanceMagics)
+    assert isinstance(magics["line"]["provtrace"].__self__, ProvenanceMagics)
+
+
+def test_tracked_cell_prints_summary_and_records_a_run(retail: SimpleNamespace) -> None:
+    assert retail.result.success
+    assert len(retail.new_runs) == 1
+    run = retail.new_runs[0]
+    assert run in tensprov_lab.runs()
+    assert run.name == "retail"
+    assert retail.stdout.splitlines() == [run.summary()]
+    assert SUMMARY.fullmatch(run.summary())
+    assert [op.method for op in run.operations if not op.trivial] == ["filter", "join", "agg"]
+
+
+def test_values_are_those_of_the_untracked_cell(shell: InteractiveShell, retail: Any) -> None:
+    for name in NAMES:
+        assert _collected(shell.user_ns[name]) == retail.plain[name], name
+
+
+def test_namespace_gets_only_what_the_cell_binds(shell: InteractiveShell, retail: Any) -> None:
+    ns = shell.user_ns
+    added = set(ns) - set(retail.before)
+    assert added == NAMES
+    # nothing rebound: the magic binds no helper and reassigns nothing
+    assert [k for k, v in retail.before.items() if ns.get(k, object()) is not v] == []
+
+
+def test_datasets_are_named_after_notebook_variables(retail: SimpleNamespace) -> None:
+    run = retail.new_runs[0]
+    names = [d.name for d in run.datasets]
+    assert set(names) == NAMES | {"customers"}  # customers: an earlier, untracked cell
+    assert run.dataset("out").id == run.operations[-1].output
+
+
+def test_last_expression_is_displayed_as_without_magic(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell = "n_big = big.count()\nn_big * 10\n"
+    plain = shell.run_cell(cell)
+    plain_out = capsys.readouterr().out
+    tracked = shell.run_cell("%%provtrack\n" + cell)
+    tracked_out = capsys.readouterr().out
+    assert plain.result == tracked.result == 40
+    assert "Out[" in plain_out
+    assert _without_summary(tracked_out) == plain_out.splitlines()
+    assert SUMMARY.fullmatch(tracked_out.splitlines()[-1])
+
+
+def test_exception_is_shown_as_without_magic_and_nothing_stays_patched(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell = "partial = orders.select('order_id', 'amount')\n1 / 0\n"
+    plain = shell.run_cell(cell)
+    plain_out = capsys.readouterr().out
+    del shell.user_ns["partial"]
+    before = [dict(vars(cls)) for cls in _classes()]
+    n_runs = len(tensprov_lab.runs())
+
+    tracked = shell.run_cell("%%provtrack --name failing\n" + cell)
+    tracked_out = capsys.readouterr().out
+
+    assert isinstance(plain.error_in_exec, ZeroDivisionError)
+    assert type(tracked.error_in_exec) is ZeroDivisionError
+    assert "ZeroDivisionError" in plain_out
+    assert _without_summary(tracked_out) == plain_out.splitlines()  # same traceback text
+    assert [dict(vars(cls)) for cls in _classes()] == before
+    # what the cell built before the error is recorded
+    assert len(tensprov_lab.runs()) == n_runs + 1
+    run = tensprov_lab.last_run()
+    assert run.name == "failing"
+    assert [d.name for d in run.datasets] == ["partial"]
+    assert run.rows("partial")["order_id"].tolist() == [1, 2, 3, 4, 5]
+
+
+def test_spark_error_in_cell_keeps_its_type(shell: InteractiveShell, retail: Any) -> None:
+    before = [dict(vars(cls)) for cls in _classes()]
+    plain = shell.run_cell("bad = orders.select('nope')")
+    tracked = shell.run_cell("%%provtrack\nbad = orders.select('nope')")
+    assert plain.error_in_exec is not None
+    assert type(tracked.error_in_exec) is type(plain.error_in_exec)
+    assert "bad" not in shell.user_ns
+    assert [dict(vars(cls)) for cls in _classes()] == before
+    # the tracker is free again: the next tracked cell runs and records
+    assert shell.run_cell("%%provtrack --name after\nfine = orders.select('amount')").success
+    assert tensprov_lab.last_run().name == "after"
+
+
+def test_syntax_error_runs_nothing_and_records_nothing(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n_runs = len(tensprov_lab.runs())
+    plain = shell.run_cell("x = (1,\n")
+    plain_out = capsys.readouterr().out
+    tracked = shell.run_cell("%%provtrack\nx = (1,\n")
+    tracked_out = capsys.readouterr().out
+    assert type(tracked.error_before_exec) is type(plain.error_before_exec) is SyntaxError
+    assert tracked_out == plain_out
+    assert len(tensprov_lab.runs()) == n_runs
+
+
+def test_rerunning_a_cell_records_a_new_run(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell = "%%provtrack --name again\nsel = orders.select('order_id')\n"
+    n_runs = len(tensprov_lab.runs())
+    assert shell.run_cell(cell).success
+    first_df = shell.user_ns["sel"]
+    assert shell.run_cell(cell).success
+    new = tensprov_lab.runs()[n_runs:]
+    assert len(new) == 2 and new[0] is not new[1] and new[0].id != new[1].id
+    assert [r.name for r in new] == ["again", "again"]
+    assert [len(r.operations) for r in new] == [1, 1]
+    out = capsys.readouterr().out.splitlines()
+    assert out == [new[0].summary(), new[1].summary()]
+    # the history keeps the first run queryable
+    assert new[0].dataset(first_df).id != new[1].dataset(shell.user_ns["sel"]).id
+
+
+def test_no_capture_runs_the_cell_untracked(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n_runs = len(tensprov_lab.runs())
+    cell = "%%provtrack --no-capture --name x\nuntracked = orders.select('amount')"
+    result = shell.run_cell(cell)
+    assert result.success
+    assert len(tensprov_lab.runs()) == n_runs
+    amounts = [(10.0,), (55.0,), (60.0,), (70.0,), (80.0,)]
+    assert _collected(shell.user_ns["untracked"])[1] == amounts
+    assert capsys.readouterr().out == ""
+    with pytest.raises(KeyError, match="not captured"):
+        tensprov_lab.last_run().dataset(shell.user_ns["untracked"])
+
+
+def test_no_active_session_gives_a_clear_message(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
+    result = shell.run_cell("%%provtrack\nnever = 1")
+    captured = capsys.readouterr()
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "no active SparkSession" in captured.err and "getOrCreate()" in captured.err
+    assert "Traceback" not in captured.out + captured.err
+    assert "never" not in shell.user_ns
+
+
+def test_budget_is_passed_to_the_capture(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell = "lean = orders.filter('amount > 20')\nleaner = lean.select('order_id')\n"
+    with pytest.warns(TensProvWarning, match="memory budget of 1 bytes"):
+        assert shell.run_cell("%%provtrack --budget 1B\n" + cell).success
+    run = tensprov_lab.last_run()
+    assert [op.opaque for op in run.operations] == [True, True]
+
+    bad = shell.run_cell("%%provtrack --budget lots\nnot_run = 1")
+    assert isinstance(bad.error_in_exec, UsageError)
+    assert "cannot read the size 'lots'" in capsys.readouterr().err
+    assert "not_run" not in shell.user_ns
+
+
+def test_explore_calls_run_explore_or_says_it_is_missing(
+    shell: InteractiveShell,
+    retail: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cell = "%%provtrack --explore --name ex\nex = orders.select('order_id')\n"
+    monkeypatch.delattr(Run, "explore", raising=False)
+    assert shell.run_cell(cell).success
+    assert "the lineage explorer is not available" in capsys.readouterr().out
+
+    monkeypatch.setattr(Run, "explore", lambda self: f"explorer of {self.name}", raising=False)
+    assert shell.run_cell(cell).success
+    out = capsys.readouterr().out.splitlines()
+    assert out == [tensprov_lab.last_run().summary(), "'explorer of ex'"]
+
+
+def test_capture_warnings_are_shown_again_when_a_cell_is_rerun(
+    shell: InteractiveShell, retail: Any
+) -> None:
+    cell = "%%provtrack\nfew = orders.limit(2)\n"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # the usual "once per code location"
+        assert shell.run_cell(cell).success
+        assert shell.run_cell(cell).success
+    shown = [w for w in caught if issubclass(w.category, TensProvWarning)]
+    assert len(shown) == 2
+    assert all("not deterministic" in str(w.message) for w in shown)
+
+
+# -- progress ---------------------------------------------------------------------------
+
+
+def test_progress_in_a_notebook_turns_into_the_summary(
+    shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)  # as in ipykernel
+    with capture_output() as cap:
+        result = shell.run_cell("%%provtrack --name nb\nnb = orders.filter('amount > 20')")
+    assert result.success
+    outputs = cap.outputs
+    ids = {o.transient.get("display_id") for o in outputs}
+    assert len(ids) == 1 and None not in ids  # one display, updated in place
+    assert [o.update for o in outputs] == [False] + [True] * (len(outputs) - 1)
+    assert outputs[0].data["text/plain"].startswith("tensprov-lab: capturing provenance 1/")
+    assert "<progress" in outputs[0].data["text/html"]
+    assert outputs[-1].data == {"text/plain": tensprov_lab.last_run().summary()}
+    assert cap.stdout == ""
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_is_one_line_erased_at_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stdout", tty)
+    progress = _Progress(SimpleNamespace())
+    progress(0, 2, "source")
+    progress(1, 2, "filter")
+    progress.finish("SUMMARY")
+    first = "tensprov-lab: capturing provenance 1/2 (source)"
+    second = "tensprov-lab: capturing provenance 2/2 (filter)"
+    assert tty.getvalue() == f"\r{first}\r{second}\r{' ' * len(second)}\rSUMMARY\n"
+
+
+# -- %provtrace -------------------------------------------------------------------------
+
+
+def test_provtrace_rows_shows_lineage_and_records(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = retail.new_runs[0]
+    expected = run.backward(shell.user_ns["out"], rows=[0])
+    assert {label for label, _ in expected.items()} == {"orders", "customers"}
+    assert shell.run_cell("%provtrace out 0").success
+    out = capsys.readouterr().out
+    assert repr(expected) in out
+    for label, rows in expected.items():
+        assert f"{label}: {len(rows)} record(s)" in out
+    assert out.count("_row") == 2  # one record table per source
+
+
+@pytest.mark.parametrize(
+    ("line", "query"),
+    [
+        ("out \"region = 'north'\"", ("backward", "out", {"where": "region = 'north'"})),
+        ("out region = 'north'", ("backward", "out", {"where": "region = 'north'"})),
+        ("orders 1 --forward --to out", ("forward", "orders", {"rows": [1], "to": "out"})),
+        ("--forward orders 0,3", ("forward", "orders", {"rows": [0, 3]})),
+        ("out [0, 1] --to orders", ("backward", "out", {"rows": [0, 1], "to": "orders"})),
+    ],
+)
+def test_provtrace_selections_and_directions(
+    shell: InteractiveShell,
+    retail: Any,
+    capsys: pytest.CaptureFixture[str],
+    line: str,
+    query: tuple[str, str, dict[str, Any]],
+) -> None:
+    run = retail.new_runs[0]
+    ns = shell.user_ns
+    direction, var, kwargs = query
+    if "to" in kwargs:
+        kwargs = {**kwargs, "to": ns[kwargs["to"]]}
+    expected = getattr(run, direction)(ns[var], **kwargs)
+    assert len(expected)  # the query reaches something
+    assert shell.run_cell(f"%provtrace {line}").success
+    assert repr(expected) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("nosuchvar 0", "no variable named 'nosuchvar' in the notebook"),
+        ("ORDERS 0", "'ORDERS' is a list, not a Spark DataFrame"),
+        ("fresh 0", "this DataFrame was not captured"),
+        ("out nosuchcol > 1", "where='nosuchcol > 1' is not a valid predicate over out"),
+        ("out 99", "row indices must be in 0..1 for out"),
+        ("out 0 --to nosuchvar", "no variable named 'nosuchvar'"),
+    ],
+)
+def test_provtrace_errors_are_one_line(
+    shell: InteractiveShell,
+    retail: Any,
+    capsys: pytest.CaptureFixture[str],
+    line: str,
+    message: str,
+) -> None:
+    result = shell.run_cell(f"%provtrace {line}")
+    captured = capsys.readouterr()
+    assert isinstance(result.error_in_exec, UsageError)
+    assert len(str(result.error_in_exec).splitlines()) == 1
+    assert message in str(result.error_in_exec)
+    assert captured.err.startswith(f"UsageError: {message}")
+    assert captured.err.count("\n") == 1
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    ("line", "parsed"),
+    [
+        ("out 3", ([3], None)),
+        ("out 0 2 5", ([0, 2, 5], None)),
+        ("out [0, 2]", ([0, 2], None)),
+        ("out \"region = 'north'\"", (None, "region = 'north'")),
+        ("out name = 'a  b' --forward", (None, "name = 'a  b'")),  # spacing in literals kept
+        ("--to out2 out amount > -5", (None, "amount > -5")),
+    ],
+)
+def test_selection_parsing(line: str, parsed: tuple[Any, Any]) -> None:
+    args = parse_argstring(ProvenanceMagics.provtrace, line)
+    assert _selection(line, args.var, args.selection) == parsed
+
+
+def test_importing_the_package_imports_neither_ipython_nor_pyspark() -> None:
+    code = (
+        "import sys, tensprov_lab, tensprov_lab.notebook; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'IPython', 'pyspark'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,34 @@
+"""Package basics: a cheap import and a documented public API (no JVM needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import tensprov_lab
+
+
+def test_import_is_cheap() -> None:
+    code = (
+        "import sys, tensprov_lab; "
+        "print(sorted(m for m in ('pyspark', 'IPython', 'pandas', 'anywidget') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_names_exist_and_are_documented() -> None:
+    for name in tensprov_lab.__all__:
+        obj = getattr(tensprov_lab, name)
+        assert obj.__doc__, name
+
+
+def test_last_run_before_tracking_says_what_to_do() -> None:
+    # a fresh process: nothing tracked yet
+    code = (
+        "import tensprov_lab\n"
+        "try:\n    tensprov_lab.last_run()\n"
+        "except LookupError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "nothing has been tracked yet" in out.stdout and "track" in out.stdout
