@@ -236,6 +236,19 @@ def test_no_capture_runs_the_cell_untracked(
         tensprov_lab.last_run().dataset(shell.user_ns["untracked"])
 
 
+def test_quoted_name_and_no_nesting(
+    shell: InteractiveShell, retail: Any, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert shell.run_cell('%%provtrack --name "q run"\nq = orders.select("cust_id")').success
+    assert tensprov_lab.last_run().name == "q run"
+    capsys.readouterr()
+    with tensprov_lab.track(spark):
+        result = shell.run_cell("%%provtrack\ninner = orders.select('order_id')")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "tracked blocks do not nest" in capsys.readouterr().err
+    assert "inner" not in shell.user_ns
+
+
 def test_no_active_session_gives_a_clear_message(
     shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

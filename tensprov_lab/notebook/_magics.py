@@ -89,6 +89,12 @@ class ProvenanceMagics(Magics):
     >>> get_ipython().register_magics(ProvenanceMagics)     # doctest: +SKIP
     """
 
+    @property
+    def _ip(self) -> InteractiveShell:
+        # a registered Magics always has its shell (``Magics.shell`` is typed Optional)
+        assert self.shell is not None
+        return self.shell
+
     # -- %%provtrack ---------------------------------------------------------------
     @magic_arguments()
     @argument("--name", help="name of the run (default: its number)")
@@ -148,8 +154,8 @@ class ProvenanceMagics(Magics):
     def _outcome(self) -> Any:
         # The ExecutionResult of the cell holding the magic.  Errors recorded there make
         # Jupyter mark the cell as failed (and stop "Run All"), as without the magic.
-        result = getattr(self.shell.displayhook, "exec_result", None)
-        return result if result is not None else _Outcome(self.shell.execution_count)
+        result = getattr(self._ip.displayhook, "exec_result", None)
+        return result if result is not None else _Outcome(self._ip.execution_count)
 
     def _prepare(self, cell: str) -> _Cell | None:
         """Transform, parse and cache the cell as ``InteractiveShell.run_cell`` does.
@@ -157,7 +163,7 @@ class ProvenanceMagics(Magics):
         Returns None when that fails; the error is then shown exactly as IPython shows
         it and recorded as the cell's ``error_before_exec``.
         """
-        shell = self.shell
+        shell = self._ip
         outcome = self._outcome()
         info = getattr(outcome, "info", None)
         compiler = shell.compile if getattr(info, "shell_futures", True) else shell.compiler_class()
@@ -203,7 +209,7 @@ class ProvenanceMagics(Magics):
         Errors are shown by IPython's ``run_code`` and stored on the cell's
         ExecutionResult; the last expression goes through the display hook.
         """
-        shell = self.shell
+        shell = self._ip
         outcome = self._outcome()
         silent = bool(getattr(getattr(outcome, "info", None), "silent", False))
         coro = shell.run_ast_nodes(
@@ -242,7 +248,7 @@ class ProvenanceMagics(Magics):
         """
         from tensprov_lab.capture._tracker import TensProvWarning
 
-        shell = self.shell
+        shell = self._ip
         scope = SimpleNamespace(f_locals=shell.user_ns, f_globals=shell.user_global_ns)
         progress = _Progress(shell)
         tracked._progress = progress
@@ -323,9 +329,9 @@ class ProvenanceMagics(Magics):
     def _dataframe(self, name: str) -> Any:
         from pyspark.sql import DataFrame
 
-        if name not in self.shell.user_ns:
+        if name not in self._ip.user_ns:
             raise UsageError(f"no variable named {name!r} in the notebook")
-        value = self.shell.user_ns[name]
+        value = self._ip.user_ns[name]
         if not isinstance(value, DataFrame):
             raise UsageError(f"{name!r} is a {type(value).__name__}, not a Spark DataFrame")
         return value
