@@ -177,6 +177,7 @@ class Tracker:
 
         @functools.wraps(orig)
         def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
             if tracker._depth or tracker._active is None or name in _TRANSPARENT:
                 return orig(obj, *args, **kwargs)
             tracker._depth += 1
