@@ -59,7 +59,6 @@ class Group:
 
     kind: str  # "aggregate" | "dedup"
     members_plan: JObject
-    rep: str  # column of the representative key
     members: str  # column of the list of member keys
     pos: int
     #: every member's key next to its grouping values, when those compare exactly in
@@ -67,6 +66,8 @@ class Group:
     flat_plan: JObject | None = None
     group_cols: list[str] = field(default_factory=list)
     key_cols: list[str] = field(default_factory=list)
+    #: grouping-set id column of ``flat_plan`` (rollup, cube)
+    gid_col: str | None = None
 
 
 @dataclass
@@ -301,17 +302,22 @@ class _Rewriter:
         self.info.sort = True
         return self.jvm.copy(node, order=self.jvm.seq(order), child=child), blocks
 
-    def _group_plan(self, child: JObject, blocks: list[Block], grouping: JObject | None) -> Any:
+    def _group_plan(self, child: JObject, blocks: list[Block]) -> Any:
+        """A representative member per group (flat key columns, nullable: a global
+        aggregate over no rows has none) and the list of every member."""
         from pyspark.sql import functions as F
 
         names = [str(a.name()) for a in self._attrs(blocks)]
-        rep, members = key_name("g"), key_name("m")
-        dummy = self.jvm.to_df(child).agg(
-            F.min(F.struct(*names)).alias(rep), F.collect_list(F.struct(*names)).alias(members)
-        )
+        members = key_name("m")
+        order = F.struct(*names)
+        reps = [
+            (F.min(F.col(n)) if len(names) == 1 else F.min_by(F.col(n), order)).alias(key_name("g"))
+            for n in names
+        ]
+        dummy = self.jvm.to_df(child).agg(*reps, F.collect_list(order).alias(members))
         agg = dummy._jdf.queryExecution().analyzed()
-        min_alias, list_alias = self.jvm.lst(agg.aggregateExpressions())
-        return agg, min_alias, list_alias, rep, members
+        exprs = self.jvm.lst(agg.aggregateExpressions())
+        return agg, exprs[:-1], exprs[-1], members
 
     def _flat(self, grouping: list[JObject], child: JObject, blocks: list[Block]) -> Any:
         """Members next to their grouping values, if pandas groups those like Spark."""
@@ -334,26 +340,36 @@ class _Rewriter:
         block = self._input_block(blocks, "an aggregate")
         if self.info.group is not None:
             raise Unsupported("two grouping steps in one operation")
-        agg, min_alias, list_alias, rep, members = self._group_plan(child, blocks, None)
+        agg, reps, list_alias, members = self._group_plan(child, blocks)
         members_plan = self.jvm.copy(
-            node,
-            aggregateExpressions=self.jvm.seq([min_alias, list_alias]),
-            child=child,
+            node, aggregateExpressions=self.jvm.seq([list_alias]), child=child
         )
+        grouping = self.jvm.lst(node.groupingExpressions())
+        # rollup/cube: one input record is in several groups, one per grouping set
+        gid = [
+            g
+            for g in grouping
+            if self.jvm.cls(g) == "AttributeReference" and str(g.name()) == "spark_grouping_id"
+        ]
         new = self.jvm.copy(
             node,
             aggregateExpressions=self.jvm.seq(
-                [*self.jvm.lst(node.aggregateExpressions()), min_alias]
+                [*self.jvm.lst(node.aggregateExpressions()), *reps, *gid]
             ),
             child=child,
         )
-        flat, gcols, kcols = self._flat(self.jvm.lst(node.groupingExpressions()), child, blocks)
+        flat, gcols, kcols = self._flat(grouping, child, blocks)
+        if gid and flat is None:
+            raise Unsupported("grouping sets over values pandas cannot compare exactly")
         self.info.group = Group(
-            "aggregate", members_plan, rep, members, block.pos, flat, gcols, kcols
-        )
+            "aggregate", members_plan, members, block.pos, flat, gcols, kcols,
+            gid_col=gcols[grouping.index(gid[0])] if gid else None,
+        )  # fmt: skip
         self.info.contextual = True
-        out_block = Block("input", block.pos, [min_alias.toAttribute()], block.width)
-        return new, [out_block]
+        out = [Block("input", block.pos, [r.toAttribute() for r in reps], block.width)]
+        if gid:
+            out.append(Block("gid", -1, gid, 1))
+        return new, out
 
     def _dedup(
         self, node: JObject, keys: list[JObject], child: JObject, blocks: list[Block]
@@ -361,14 +377,14 @@ class _Rewriter:
         block = self._input_block(blocks, "dropDuplicates")
         if self.info.group is not None:
             raise Unsupported("two grouping steps in one operation")
-        agg, min_alias, list_alias, rep, members = self._group_plan(child, blocks, None)
+        agg, reps, list_alias, members = self._group_plan(child, blocks)
         members_plan = self.jvm.copy(
             agg,
             groupingExpressions=self.jvm.seq(keys),
-            aggregateExpressions=self.jvm.seq([min_alias, list_alias]),
+            aggregateExpressions=self.jvm.seq([list_alias]),
         )
         flat, gcols, kcols = self._flat(keys, child, blocks)
-        self.info.group = Group("dedup", members_plan, rep, members, block.pos, flat, gcols, kcols)
+        self.info.group = Group("dedup", members_plan, members, block.pos, flat, gcols, kcols)
         # a template Deduplicate node (its constructor differs across Spark versions)
         template = self.jvm.to_df(child).dropDuplicates()._jdf.queryExecution().analyzed()
         new = self.jvm.copy(template, keys=self.jvm.seq(keys), child=child)
@@ -437,8 +453,11 @@ class _Rewriter:
         kind = jvm.cls(gen)
         outputs = jvm.lst(node.generatorOutput())
         if kind == "PosExplode":
-            pos = outputs[0]
+            # the user's position column, under a name of ours
             new = jvm.copy(node, child=child)
+            alias = jvm.alias(outputs[0], key_name("p"))
+            new = jvm.project([*jvm.output(new), alias], new)
+            pos = alias.toAttribute()
         elif kind == "Explode":
             # the element's position makes exploded records unique and stable, unlike
             # any id computed after a shuffle
@@ -487,7 +506,7 @@ def rewrite(jvm: Jvm, plan: JObject, inputs: list[tuple[JObject, Annotated]]) ->
     if not blocks:
         raise Unsupported("none of the operation's inputs appears in its plan")
     # branch first, exploded position last: the raw key layout KeyIndex expects
-    blocks = sorted(blocks, key=lambda b: {"branch": 0, "input": 1, "genpos": 2}[b.kind])
+    blocks = sorted(blocks, key=lambda b: {"branch": 0, "input": 1, "genpos": 2, "gid": 2}[b.kind])
     keys = [a for b in blocks for a in b.attrs]
     new = jvm.project([*jvm.output(plan), *keys], new)
     rw.info.plan = new

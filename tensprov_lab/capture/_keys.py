@@ -22,6 +22,7 @@ __all__ = [
     "MappedKeyIndex",
     "ComposedKeyIndex",
     "RangeKeyIndex",
+    "GroupSetKeyIndex",
     "KeyError_",
     "arrow_keys",
 ]
@@ -171,7 +172,10 @@ class MappedKeyIndex(KeyIndex):
         idx = self.parent.lookup(raw)
         if self.in_to_out is None:
             return idx
-        out = np.where(idx < 0, -1, self.in_to_out[np.maximum(idx, 0)])
+        if self.in_to_out.size:
+            out = np.where(idx < 0, -1, self.in_to_out[np.maximum(idx, 0)])
+        else:
+            out = np.full(len(idx), -1, dtype=np.int64)
         if self.null_row is not None:
             out = np.where(idx < 0, self.null_row, out)
         _check_found((out >= 0) | (idx < 0), "a derived dataset")
@@ -193,6 +197,35 @@ class RangeKeyIndex(KeyIndex):
         v = np.asarray(raw, dtype=np.int64).reshape(-1)
         _check_found((v >= -1) & (v < self.n), "an exploded dataset")
         return v
+
+
+class GroupSetKeyIndex(KeyIndex):
+    """Groups of rollup/cube: a record belongs to one group per grouping set, so a group
+    is found from (any member, grouping-set id)."""
+
+    def __init__(
+        self, parent: KeyIndex, member: np.ndarray, gid: np.ndarray, group: np.ndarray, n: int
+    ) -> None:
+        self.parent = parent
+        self.width = parent.width + 1
+        self.n = n
+        self._radix = int(gid.max()) + 1 if len(gid) else 1
+        codes = member * self._radix + gid
+        order = np.argsort(codes, kind="stable")
+        self._codes, self._group = codes[order], group[order]
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)
+        member = self.parent.lookup(raw[:, :-1])
+        code = member * self._radix + raw[:, -1]
+        pos = np.minimum(np.searchsorted(self._codes, code), max(len(self._codes) - 1, 0))
+        ok = (member >= 0) & (self._codes[pos] == code) if len(self._codes) else member < -1
+        _check_found(ok, "a rollup or cube")
+        return self._group[pos].astype(np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        return self._codes.nbytes + self._group.nbytes
 
 
 class ComposedKeyIndex(KeyIndex):
@@ -272,15 +305,10 @@ def _flatten(col: Any) -> list[Any]:
     import pyarrow as pa
 
     if pa.types.is_struct(col.type):
-        out: list[Any] = []
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        for i in range(arr.type.num_fields):
-            field = arr.field(i)
-            if arr.null_count:
-                # a null struct (e.g. the missing side of an outer join) nulls every field
-                import pyarrow.compute as pc
-
-                field = pc.if_else(pc.is_null(arr), pa.nulls(len(arr), field.type), field)
+        out: list[Any] = []
+        # flatten() folds a null struct (the missing side of an outer join) into its fields
+        for field in arr.flatten():
             out.extend(_flatten(field))
         return out
     return [col]

@@ -31,6 +31,7 @@ from tensprov_lab.capture._annotate import (
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keys import (
     ComposedKeyIndex,
+    GroupSetKeyIndex,
     KeyError_,
     KeyIndex,
     MappedKeyIndex,
@@ -681,19 +682,30 @@ class Tracker:
         node = occ[g.pos]
         assert node.ki is not None and node.n is not None
         member = node.ki.lookup(raw)
-        # groups ordered by their smallest member (set semantics, DESIGN.md §3)
+        # groups ordered by their smallest member (set semantics, DESIGN.md §3); groups of
+        # different grouping sets with the same smallest member by grouping-set id
         first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first, parent, member)
-        order = np.argsort(first, kind="stable")
+        gid = None
+        group_gid = np.zeros(n_groups, dtype=np.int64)
+        if g.gid_col is not None:
+            gid = arrow_keys(table, [g.gid_col])[:, 0]
+            group_gid[parent] = gid
+        order = np.lexsort((group_gid, first))
         rank = np.empty(n_groups, dtype=np.int64)
         rank[order] = np.arange(n_groups)
         out_rows = rank[parent]
-        in_to_out = np.full(node.n, -1, dtype=np.int64)
-        in_to_out[member] = out_rows
         empty = np.flatnonzero(np.bincount(parent, minlength=n_groups) == 0)
         null_row = int(rank[empty[0]]) if len(empty) else None
         tensor = CSRTensor.from_pairs(out_rows, member, n_groups, node.n)
-        return n_groups, [tensor], MappedKeyIndex(node.ki, in_to_out, n_groups, null_row)
+        ki: KeyIndex
+        if gid is not None:
+            ki = GroupSetKeyIndex(node.ki, member, gid, out_rows, n_groups)
+        else:
+            in_to_out = np.full(node.n, -1, dtype=np.int64)
+            in_to_out[member] = out_rows
+            ki = MappedKeyIndex(node.ki, in_to_out, n_groups, null_row)
+        return n_groups, [tensor], ki
 
 
 def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
