@@ -1183,36 +1183,18 @@ class _Orderer:
                         if j + 2 < width:
                             flags[j + 1] = 1
                             layer_dirty[i] = True
-                        if above:
-                            last = len(above)
-                            for x in up[v]:
+                        # the swap may change crossings next to v's and w's neighbours
+                        for nbrs, marks, k in ((up, above, i - 1), (down, below, i + 1)):
+                            if not marks:
+                                continue
+                            last = len(marks)
+                            for x in (*nbrs[v], *nbrs[w]):
                                 p = pos[x]
                                 if p:
-                                    above[p - 1] = 1
+                                    marks[p - 1] = 1
                                 if p < last:
-                                    above[p] = 1
-                            for x in up[w]:
-                                p = pos[x]
-                                if p:
-                                    above[p - 1] = 1
-                                if p < last:
-                                    above[p] = 1
-                            layer_dirty[i - 1] = True
-                        if below:
-                            last = len(below)
-                            for x in down[v]:
-                                p = pos[x]
-                                if p:
-                                    below[p - 1] = 1
-                                if p < last:
-                                    below[p] = 1
-                            for x in down[w]:
-                                p = pos[x]
-                                if p:
-                                    below[p - 1] = 1
-                                if p < last:
-                                    below[p] = 1
-                            layer_dirty[i + 1] = True
+                                    marks[p] = 1
+                            layer_dirty[k] = True
                     j = find(1, j + 1)
         self.spent += evaluations
 
