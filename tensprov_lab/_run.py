@@ -129,6 +129,19 @@ class Run:
             f"<th>flags</th></tr>{rows}</table></div>"
         )
 
+    # -- pictures --------------------------------------------------------------------
+    def explore(self) -> Any:
+        """The interactive lineage explorer widget (JupyterLab, Notebook 7, VS Code)."""
+        from tensprov_lab.notebook._widget import explore
+
+        return explore(self)
+
+    def to_svg(self) -> str:
+        """The operator DAG as a static SVG (for GitHub, nbviewer, exported HTML)."""
+        from tensprov_lab.notebook._svg import to_svg
+
+        return to_svg(self)
+
     # -- records ---------------------------------------------------------------------
     def rows(
         self, df: Any, rows: Sequence[int] | np.ndarray | None = None, where: str | None = None

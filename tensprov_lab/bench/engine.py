@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,8 @@ class EngineResult:
     total_bytes: int
     backward_ms: tuple[float, float]
     forward_ms: tuple[float, float]
+    #: seconds spent capturing each operation (sources are the rest of ``capture_s``)
+    steps: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -142,6 +144,7 @@ def run_engine_bench(
         total_bytes=run.nbytes,
         backward_ms=backward,
         forward_ms=forward,
+        steps=[(op.method, op.seconds) for op in run.operations],
     )
 
 
@@ -159,6 +162,9 @@ def format_table(results: list[EngineResult]) -> str:
             f"{r.backward_ms[0]:>10.3f} {r.backward_ms[1]:>8.3f} "
             f"{r.forward_ms[0]:>10.3f} {r.forward_ms[1]:>8.3f}"
         )
+    for r in results:
+        steps = ", ".join(f"{m} {sec:.2f}" for m, sec in r.steps)
+        lines.append(f"capture of {r.rows:,} orders, seconds per operation: {steps}")
     lines.append(
         "targets: ratio ≤ 0.5 at 5M rows; ≤ 5 bytes per join row; backward/forward p50 ≤ 1 ms"
     )

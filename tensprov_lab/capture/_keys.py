@@ -248,8 +248,12 @@ class ComposedKeyIndex(KeyIndex):
         self.n_branches = n_branches
         self.width = width
         self.n = len(codes_in_order)
-        self._perm = np.argsort(codes_in_order, kind="stable")
-        self._sorted = codes_in_order[self._perm]
+        if self.n < 2 or bool(np.all(codes_in_order[1:] > codes_in_order[:-1])):
+            self._perm = np.arange(self.n)
+            self._sorted = codes_in_order
+        else:
+            self._perm = np.argsort(codes_in_order, kind="stable")
+            self._sorted = codes_in_order[self._perm]
 
     def has_duplicates(self) -> bool:
         return bool(self.n > 1 and np.any(self._sorted[1:] == self._sorted[:-1]))

@@ -592,11 +592,22 @@ class Tracker:
                 parts.append(node.ki.lookup(raw[:, off : off + b.width]))
                 blocks_ki.append((node.ki, off))
             off += b.width
+        all_parts = parts + ([genpos] if genpos is not None else [])
+        n_br = max(rw.n_branches, 1)
+        fits = ComposedKeyIndex.fits(blocks_ki, n_br)
+        codes = None
+        if fits:
+            radix = ComposedKeyIndex.radix(blocks_ki, n_br)
+            codes = ComposedKeyIndex.encode([branch] + [p + 1 for p in all_parts], radix)
         if rw.sort:
             order = np.arange(m)
+        elif codes is not None:
+            # the code sorts like (branch, input indices..., position): canonical order;
+            # Spark often returns it already (scans, filters), so check before sorting
+            in_order = m < 2 or bool(np.all(codes[1:] > codes[:-1]))
+            order = np.arange(m) if in_order else np.argsort(codes, kind="stable")
         else:
-            keys = ([genpos] if genpos is not None else []) + parts[::-1] + [branch]
-            order = np.lexsort(keys) if m else np.arange(0)
+            order = np.lexsort(all_parts[::-1] + [branch]) if m else np.arange(0)
         input_blocks = [b for b in rw.blocks if b.kind == "input"]
         tensors: list[Any] = [None] * len(occ)
         for b, idx in zip(input_blocks, parts):
@@ -605,10 +616,8 @@ class Tracker:
             tensors[b.pos] = make_tensor(idx[order], n_in)
         if rw.semi is not None:
             tensors = self._semi_tensors(rw, occ, parts[0][order], tensors)
-        if genpos is not None:
-            parts.append(genpos)
-        if len(parts) == 1 and branch_col is None:
-            idx = parts[0][order]
+        if len(all_parts) == 1 and branch_col is None:
+            idx = all_parts[0][order]
             parent = occ[input_blocks[0].pos]
             assert parent.n is not None and parent.ki is not None
             if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=parent.n).max()) > 1):
@@ -616,12 +625,9 @@ class Tracker:
             in_to_out = np.full(parent.n, -1, dtype=np.int64)
             in_to_out[idx] = np.arange(m)
             return m, tensors, MappedKeyIndex(parent.ki, in_to_out, m)
-        n_br = max(rw.n_branches, 1)
-        if not ComposedKeyIndex.fits(blocks_ki, n_br):
+        if codes is None:
             raise Unsupported("the combined key space of this operation is too large")
-        radix = ComposedKeyIndex.radix(blocks_ki, n_br)
-        codes = ComposedKeyIndex.encode([branch] + [p + 1 for p in parts], radix)[order]
-        ki = ComposedKeyIndex(blocks_ki, branch_col, n_br, codes, rw.width)
+        ki = ComposedKeyIndex(blocks_ki, branch_col, n_br, codes[order], rw.width)
         if ki.has_duplicates():
             raise KeyError_("two output records carry the same input records")
         return m, tensors, ki
@@ -632,7 +638,6 @@ class Tracker:
         assert rw.semi is not None
         right = [b for b in rw.semi.right if b.kind == "input"]
         n_out = len(left_idx)
-        out_of_left = {int(v): i for i, v in enumerate(left_idx)}
         for b in right:
             n_in = occ[b.pos].n
             assert n_in is not None
@@ -650,7 +655,8 @@ class Tracker:
             assert lki is not None and rki is not None
             li = lki.lookup(raw[:, :lw])
             ri = rki.lookup(raw[:, lw:])
-            outs = np.array([out_of_left[int(v)] for v in li], dtype=np.int64)
+            # a semi join keeps left records in their order: output row = rank among kept
+            outs = np.searchsorted(left_idx, li).astype(np.int64)
             tensors[b.pos] = CSRTensor.from_pairs(outs, ri, n_out, n_in)
         return tensors
 
@@ -722,7 +728,10 @@ def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
         if code.size and int(code.max()) > (2**62) // size:
             _, code = np.unique(code, return_inverse=True)
         code = code * size + idx + 1
-    uniq, parent = np.unique(code, return_inverse=True)
+    import pandas as pd
+
+    # hash-based: no sort of every member
+    parent, uniq = pd.factorize(code)
     return parent.astype(np.int64), len(uniq)
 
 
