@@ -136,9 +136,8 @@ def _operations_of(source: Any) -> tuple[Store, list[Operation], list[Dataset]]:
     ops = getattr(source, "operations", None)
     if ops is None:
         ops = list(store.operations.values())
-    datasets = getattr(source, "datasets", None)
-    if datasets is None:
-        datasets = list(store.datasets.values())
+    # without a dataset list, show the datasets the operations touch
+    datasets = getattr(source, "datasets", None) or []
     return store, sorted(ops, key=lambda o: o.id), list(datasets)
 
 
@@ -223,9 +222,9 @@ def build_graph(source: Any, *, coarse: bool = False, show_trivial: bool = False
                 G.add_edge(nid, onid, count=1, position=k)
         G.add_edge(onid, out, count=1, position=0)
     # datasets of the run that no shown operation touches (e.g. a run that only read)
-    for ds in datasets:
-        if not ds.hidden or show_trivial:
-            add_dataset(resolve(ds.id))
+    for extra in datasets:
+        if not extra.hidden or show_trivial:
+            add_dataset(resolve(extra.id))
     _set_kinds(G)
     if coarse:
         return coarsen(G)
@@ -275,7 +274,7 @@ def focus_graph(G: nx.DiGraph, nid: str) -> nx.DiGraph:
 
 def graph_columns(G: nx.DiGraph) -> list[str]:
     """Every column name in the graph (type-ahead suggestions of the attribute search)."""
-    cols = set()
+    cols: set[str] = set()
     for _, attrs in G.nodes(data=True):
         cols.update(c for c, _t in attrs.get("schema", []))
     return sorted(cols, key=lambda c: (c.lower(), c))

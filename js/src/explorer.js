@@ -1,0 +1,460 @@
+// Front end of the tensprov-lab lineage explorer (an anywidget ESM module).
+//
+// Python owns the state and runs every query (tensprov_lab/notebook/_widget.py); this
+// module only draws the synced traits and reports what the user clicked:
+//   traits it reads:  graph, selected, details, records, lineage, coarse, focus,
+//                     search, matches, error
+//   traits it sets:   selected, coarse, focus, search
+//   messages it sends: {type: "page", page}, {type: "record", row, node},
+//                      {type: "lineage_rows", node}, {type: "clear"}
+// Node positions come from the Python Sugiyama layout (preset layout, never recomputed
+// here) so the widget and the static SVG show the same picture.
+
+import cytoscape from "cytoscape";
+
+let instances = 0;
+
+/** Create an element with a class and optional text (never innerHTML: values are data). */
+function h(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function fmtCount(n) {
+  return n === null || n === undefined ? "?" : Number(n).toLocaleString("en-US");
+}
+
+function fmtCell(v) {
+  if (v === null || v === undefined) return "null";
+  if (typeof v === "object") return JSON.stringify(v);
+  return String(v);
+}
+
+const STYLE = [
+  {
+    selector: "node",
+    style: {
+      shape: "data(shape)",
+      width: "data(w)",
+      height: "data(h)",
+      "background-color": "data(fill)",
+      "border-color": "data(border)",
+      "border-width": "data(border_width)",
+      "border-style": "data(border_style)",
+      label: "data(display)",
+      color: "data(text)",
+      "font-size": 11,
+      "font-family": "Helvetica, Arial, sans-serif",
+      "text-wrap": "wrap",
+      "text-max-width": "data(w)",
+      "text-valign": "center",
+      "text-halign": "center",
+    },
+  },
+  {
+    selector: "edge",
+    style: {
+      width: 1.4,
+      "curve-style": "straight",
+      "line-color": "#94a3b8",
+      "target-arrow-color": "#94a3b8",
+      "target-arrow-shape": "triangle",
+      "arrow-scale": 0.9,
+      label: "data(label)",
+      "font-size": 10,
+      color: "#334155",
+      "text-background-color": "#ffffff",
+      "text-background-opacity": 0.85,
+      "text-background-padding": 2,
+    },
+  },
+  {
+    // bend points from the Python layout (weights/distances set per edge)
+    selector: "edge.bent",
+    style: { "curve-style": "segments", "edge-distances": "node-position" },
+  },
+  { selector: "node.focus", style: { "background-color": "#fdba74", "border-color": "#c2410c" } },
+  {
+    selector: "node.match",
+    style: { "outline-color": "#eab308", "outline-width": 5, "outline-opacity": 0.9 },
+  },
+  {
+    selector: "node.picked",
+    style: { "overlay-color": "#2563eb", "overlay-opacity": 0.18, "overlay-padding": 5 },
+  },
+  { selector: ".dim", style: { opacity: 0.3 } },
+  {
+    selector: "node.lin-backward",
+    style: { "underlay-color": "#dc2626", "underlay-opacity": 0.35, "underlay-padding": 6 },
+  },
+  {
+    selector: "node.lin-forward",
+    style: { "underlay-color": "#16a34a", "underlay-opacity": 0.35, "underlay-padding": 6 },
+  },
+  {
+    selector: "node.lin-origin",
+    style: { "underlay-color": "#7c3aed", "underlay-opacity": 0.45, "underlay-padding": 7 },
+  },
+  {
+    selector: "edge.lin",
+    style: { width: 3, "line-color": "#dc2626", "target-arrow-color": "#dc2626" },
+  },
+];
+
+function render({ model, el }) {
+  const uid = `tp-explorer-${++instances}-${Math.random().toString(36).slice(2, 8)}`;
+  el.classList.add("tp-explorer");
+
+  // -- skeleton ------------------------------------------------------------------------
+  const toolbar = h("div", "tp-toolbar");
+  const title = h("span", "tp-title");
+  const coarseLabel = h("label", "tp-toggle");
+  const coarseBox = h("input");
+  coarseBox.type = "checkbox";
+  coarseLabel.append(coarseBox, " datasets only");
+  const focusBtn = h("button", "tp-btn", "Focus on selected");
+  focusBtn.title = "Show only the ancestors and descendants of the selected node";
+  const unfocusBtn = h("button", "tp-btn", "Whole graph");
+  const fitBtn = h("button", "tp-btn", "Fit");
+  const search = h("input", "tp-search");
+  search.type = "search";
+  search.placeholder = "search attribute…";
+  search.setAttribute("list", `${uid}-columns`);
+  search.setAttribute("aria-label", "attribute search");
+  const columns = h("datalist");
+  columns.id = `${uid}-columns`;
+  const matchInfo = h("span", "tp-matches");
+  toolbar.append(title, coarseLabel, focusBtn, unfocusBtn, fitBtn, search, columns, matchInfo);
+
+  const errorBar = h("div", "tp-error");
+  const main = h("div", "tp-main");
+  const canvas = h("div", "tp-graph");
+  const side = h("div", "tp-side");
+  const detailsBox = h("div", "tp-details");
+  const lineageBox = h("div", "tp-lineage");
+  side.append(detailsBox, lineageBox);
+  main.append(canvas, side);
+  const recordsBox = h("div", "tp-records");
+  el.append(toolbar, errorBar, main, recordsBox);
+
+  const cy = cytoscape({
+    container: canvas,
+    elements: [],
+    style: STYLE,
+    layout: { name: "preset" },
+    autoungrabify: true, // positions belong to the Python layout
+    boxSelectionEnabled: false,
+    minZoom: 0.1,
+    maxZoom: 3,
+  });
+
+  function send(msg) {
+    model.send(msg);
+  }
+  function setTrait(name, value) {
+    model.set(name, value);
+    model.save_changes();
+  }
+
+  // -- graph ---------------------------------------------------------------------------
+  function drawGraph() {
+    const g = model.get("graph") || {};
+    const nodes = g.nodes || [];
+    const edges = g.edges || [];
+    title.textContent = g.title || "";
+    cy.batch(() => {
+      cy.elements().remove();
+      cy.add(
+        nodes.map((n) => ({
+          group: "nodes",
+          data: {
+            ...n.style,
+            id: n.id,
+            kind: n.kind,
+            w: n.w,
+            h: n.h,
+            label: n.label,
+            display: n.label,
+          },
+          position: { x: n.x, y: n.y },
+          classes: [n.kind, n.focus ? "focus" : "", n.opaque ? "opaque" : ""].join(" "),
+        })),
+      );
+      for (const e of edges) {
+        const edge = cy.add({
+          group: "edges",
+          data: { id: e.id, source: e.source, target: e.target, label: e.label || "" },
+        });
+        if (e.weights && e.weights.length) {
+          edge.addClass("bent");
+          edge.style({
+            "segment-weights": e.weights.join(" "),
+            "segment-distances": e.distances.join(" "),
+          });
+        }
+      }
+    });
+    columns.replaceChildren(
+      ...(g.columns || []).map((c) => {
+        const opt = h("option");
+        opt.value = c;
+        return opt;
+      }),
+    );
+    coarseBox.checked = !!model.get("coarse");
+    unfocusBtn.disabled = !model.get("focus");
+    cy.fit(undefined, 24);
+    showSelected();
+    showMatches();
+    showLineage();
+  }
+
+  function showSelected() {
+    const sel = model.get("selected");
+    cy.nodes().removeClass("picked");
+    if (sel) cy.getElementById(sel).addClass("picked");
+    focusBtn.disabled = !sel;
+  }
+
+  function showMatches() {
+    const matches = model.get("matches") || [];
+    cy.nodes().removeClass("match");
+    for (const id of matches) cy.getElementById(id).addClass("match");
+    const text = model.get("search");
+    matchInfo.textContent = text ? `${matches.length} node(s) with “${text}”` : "";
+    if (document.activeElement !== search) search.value = text || "";
+  }
+
+  // -- details panel ---------------------------------------------------------------------
+  function schemaTable(schema) {
+    const table = h("table", "tp-schema");
+    for (const [col, type] of schema || []) {
+      const tr = h("tr");
+      tr.append(h("td", "tp-col", col), h("td", "tp-type", type));
+      table.append(tr);
+    }
+    return table;
+  }
+
+  function nodeLink(id, text) {
+    if (!id) return h("span", "", text);
+    const a = h("a", "tp-link", text);
+    a.href = "#";
+    a.addEventListener("click", (ev) => {
+      ev.preventDefault();
+      setTrait("selected", id);
+    });
+    return a;
+  }
+
+  function field(label, value) {
+    const row = h("div", "tp-field");
+    row.append(h("span", "tp-key", label));
+    if (value instanceof Node) row.append(value);
+    else row.append(h("span", "tp-val", value));
+    return row;
+  }
+
+  function showDetails() {
+    const d = model.get("details") || {};
+    detailsBox.replaceChildren();
+    if (!d.type) {
+      detailsBox.append(
+        h("div", "tp-hint", "Click an operation for its expression and schemas, a dataset for its records."),
+      );
+      return;
+    }
+    if (d.type === "operation") {
+      detailsBox.append(h("h4", "", `${d.method} (${d.category})`));
+      detailsBox.append(h("pre", "tp-expr", d.expression || d.method));
+      const flags = [];
+      if (d.opaque) flags.push("opaque: record lineage stops here");
+      if (d.contextual) flags.push("contextual: outputs depend on other records");
+      if (d.nondeterministic) flags.push("non-deterministic");
+      if (flags.length) detailsBox.append(field("flags", flags.join("; ")));
+      detailsBox.append(
+        field("rows", `${(d.rows_in || []).map(fmtCount).join(" + ")} → ${fmtCount(d.rows_out)}`),
+      );
+      detailsBox.append(field("time", `${Number(d.seconds || 0).toFixed(3)} s`));
+      detailsBox.append(field("tensor entries", fmtCount(d.entries)));
+      (d.inputs || []).forEach((inp, k) => {
+        detailsBox.append(field(`input ${k + 1}`, nodeLink(inp.node, inp.label)));
+        detailsBox.append(schemaTable(inp.schema));
+      });
+      if (d.output) {
+        detailsBox.append(field("output", nodeLink(d.output.node, d.output.label)));
+        detailsBox.append(schemaTable(d.output.schema));
+      }
+      for (const w of d.warnings || []) detailsBox.append(h("div", "tp-warn", w));
+      return;
+    }
+    detailsBox.append(h("h4", "", `${d.label} (${d.kind})`));
+    detailsBox.append(field("rows", fmtCount(d.rows)));
+    if (d.origin) detailsBox.append(field("origin", d.origin));
+    if (d.produced_by) {
+      detailsBox.append(field("produced by", nodeLink(d.produced_by.node, d.produced_by.expression || d.produced_by.method)));
+    }
+    for (const c of d.consumed_by || []) {
+      detailsBox.append(field("read by", nodeLink(c.node, c.expression || c.method)));
+    }
+    if (d.aliases && d.aliases.length) detailsBox.append(field("also", d.aliases.join(", ")));
+    detailsBox.append(schemaTable(d.schema));
+  }
+
+  // -- records table ---------------------------------------------------------------------
+  function showRecords() {
+    const r = model.get("records") || {};
+    recordsBox.replaceChildren();
+    if (!r.node) return;
+    const head = h("div", "tp-records-head");
+    const what = r.lineage_only ? "lineage records of" : "records of";
+    head.append(h("b", "", `${what} ${r.label}`), h("span", "tp-muted", ` — ${fmtCount(r.total)} rows; click a row for its lineage`));
+    const prev = h("button", "tp-btn", "‹ prev");
+    const next = h("button", "tp-btn", "next ›");
+    prev.disabled = r.page <= 0;
+    next.disabled = r.page >= r.pages - 1;
+    prev.addEventListener("click", () => send({ type: "page", page: r.page - 1 }));
+    next.addEventListener("click", () => send({ type: "page", page: r.page + 1 }));
+    const pager = h("span", "tp-pager");
+    pager.append(prev, h("span", "", ` page ${r.page + 1} of ${r.pages} `), next);
+    head.append(pager);
+    recordsBox.append(head);
+    if (r.error) {
+      recordsBox.append(h("div", "tp-warn", r.error));
+      return;
+    }
+    const lin = model.get("lineage") || {};
+    const picked = lin.origin && lin.origin.node === r.node ? lin.origin.row : null;
+    const reached = new Set();
+    for (const d of lin.datasets || []) if (d.node === r.node) d.rows.forEach((x) => reached.add(x));
+    const wrap = h("div", "tp-table-wrap");
+    const table = h("table", "tp-table");
+    const thead = h("thead");
+    const htr = h("tr");
+    for (const c of r.columns || []) htr.append(h("th", "", c));
+    thead.append(htr);
+    const tbody = h("tbody");
+    for (const row of r.rows || []) {
+      const tr = h("tr", "tp-row");
+      const idx = row[0];
+      if (idx === picked) tr.classList.add("tp-picked");
+      else if (reached.has(idx)) tr.classList.add("tp-reached");
+      for (const v of row) tr.append(h("td", v === null ? "tp-null" : "", fmtCell(v)));
+      tr.addEventListener("click", () => send({ type: "record", row: idx, node: r.node }));
+      tbody.append(tr);
+    }
+    table.append(thead, tbody);
+    wrap.append(table);
+    recordsBox.append(wrap);
+  }
+
+  // -- lineage ---------------------------------------------------------------------------
+  function showLineage() {
+    const lin = model.get("lineage") || {};
+    const counts = lin.counts || {};
+    const dir = lin.direction || {};
+    const active = !!lin.origin;
+    cy.batch(() => {
+      cy.elements().removeClass("lin lin-backward lin-forward lin-origin dim");
+      cy.nodes().forEach((n) => {
+        const c = counts[n.id()];
+        if (c !== undefined) {
+          n.addClass(`lin-${dir[n.id()]}`);
+          n.data("display", `${n.data("label")}\n● ${fmtCount(c)}`);
+        } else {
+          n.data("display", n.data("label"));
+          if (active) n.addClass("dim");
+        }
+      });
+      const onPath = new Set(lin.edges || []);
+      cy.edges().forEach((e) => {
+        if (onPath.has(e.id())) e.addClass("lin");
+        else if (active) e.addClass("dim");
+      });
+    });
+    lineageBox.replaceChildren();
+    if (lin.error) {
+      lineageBox.append(h("div", "tp-warn", lin.error));
+      return;
+    }
+    if (!active) return;
+    const head = h("div", "tp-lineage-head");
+    head.append(h("b", "", `lineage of ${lin.origin.label} row ${lin.origin.row}`));
+    const clear = h("button", "tp-btn", "clear");
+    clear.addEventListener("click", () => send({ type: "clear" }));
+    head.append(clear);
+    lineageBox.append(head);
+    const list = h("ul", "tp-lineage-list");
+    for (const d of lin.datasets || []) {
+      const li = h("li", `tp-dir-${d.direction}`);
+      const arrow = { backward: "↑", forward: "↓", origin: "●" }[d.direction] || "";
+      const name = h("a", "tp-link", `${arrow} ${d.label}`);
+      name.href = "#";
+      name.title = "show these records";
+      name.addEventListener("click", (ev) => {
+        ev.preventDefault();
+        send({ type: "lineage_rows", node: `d${d.id}` });
+      });
+      li.append(name, h("span", "tp-muted", `: ${fmtCount(d.count)} row(s) [${d.rows.join(", ")}${d.truncated ? ", …" : ""}]`));
+      list.append(li);
+    }
+    lineageBox.append(list);
+    for (const b of lin.blocked || []) {
+      lineageBox.append(h("div", "tp-warn", `record lineage stops at opaque ${b.method}: ${b.expression}`));
+    }
+    showRecords(); // re-mark picked / reached rows
+  }
+
+  function showError() {
+    const e = model.get("error");
+    errorBar.textContent = e || "";
+    errorBar.style.display = e ? "block" : "none";
+  }
+
+  // -- user input ------------------------------------------------------------------------
+  cy.on("tap", "node", (ev) => setTrait("selected", ev.target.id()));
+  cy.on("tap", (ev) => {
+    if (ev.target === cy) setTrait("selected", "");
+  });
+  coarseBox.addEventListener("change", () => setTrait("coarse", coarseBox.checked));
+  focusBtn.addEventListener("click", () => {
+    const sel = model.get("selected");
+    if (sel) setTrait("focus", sel);
+  });
+  unfocusBtn.addEventListener("click", () => setTrait("focus", ""));
+  fitBtn.addEventListener("click", () => cy.fit(undefined, 24));
+  search.addEventListener("input", () => setTrait("search", search.value));
+
+  const handlers = {
+    "change:graph": drawGraph,
+    "change:selected": showSelected,
+    "change:matches": showMatches,
+    "change:search": showMatches,
+    "change:details": showDetails,
+    "change:records": showRecords,
+    "change:lineage": showLineage,
+    "change:error": showError,
+    "change:coarse": () => (coarseBox.checked = !!model.get("coarse")),
+  };
+  for (const [name, fn] of Object.entries(handlers)) model.on(name, fn);
+
+  drawGraph();
+  showDetails();
+  showRecords();
+  showError();
+  // the container may get its size after the first draw (output area animation)
+  const resize = new ResizeObserver(() => {
+    cy.resize();
+  });
+  resize.observe(canvas);
+
+  return () => {
+    for (const [name, fn] of Object.entries(handlers)) model.off(name, fn);
+    resize.disconnect();
+    cy.destroy();
+  };
+}
+
+export default { render };
