@@ -16,7 +16,6 @@ the static SVG of :mod:`._svg` and a text summary.
 
 from __future__ import annotations
 
-import datetime as _dt
 import decimal
 import math
 from pathlib import Path
@@ -423,24 +422,18 @@ def _jsonable(v: Any) -> Any:
         return v
     if isinstance(v, decimal.Decimal):
         return str(v)
-    if isinstance(v, (_dt.date, _dt.datetime, np.datetime64)):
-        try:
-            import pandas as pd
-
-            if pd.isna(v):
-                return None
-        except (TypeError, ValueError):
-            pass
-        return str(v)
     if isinstance(v, (list, tuple, np.ndarray)):
         return [_jsonable(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
-    try:
-        import pandas as pd
+    # dates, timestamps and anything else: text, or null for pandas' missing markers
+    return None if _missing(v) else str(v)
 
-        if pd.isna(v):
-            return None
+
+def _missing(v: Any) -> bool:
+    import pandas as pd
+
+    try:
+        return bool(pd.isna(v))
     except (TypeError, ValueError):
-        pass
-    return str(v)
+        return False
