@@ -10,7 +10,6 @@ back, which become the operation's tensors.
 from __future__ import annotations
 
 import functools
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -765,10 +764,6 @@ def _category(
     if len(out_cols) > n_in_cols[0]:
         return "vertical_augmentation"
     return "transformation"
-
-
-def current_frame(depth: int) -> Any:
-    return sys._getframe(depth + 1)
 
 
 def _records_error(label: str, why: str) -> ValueError:
