@@ -150,6 +150,22 @@ function render({ model, el }) {
     maxZoom: 3,
   });
 
+  // cytoscape caches where its container is on the page and forgets it only on a resize
+  // or a scroll of the ancestors the container had when cytoscape started (the output
+  // area attaches it later): once the notebook scrolls or reflows, clicks would land on
+  // the wrong node. Forget it on every press, before cytoscape reads it.
+  const forgetBox = () => cy.renderer().invalidateContainerClientCoordsCache();
+  for (const ev of ["mousedown", "pointerdown", "touchstart", "wheel"]) {
+    canvas.addEventListener(ev, forgetBox, { capture: true, passive: true });
+  }
+
+  // Test hooks (tests/test_browser.py): the cytoscape instance, to find where nodes are
+  // drawn on the canvas, and data-highlight-ms / data-highlight-seq on the element: the
+  // time from a click on a record row to the first graph render showing its lineage.
+  el.__tensprov_cy = cy;
+  let clickedAt = null;
+  let highlights = 0;
+
   function send(msg) {
     model.send(msg);
   }
@@ -342,7 +358,10 @@ function render({ model, el }) {
       if (idx === picked) tr.classList.add("tp-picked");
       else if (reached.has(idx)) tr.classList.add("tp-reached");
       for (const v of row) tr.append(h("td", v === null ? "tp-null" : "", fmtCell(v)));
-      tr.addEventListener("click", () => send({ type: "record", row: idx, node: r.node }));
+      tr.addEventListener("click", () => {
+        clickedAt = performance.now();
+        send({ type: "record", row: idx, node: r.node });
+      });
       tbody.append(tr);
     }
     table.append(thead, tbody);
@@ -374,6 +393,14 @@ function render({ model, el }) {
         else if (active) e.addClass("dim");
       });
     });
+    if (clickedAt !== null) {
+      const t0 = clickedAt;
+      clickedAt = null;
+      cy.one("render", () => {
+        el.dataset.highlightMs = (performance.now() - t0).toFixed(1);
+        el.dataset.highlightSeq = String(++highlights);
+      });
+    }
     lineageBox.replaceChildren();
     if (lin.error) {
       lineageBox.append(h("div", "tp-warn", lin.error));
@@ -453,6 +480,7 @@ function render({ model, el }) {
   return () => {
     for (const [name, fn] of Object.entries(handlers)) model.off(name, fn);
     resize.disconnect();
+    delete el.__tensprov_cy;
     cy.destroy();
   };
 }
