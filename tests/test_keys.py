@@ -68,3 +68,25 @@ def test_composed_index_codes_sort_like_canonical_order() -> None:
     raw = np.array([[300, -1], [100, 9], [-1, 9], [-1, -1]])
     assert ki.lookup(raw).tolist() == [3, 1, 0, -1]
     assert RangeKeyIndex(3).lookup(np.array([2, 0, -1])).tolist() == [2, 0, -1]
+
+
+def test_records_after_spark_stopped_say_so() -> None:
+    from types import SimpleNamespace
+    from unittest.mock import MagicMock
+
+    from tensprov_lab.capture._tracker import Node, Tracker
+    from tensprov_lab.store import Store
+
+    store = Store()
+    ds = store.add_dataset("orders", n_rows=1, role="source")
+    # what a SparkSession looks like after spark.stop(): no JVM context any more
+    stopped = SimpleNamespace(
+        _jvm=MagicMock(), sparkContext=SimpleNamespace(_gateway=None, _jsc=None)
+    )
+    tracker = Tracker(stopped, store)
+    ki = UniqueKeyIndex(np.array([0]))
+    tracker.by_ds[ds.id] = Node(
+        df=None, plan=None, ident=1, ds_id=ds.id, ann=MagicMock(), ki=ki, n=1
+    )
+    with pytest.raises(ValueError, match="SparkSession of this run was stopped"):
+        tracker.records(ds.id, None, None)

@@ -339,6 +339,12 @@ class Tracker:
         label = self.store.datasets[ds_id].label
         if node is None or node.ann is None or node.ki is None:
             raise _records_error(label, "it was not captured")
+        if getattr(self.spark.sparkContext, "_jsc", None) is None:
+            raise _records_error(
+                label,
+                "the SparkSession of this run was stopped (lineage queries still work; "
+                "records are read from Spark)",
+            )
         df = self.jvm.to_df(node.ann.plan)
         if where is not None:
             try:
