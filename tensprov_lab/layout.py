@@ -1128,48 +1128,29 @@ class _Orderer:
                     v = row[j]
                     w = row[j + 1]
                     c0 = c1 = 0
-                    # Dummy nodes (one neighbour per side) dominate: fast path.
-                    x = up1[v]
-                    y = up1[w]
-                    if x >= 0 and y >= 0:
-                        d = pos[x] - pos[y]
-                        if d > 0:
-                            c0 = 1
-                        elif d < 0:
-                            c1 = 1
-                    elif x != -1 and y != -1:
-                        a = up[v]
-                        b = up[w]
-                        # A comparison costs about an eighth of an evaluation.
-                        evaluations += (len(a) * len(b)) >> 3
-                        for x in a:
-                            p = pos[x]
-                            for y in b:
-                                q = pos[y]
-                                if p > q:
-                                    c0 += 1
-                                elif p < q:
-                                    c1 += 1
-                    x = down1[v]
-                    y = down1[w]
-                    if x >= 0 and y >= 0:
-                        d = pos[x] - pos[y]
-                        if d > 0:
-                            c0 += 1
-                        elif d < 0:
-                            c1 += 1
-                    elif x != -1 and y != -1:
-                        a = down[v]
-                        b = down[w]
-                        evaluations += (len(a) * len(b)) >> 3
-                        for x in a:
-                            p = pos[x]
-                            for y in b:
-                                q = pos[y]
-                                if p > q:
-                                    c0 += 1
-                                elif p < q:
-                                    c1 += 1
+                    for single, nbrs in ((up1, up), (down1, down)):
+                        # Dummy nodes (one neighbour per side) dominate: fast path.
+                        x = single[v]
+                        y = single[w]
+                        if x >= 0 and y >= 0:
+                            d = pos[x] - pos[y]
+                            if d > 0:
+                                c0 += 1
+                            elif d < 0:
+                                c1 += 1
+                        elif x != -1 and y != -1:
+                            a = nbrs[v]
+                            b = nbrs[w]
+                            # A comparison costs about an eighth of an evaluation.
+                            evaluations += (len(a) * len(b)) >> 3
+                            for x in a:
+                                p = pos[x]
+                                for y in b:
+                                    q = pos[y]
+                                    if p > q:
+                                        c0 += 1
+                                    elif p < q:
+                                        c1 += 1
                     if c1 < c0 or (c0 and c0 == c1 and tie_moves > 0):
                         if c1 == c0:
                             tie_moves -= 1

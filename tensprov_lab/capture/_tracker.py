@@ -397,9 +397,14 @@ class Tracker:
         fields = df.schema.fields
         return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
 
-    def _collect_keys(self, plan: Any, names: list[str]) -> np.ndarray:
-        table = self.jvm.to_df(plan).select(*names).toArrow()
-        return arrow_keys(table, names)
+    def _collect_keys(self, plan: Any, names: list[str], keep: bool = False) -> np.ndarray:
+        """Read key columns back; ``keep`` caches the whole annotated result for the
+        later captures of this run that start from it."""
+        df = self.jvm.to_df(plan)
+        if keep:
+            df = df.persist()
+            self._cached.append(df)
+        return arrow_keys(df.select(*names).toArrow(), names)
 
     def _capture_source(self, node: Node, run: RunLog) -> None:
         stable = plan_is_stable(self.jvm, node.plan)
@@ -567,11 +572,7 @@ class Tracker:
         if rw.group is not None:
             return self._group_tensors(rw, occ)
         names = [str(a.name()) for a in rw.keys]
-        df = self.jvm.to_df(rw.plan)
-        if out_ident in self._reused:
-            df = df.persist()
-            self._cached.append(df)
-        raw = arrow_keys(df.select(*names).toArrow(), names)
+        raw = self._collect_keys(rw.plan, names, keep=out_ident in self._reused)
         return self._functional(rw, occ, raw)
 
     def _functional(
