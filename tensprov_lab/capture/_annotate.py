@@ -180,6 +180,38 @@ def annotate_source(jvm: Jvm, plan: JObject, pin: bool) -> Annotated:
     return Annotated(aplan, [jvm.output(aplan)[-1]], 1)
 
 
+def find_input(
+    jvm: Jvm,
+    node: JObject,
+    plans: list[JObject],
+    idents: list[int],
+    found: list[int],
+    root: bool = False,
+) -> tuple[int, str] | None:
+    """Which input plan the subtree ``node`` is, and how: ``"same"`` (the very plan),
+    ``"rebuilt"`` (the analyzer rebuilt it: same attributes, same result) or
+    ``"reinstanced"`` (a relation used twice gets new expression ids: same result,
+    columns matched by position).  ``found`` lists the inputs met so far."""  # fmt: skip
+    ident = jvm.ident(node)
+    for i, q_ident in enumerate(idents):
+        if ident == q_ident:
+            return i, "same"
+    if root:
+        # the operation itself (e.g. alias) may have the same result as its input
+        return None
+    node_ids = jvm.expr_ids(node)
+    # inputs not found yet first: two inputs may have the same result (a no-op select of
+    # a source), and every input of the call must be found
+    for i in sorted(range(len(plans)), key=lambda j: j in found):
+        q = plans[i]
+        q_ids = jvm.expr_ids(q)
+        if node_ids == q_ids and node.sameResult(q):
+            return i, "rebuilt"
+        if node_ids and node_ids != q_ids and node.sameResult(q):
+            return i, "reinstanced"
+    return None
+
+
 class _Rewriter:
     def __init__(self, jvm: Jvm, inputs: list[tuple[JObject, Annotated]]) -> None:
         self.jvm = jvm
@@ -190,28 +222,15 @@ class _Rewriter:
 
     # -- finding the inputs ----------------------------------------------------------
     def _match(self, node: JObject, root: bool) -> tuple[JObject, list[Block]] | None:
-        ident = self.jvm.ident(node)
-        for i, (_, ann) in enumerate(self.inputs):
-            if ident == self.idents[i]:
-                return self._occurrence(i, ann.plan, ann.keys, ann.width)
-        if root:
-            # the operation itself (e.g. alias) may have the same result as its input
+        found = find_input(self.jvm, node, [p for p, _ in self.inputs], self.idents,
+                           self.occurrences, root)  # fmt: skip
+        if found is None:
             return None
-        node_ids = self.jvm.expr_ids(node)
-        # inputs not found yet first: two inputs may have the same result (a no-op
-        # select of a source), and every input of the call must be found
-        order = sorted(range(len(self.inputs)), key=lambda j: j in self.occurrences)
-        for i in order:
-            q, ann = self.inputs[i]
-            q_ids = self.jvm.expr_ids(q)
-            if node_ids == q_ids and node.sameResult(q):
-                # the analyzer rebuilt the input's plan: same attributes, same result
-                return self._occurrence(i, ann.plan, ann.keys, ann.width)
-                # the analyzer re-instances a relation used twice (self-join, self-union):
-            # same result, new expression ids (for all or some columns)
-            if node_ids and node_ids != q_ids and node.sameResult(q):
-                return self._reinstance(i, node, ann)
-        return None
+        i, how = found
+        ann = self.inputs[i][1]
+        if how == "reinstanced":
+            return self._reinstance(i, node, ann)
+        return self._occurrence(i, ann.plan, ann.keys, ann.width)
 
     def _occurrence(
         self, i: int, plan: JObject, keys: list[JObject], width: int

@@ -30,7 +30,10 @@ class Jvm:
         return self._conv.asScala(list(items)).toList()
 
     def lst(self, seq: JObject) -> list[JObject]:
-        return list(self._conv.asJava(seq))
+        # indexed access: iterating a converted Java list ends in a py4j exception
+        # round trip, which costs more than the whole list
+        seq = seq.toIndexedSeq()
+        return [seq.apply(i) for i in range(int(seq.size()))]
 
     # -- plans -------------------------------------------------------------------
     @staticmethod

@@ -27,6 +27,7 @@ from tensprov_lab.capture._annotate import (
     plan_is_stable,
     rewrite,
 )
+from tensprov_lab.capture._attributes import attribute_maps
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keys import (
     ComposedKeyIndex,
@@ -146,6 +147,8 @@ class Tracker:
         self._patched: list[tuple[type, str, Any]] = []
         self._reused: set[int] = set()
         self._cached: list[Any] = []
+        #: output expression ids of plans read for attribute maps, by plan identity
+        self._ids: dict[int, list[int]] = {}
 
     # -- patching ------------------------------------------------------------------
     def _classes(self) -> tuple[type, type]:
@@ -495,6 +498,7 @@ class Tracker:
                     f"{p.expression} keeps an arbitrary record of each group; the "
                     "provenance lists every record of the group"
                 )
+        attrs = self._attribute_maps(p, rw.occurrences, len(cols), in_cols)
         ds = self.store.add_dataset(
             p.out.name, columns=cols, dtypes=types, n_rows=n_out, run=run.id,
             hidden=category == "trivial",
@@ -504,7 +508,7 @@ class Tracker:
                 p.method, category, [n.ds_id for n in occ_nodes], ds.id, tensors,  # type: ignore[misc]
                 expression=p.expression, nondeterministic=nondet, contextual=rw.contextual,
                 trivial=category == "trivial", warnings=warns,
-                seconds=time.perf_counter() - t0, run=run.id,
+                seconds=time.perf_counter() - t0, run=run.id, **attrs,
             )  # fmt: skip
         except Exception:
             self.store.remove_dataset(ds.id)
@@ -516,6 +520,38 @@ class Tracker:
         run.datasets.append(ds.id)
         for w in warns:
             self._note_done(run, w)
+
+    def _attribute_maps(
+        self, p: Pending, positions: list[int], n_out: int, in_cols: list[list[str]]
+    ) -> dict[str, Any]:
+        """Attribute maps aligned with the operation's inputs (``positions``: the input of
+        the call behind each operation input); empty when the plan cannot be read."""
+        try:
+            m = attribute_maps(self.jvm, p.out.plan, [n.plan for n in p.inputs], self._ids)
+        except Exception as exc:  # column lineage is extra: never lose the operation
+            self._note(f"{p.expression}: column lineage not captured ({_short_error(exc)})")
+            return {}
+        contributing, influencing = [], []
+        for k, i in enumerate(positions):
+            if m.occurrences == positions:
+                c, f = m.contributing[k], m.influencing[k]
+            else:  # occurrences counted differently: OR over every occurrence of input i
+                c = np.zeros((n_out, len(in_cols[k])), dtype=bool)
+                f = c.copy()
+                for pos, j in enumerate(m.occurrences):
+                    if j == i and m.contributing[pos].shape == c.shape:
+                        c |= m.contributing[pos]
+                        f |= m.influencing[pos]
+            if c.shape != (n_out, len(in_cols[k])):
+                self._note(f"{p.expression}: column lineage not captured (schema mismatch)")
+                return {}
+            contributing.append(c)
+            influencing.append(f)
+        return {
+            "contributing": contributing,
+            "influencing": influencing,
+            "attributes_exact": m.exact,
+        }
 
     def _note_done(self, run: RunLog, message: str) -> None:
         run.warnings.append(message)
@@ -542,10 +578,14 @@ class Tracker:
         except Exception as exc:
             ann, ki, n = None, None, None  # type: ignore[assignment]
             message += f"; its records cannot be read either ({_short_error(exc)})"
+        attrs = self._attribute_maps(
+            p, list(range(len(p.inputs))), len(cols), [self._dataset(i).columns for i in p.inputs]
+        )
         ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
         op = self.store.add_operation(
             p.method, "opaque", [n.ds_id for n in p.inputs], ds.id, None,  # type: ignore[misc]
             expression=p.expression, opaque=True, warnings=[message], seconds=seconds, run=run.id,
+            **attrs,
         )  # fmt: skip
         p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
         self.by_ds[ds.id] = p.out

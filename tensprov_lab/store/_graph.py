@@ -9,6 +9,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from tensprov_lab.store._tensors import Tensor
 
@@ -60,6 +62,23 @@ class Operation:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     run: int | None = None
+    #: per input: boolean (output columns x input columns) attribute maps; values of
+    #: the input column flow into the output column (contributing), or decide whether,
+    #: where or in which group the output record exists (influencing: conditions and
+    #: keys).  ``None`` when the plan could not be read.
+    contributing: list[np.ndarray] | None = None
+    influencing: list[np.ndarray] | None = None
+    #: False when a step of the plan was not understood and every input column of it is
+    #: assumed to contribute (a superset)
+    attributes_exact: bool = True
+    #: vector slots of output columns made by ML stages: column -> per slot the
+    #: (input position, input column, what the slot holds)
+    slots: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+
+    @property
+    def localized(self) -> bool:
+        """Every output record depends only on the input records of its tensors."""
+        return not self.contextual
 
     @property
     def nbytes(self) -> int:
