@@ -95,21 +95,48 @@ def node_style(attrs: dict[str, Any]) -> dict[str, Any]:
     """
     kind = attrs.get("kind")
     if kind == "source":
-        return {"shape": "rectangle", "fill": "#dcfce7", "border": "#15803d",
-                "border_width": 2.5, "border_style": "solid", "text": "#14532d"}
+        return {
+            "shape": "rectangle",
+            "fill": "#dcfce7",
+            "border": "#15803d",
+            "border_width": 2.5,
+            "border_style": "solid",
+            "text": "#14532d",
+        }
     if kind == "sink":
-        return {"shape": "rectangle", "fill": "#dbeafe", "border": "#1d4ed8",
-                "border_width": 4.0, "border_style": "double", "text": "#1e3a8a"}
+        return {
+            "shape": "rectangle",
+            "fill": "#dbeafe",
+            "border": "#1d4ed8",
+            "border_width": 4.0,
+            "border_style": "double",
+            "text": "#1e3a8a",
+        }
     if kind != "operation":
-        return {"shape": "rectangle", "fill": "#ffffff", "border": "#475569",
-                "border_width": 1.5, "border_style": "solid", "text": "#0f172a"}
-    style = {"shape": "round-rectangle",
-             "fill": CATEGORY_COLORS.get(str(attrs.get("category")), DEFAULT_OP_COLOR),
-             "border": "#57534e", "border_width": 1.5, "border_style": "solid",
-             "text": "#1c1917"}
+        return {
+            "shape": "rectangle",
+            "fill": "#ffffff",
+            "border": "#475569",
+            "border_width": 1.5,
+            "border_style": "solid",
+            "text": "#0f172a",
+        }
+    style = {
+        "shape": "round-rectangle",
+        "fill": CATEGORY_COLORS.get(str(attrs.get("category")), DEFAULT_OP_COLOR),
+        "border": "#57534e",
+        "border_width": 1.5,
+        "border_style": "solid",
+        "text": "#1c1917",
+    }
     if attrs.get("opaque"):
-        style.update(shape="cut-rectangle", fill=CATEGORY_COLORS["opaque"], border="#111827",
-                     border_width=2.0, border_style="dashed")
+        style.update(
+            shape="cut-rectangle",
+            fill=CATEGORY_COLORS["opaque"],
+            border="#111827",
+            border_width=2.0,
+            border_style="dashed",
+        )
     elif attrs.get("contextual"):
         style.update(border="#c2410c", border_width=2.5, border_style="dotted")
     elif attrs.get("nondeterministic"):
@@ -129,8 +156,10 @@ def short(text: str, limit: int = LABEL_CHARS) -> str:
 def _operations_of(source: Any) -> tuple[Store, list[Operation], list[Dataset]]:
     """Store, operations and datasets of a Run, of anything Run-like, or of a Store."""
     if isinstance(source, Store):
-        return source, sorted(source.operations.values(), key=lambda o: o.id), list(
-            source.datasets.values()
+        return (
+            source,
+            sorted(source.operations.values(), key=lambda o: o.id),
+            list(source.datasets.values()),
         )
     store: Store = source.store
     ops = getattr(source, "operations", None)
@@ -191,10 +220,20 @@ def build_graph(source: Any, *, coarse: bool = False, show_trivial: bool = False
             # to the visible one it was spliced into, so the user finds their name
             name = ds.name or next((m.name for m in merged if m.name), None)
             G.add_node(
-                nid, kind="dataset", ref=ds.id, label=name or ds.label, role=ds.role,
-                origin=ds.origin, category="", contextual=False, opaque=False,
-                nondeterministic=False, schema=list(zip(ds.columns, ds.dtypes)),
-                rows=ds.n_rows, expression="", seconds=0.0,
+                nid,
+                kind="dataset",
+                ref=ds.id,
+                label=name or ds.label,
+                role=ds.role,
+                origin=ds.origin,
+                category="",
+                contextual=False,
+                opaque=False,
+                nondeterministic=False,
+                schema=list(zip(ds.columns, ds.dtypes)),
+                rows=ds.n_rows,
+                expression="",
+                seconds=0.0,
                 aliases=[m.id for m in merged],
             )
         return nid
@@ -207,12 +246,22 @@ def build_graph(source: Any, *, coarse: bool = False, show_trivial: bool = False
         out = add_dataset(op.output)
         in_columns = sorted({c for i in op.inputs for c in store.datasets[i].columns})
         G.add_node(
-            onid, kind="operation", ref=op.id, label=op.method, category=op.category,
-            contextual=op.contextual, opaque=op.opaque, nondeterministic=op.nondeterministic,
+            onid,
+            kind="operation",
+            ref=op.id,
+            label=op.method,
+            category=op.category,
+            contextual=op.contextual,
+            opaque=op.opaque,
+            nondeterministic=op.nondeterministic,
             schema=list(zip(store.datasets[op.output].columns, store.datasets[op.output].dtypes)),
-            in_columns=in_columns, rows=store.datasets[op.output].n_rows,
+            in_columns=in_columns,
+            rows=store.datasets[op.output].n_rows,
             rows_in=[store.datasets[i].n_rows for i in op.inputs],
-            expression=op.expression, seconds=op.seconds, inputs=ins, output=out,
+            expression=op.expression,
+            seconds=op.seconds,
+            inputs=ins,
+            output=out,
             warnings=list(op.warnings),
         )
         for k, nid in enumerate(ins):
@@ -353,34 +402,49 @@ class GraphView:
             label = short(str(attrs["label"]))
             if attrs["kind"] != "operation" and attrs.get("rows") is not None:
                 label += f"\n{attrs['rows']:,} rows"
-            nodes.append({
-                "id": nid, "kind": attrs["kind"], "ref": attrs["ref"],
-                "label": label, "name": str(attrs["label"]),
-                "category": attrs.get("category", ""),
-                "contextual": bool(attrs.get("contextual")),
-                "opaque": bool(attrs.get("opaque")),
-                "nondeterministic": bool(attrs.get("nondeterministic")),
-                "schema": [[c, t] for c, t in attrs.get("schema", [])],
-                "rows": attrs.get("rows"),
-                "expression": attrs.get("expression", ""),
-                "seconds": float(attrs.get("seconds", 0.0)),
-                "x": round(x, 2), "y": round(y, 2), "w": w, "h": h,
-                "style": node_style(attrs),
-            })
+            nodes.append(
+                {
+                    "id": nid,
+                    "kind": attrs["kind"],
+                    "ref": attrs["ref"],
+                    "label": label,
+                    "name": str(attrs["label"]),
+                    "category": attrs.get("category", ""),
+                    "contextual": bool(attrs.get("contextual")),
+                    "opaque": bool(attrs.get("opaque")),
+                    "nondeterministic": bool(attrs.get("nondeterministic")),
+                    "schema": [[c, t] for c, t in attrs.get("schema", [])],
+                    "rows": attrs.get("rows"),
+                    "expression": attrs.get("expression", ""),
+                    "seconds": float(attrs.get("seconds", 0.0)),
+                    "x": round(x, 2),
+                    "y": round(y, 2),
+                    "w": w,
+                    "h": h,
+                    "style": node_style(attrs),
+                }
+            )
         edges = []
         for u, v, attrs in self.graph.edges(data=True):
             pts = self.bends.get((u, v), [])
             weights, distances = segment_params(self.pos[u], self.pos[v], pts)
-            edges.append({
-                "id": f"{u}->{v}", "source": u, "target": v,
-                "label": attrs.get("label", ""),
-                "count": attrs.get("count", 1),
-                "points": [[round(x, 2), round(y, 2)] for x, y in pts],
-                "weights": weights, "distances": distances,
-            })
+            edges.append(
+                {
+                    "id": f"{u}->{v}",
+                    "source": u,
+                    "target": v,
+                    "label": attrs.get("label", ""),
+                    "count": attrs.get("count", 1),
+                    "points": [[round(x, 2), round(y, 2)] for x, y in pts],
+                    "weights": weights,
+                    "distances": distances,
+                }
+            )
         x0, y0, x1, y1 = self.bounds()
         return {
-            "nodes": nodes, "edges": edges, "coarse": self.coarse,
+            "nodes": nodes,
+            "edges": edges,
+            "coarse": self.coarse,
             "columns": graph_columns(self.graph),
             "bounds": [round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2)],
         }
@@ -401,8 +465,10 @@ def layout_view(G: nx.DiGraph, *, coarse: bool | None = None) -> GraphView:
     return GraphView(
         graph=G,
         pos={str(n): (float(x), float(y)) for n, (x, y) in pos.items()},
-        bends={(str(u), str(v)): [(float(x), float(y)) for x, y in pts]
-               for (u, v), pts in bends.items()},
+        bends={
+            (str(u), str(v)): [(float(x), float(y)) for x, y in pts]
+            for (u, v), pts in bends.items()
+        },
         coarse=coarse,
     )
 

@@ -55,18 +55,30 @@ def _shape(kind: str, shape: str, x: float, y: float, w: float, h: float, attrs:
     """One node outline centred on ``(x, y)``."""
     left, top = x - w / 2, y - h / 2
     if shape == "round-rectangle":
-        return (f'<rect x="{_fmt(left)}" y="{_fmt(top)}" width="{_fmt(w)}" height="{_fmt(h)}" '
-                f'rx="{_fmt(h / 2)}" {attrs}/>')
+        return (
+            f'<rect x="{_fmt(left)}" y="{_fmt(top)}" width="{_fmt(w)}" height="{_fmt(h)}" '
+            f'rx="{_fmt(h / 2)}" {attrs}/>'
+        )
     if shape == "cut-rectangle":
         c = 8.0  # corner cut, as cytoscape draws it
-        pts = [(left + c, top), (left + w - c, top), (left + w, top + c), (left + w, top + h - c),
-               (left + w - c, top + h), (left + c, top + h), (left, top + h - c), (left, top + c)]
+        pts = [
+            (left + c, top),
+            (left + w - c, top),
+            (left + w, top + c),
+            (left + w, top + h - c),
+            (left + w - c, top + h),
+            (left + c, top + h),
+            (left, top + h - c),
+            (left, top + c),
+        ]
         return f'<polygon points="{_points(pts)}" {attrs}/>'
     if shape == "diamond":
         pts = [(x, top), (left + w, y), (x, top + h), (left, y)]
         return f'<polygon points="{_points(pts)}" {attrs}/>'
-    return (f'<rect x="{_fmt(left)}" y="{_fmt(top)}" width="{_fmt(w)}" height="{_fmt(h)}" '
-            f'rx="3" {attrs}/>')
+    return (
+        f'<rect x="{_fmt(left)}" y="{_fmt(top)}" width="{_fmt(w)}" height="{_fmt(h)}" '
+        f'rx="3" {attrs}/>'
+    )
 
 
 def _points(pts: list[tuple[float, float]]) -> str:
@@ -141,10 +153,13 @@ def view_to_svg(view: GraphView) -> str:
             classes += [f for f in ("opaque", "contextual", "nondeterministic") if attrs.get(f)]
         stroke_width = st["border_width"] if st["border_style"] != "double" else 1.5
         dash = DASHES.get(st["border_style"])
-        paint = (f'fill="{st["fill"]}" stroke="{st["border"]}" stroke-width="{stroke_width}"'
-                 + (f' stroke-dasharray="{dash}"' if dash else ""))
-        out.append(f'<g class="node {" ".join(classes)}" data-id="{nid}" '
-                   f'data-label={quoteattr(str(attrs["label"]))}>')
+        paint = f'fill="{st["fill"]}" stroke="{st["border"]}" stroke-width="{stroke_width}"' + (
+            f' stroke-dasharray="{dash}"' if dash else ""
+        )
+        out.append(
+            f'<g class="node {" ".join(classes)}" data-id="{nid}" '
+            f"data-label={quoteattr(str(attrs['label']))}>"
+        )
         out.append(f"<title>{escape(_tooltip(attrs))}</title>")
         out.append(_shape(attrs["kind"], st["shape"], x, y, w, h, paint))
         if st["border_style"] == "double":
@@ -152,8 +167,10 @@ def view_to_svg(view: GraphView) -> str:
             out.append(_shape(attrs["kind"], st["shape"], x, y, w - 7, h - 7, inner))
         label = escape(short(str(attrs["label"])))
         if attrs["kind"] == "operation" or attrs.get("rows") is None:
-            out.append(f'<text x="{_fmt(x)}" y="{_fmt(y + 4)}" text-anchor="middle" '
-                       f'fill="{st["text"]}" font-weight="600">{label}</text>')
+            out.append(
+                f'<text x="{_fmt(x)}" y="{_fmt(y + 4)}" text-anchor="middle" '
+                f'fill="{st["text"]}" font-weight="600">{label}</text>'
+            )
         else:
             out.append(
                 f'<text x="{_fmt(x)}" y="{_fmt(y - 3)}" text-anchor="middle" fill="{st["text"]}" '
@@ -165,4 +182,3 @@ def view_to_svg(view: GraphView) -> str:
     out.append("</g>")
     out.append("</svg>")
     return "\n".join(out)
-

@@ -179,8 +179,11 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         nid = dataset_node(ds_id)
         shown = self._view is not None and nid in self._view.graph
         return {
-            "node": nid if shown else "", "id": ds.id, "label": self._label(ds_id),
-            "rows": ds.n_rows, "schema": [[c, t] for c, t in zip(ds.columns, ds.dtypes)],
+            "node": nid if shown else "",
+            "id": ds.id,
+            "label": self._label(ds_id),
+            "rows": ds.n_rows,
+            "schema": [[c, t] for c, t in zip(ds.columns, ds.dtypes)],
         }
 
     def _label(self, ds_id: int) -> str:
@@ -193,11 +196,19 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         store = self._run.store
         op = store.operations[op_id]
         return {
-            "type": "operation", "node": f"o{op.id}", "id": op.id, "method": op.method,
-            "category": op.category, "expression": op.expression,
-            "contextual": op.contextual, "opaque": op.opaque,
-            "nondeterministic": op.nondeterministic, "trivial": op.trivial,
-            "seconds": op.seconds, "entries": op.entries, "nbytes": op.nbytes,
+            "type": "operation",
+            "node": f"o{op.id}",
+            "id": op.id,
+            "method": op.method,
+            "category": op.category,
+            "expression": op.expression,
+            "contextual": op.contextual,
+            "opaque": op.opaque,
+            "nondeterministic": op.nondeterministic,
+            "trivial": op.trivial,
+            "seconds": op.seconds,
+            "entries": op.entries,
+            "nbytes": op.nbytes,
             "rows_in": [store.datasets[i].n_rows for i in op.inputs],
             "rows_out": store.datasets[op.output].n_rows,
             "inputs": [self._ds_summary(i) for i in op.inputs],
@@ -212,10 +223,16 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         producer = store.producer(ds_id)
         return {
             **self._ds_summary(ds_id),
-            "type": "dataset", "node": nid, "kind": attrs.get("kind", ds.role),
-            "role": ds.role, "origin": ds.origin,
-            "produced_by": None if producer is None else {
-                "node": f"o{producer.id}", "method": producer.method,
+            "type": "dataset",
+            "node": nid,
+            "kind": attrs.get("kind", ds.role),
+            "role": ds.role,
+            "origin": ds.origin,
+            "produced_by": None
+            if producer is None
+            else {
+                "node": f"o{producer.id}",
+                "method": producer.method,
                 "expression": producer.expression,
             },
             "consumed_by": [
@@ -252,8 +269,13 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         lo, hi = page * PAGE_SIZE, min(total, (page + 1) * PAGE_SIZE)
         rows = subset[lo:hi] if subset is not None else np.arange(lo, hi, dtype=np.int64)
         base = {
-            "node": nid, "dataset": ds_id, "label": self._label(ds_id), "page": page,
-            "pages": pages, "page_size": PAGE_SIZE, "total": total,
+            "node": nid,
+            "dataset": ds_id,
+            "label": self._label(ds_id),
+            "page": page,
+            "pages": pages,
+            "page_size": PAGE_SIZE,
+            "total": total,
             "lineage_only": subset is not None,
         }
         try:
@@ -292,8 +314,9 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         if kind != "dataset":
             raise ValueError(f"{nid} is not a dataset")
         self.error = ""
-        targets = [int(a["ref"]) for n, a in self._full.nodes(data=True)
-                   if a["kind"] != "operation"]
+        targets = [
+            int(a["ref"]) for n, a in self._full.nodes(data=True) if a["kind"] != "operation"
+        ]
         try:
             back = self._run.backward(ds_id, rows=[int(row)], to=targets)
             fwd = self._run.forward(ds_id, rows=[int(row)], to=targets)
@@ -312,8 +335,13 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         rows[ds_id] = np.asarray([int(row)], dtype=np.int64)
         direction[ds_id] = "origin"
         blocked = sorted(set(back.result.blocked) | set(fwd.result.blocked))
-        self._picked = {"dataset": ds_id, "row": int(row), "rows": rows,
-                        "direction": direction, "blocked": blocked}
+        self._picked = {
+            "dataset": ds_id,
+            "row": int(row),
+            "rows": rows,
+            "direction": direction,
+            "blocked": blocked,
+        }
         self._project_lineage()
 
     def clear_lineage(self) -> None:
@@ -352,18 +380,36 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         store = self._run.store
         listed = []
         for d, r in sorted(p["rows"].items(), key=lambda kv: (kv[0] != p["dataset"], kv[0])):
-            listed.append({
-                "node": dataset_node(d) if dataset_node(d) in G else "", "id": d,
-                "label": self._label(d), "direction": p["direction"][d],
-                "count": int(len(r)), "rows": [int(x) for x in r[:LISTED_ROWS]],
-                "truncated": len(r) > LISTED_ROWS,
-            })
+            listed.append(
+                {
+                    "node": dataset_node(d) if dataset_node(d) in G else "",
+                    "id": d,
+                    "label": self._label(d),
+                    "direction": p["direction"][d],
+                    "count": int(len(r)),
+                    "rows": [int(x) for x in r[:LISTED_ROWS]],
+                    "truncated": len(r) > LISTED_ROWS,
+                }
+            )
         self.lineage = {
-            "origin": {"node": origin, "dataset": p["dataset"], "row": p["row"],
-                       "label": self._label(p["dataset"])},
-            "counts": counts, "direction": where, "edges": edges, "datasets": listed,
-            "blocked": [{"node": f"o{o}", "method": store.operations[o].method,
-                         "expression": store.operations[o].expression} for o in p["blocked"]],
+            "origin": {
+                "node": origin,
+                "dataset": p["dataset"],
+                "row": p["row"],
+                "label": self._label(p["dataset"]),
+            },
+            "counts": counts,
+            "direction": where,
+            "edges": edges,
+            "datasets": listed,
+            "blocked": [
+                {
+                    "node": f"o{o}",
+                    "method": store.operations[o].method,
+                    "expression": store.operations[o].expression,
+                }
+                for o in p["blocked"]
+            ],
         }
 
     # -- messages from the front end -------------------------------------------------------
