@@ -8,7 +8,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.query import LineageResult, backward, forward, mapping
+from tensprov_lab.query import (
+    CellResult,
+    LineageResult,
+    Path,
+    backward,
+    cell_lineage,
+    co_contributors,
+    co_dependents,
+    forward,
+    how,
+    mapping,
+    transformations,
+)
 from tensprov_lab.store import Dataset, Operation, Store
 
 if TYPE_CHECKING:
@@ -17,7 +29,7 @@ if TYPE_CHECKING:
 
     from tensprov_lab.capture._tracker import RunLog, Tracker
 
-__all__ = ["Run", "Lineage", "ROW"]
+__all__ = ["Run", "Lineage", "CellLineage", "ROW"]
 
 #: name of the column holding the canonical row index in record tables
 ROW = "_row"
@@ -178,21 +190,118 @@ class Run:
             return [self._ds_id(t) for t in to]
         return [self._ds_id(to)]
 
-    def backward(
-        self, df: Any, rows: Any = None, where: str | None = None, to: Any = None
-    ) -> Lineage:
-        """Q2: records of ``to`` (default: every source) that ``rows`` of ``df`` come from."""
+    def _columns(self, ds_id: int, columns: Any) -> list[int]:
+        names = self.store.datasets[ds_id].columns
+        if isinstance(columns, (str, int, np.integer)):
+            columns = [columns]
+        out = []
+        for c in columns:
+            if isinstance(c, str):
+                if c not in names:
+                    raise KeyError(
+                        f"{self.store.datasets[ds_id].label} has no column {c!r}; "
+                        f"its columns: {', '.join(names)}"
+                    )
+                out.append(names.index(c))
+            else:
+                out.append(int(c))
+        return out
+
+    def _lineage(
+        self, direction: str, df: Any, rows: Any, where: str | None, to: Any,
+        columns: Any, with_how: bool,
+    ) -> Lineage | CellLineage:  # fmt: skip
         ds_id, picked = self._select(df, rows, where)
-        targets = self._targets(to, self.store.sources())
-        return Lineage(self, backward(self.store, ds_id, picked, to=targets))
+        default = self.store.sources() if direction == "backward" else self.store.sinks()
+        targets = self._targets(to, default)
+        cols = None if columns is None else self._columns(ds_id, columns)
+        paths = None
+        if with_how:
+            paths, truncated = how(self.store, ds_id, picked, direction, to=targets, columns=cols)
+            if truncated:
+                import warnings
+
+                from tensprov_lab.capture._tracker import TensProvWarning
+
+                warnings.warn(
+                    "how-provenance: too many paths, only the first 10,000 are listed",
+                    TensProvWarning,
+                    stacklevel=3,
+                )
+        if cols is not None:
+            res = cell_lineage(self.store, ds_id, picked, cols, direction, to=targets)
+            return CellLineage(self, res, paths)
+        run = backward if direction == "backward" else forward
+        return Lineage(self, run(self.store, ds_id, picked, to=targets), paths)
+
+    def backward(
+        self, df: Any, rows: Any = None, where: str | None = None, to: Any = None,
+        columns: Any = None, how: bool = False,
+    ) -> Any:  # fmt: skip
+        """Q2 (Q4 with ``columns``, Q6/Q8 with ``how``): what ``rows`` of ``df`` come from.
+
+        Parameters
+        ----------
+        df : DataFrame, str or Dataset
+        rows : row indices (default: every row), or
+        where : SQL predicate picking the rows, e.g. ``"customer_id = 17"``
+        to : dataset(s) to report (default: every source)
+        columns : column name(s) or indices of ``df``: trace cells, not records; the
+            result is a :class:`CellLineage` that tells contributing from influencing cells
+        how : also list the path of operations behind every reached record or cell
+            (``result.how``, a pandas DataFrame)
+
+        Returns
+        -------
+        Lineage, or CellLineage when ``columns`` is given
+        """
+        return self._lineage("backward", df, rows, where, to, columns, how)
 
     def forward(
-        self, df: Any, rows: Any = None, where: str | None = None, to: Any = None
-    ) -> Lineage:
-        """Q1: records of ``to`` (default: every sink) derived from ``rows`` of ``df``."""
-        ds_id, picked = self._select(df, rows, where)
-        targets = self._targets(to, self.store.sinks())
-        return Lineage(self, forward(self.store, ds_id, picked, to=targets))
+        self, df: Any, rows: Any = None, where: str | None = None, to: Any = None,
+        columns: Any = None, how: bool = False,
+    ) -> Any:  # fmt: skip
+        """Q1 (Q3 with ``columns``, Q5/Q7 with ``how``): what ``rows`` of ``df`` flow into.
+
+        Same parameters as :meth:`backward`; ``to`` defaults to every sink.
+        """
+        return self._lineage("forward", df, rows, where, to, columns, how)
+
+    def transformations(self, df: Any, direction: str = "backward") -> pd.DataFrame:
+        """Q9: the operations that produced ``df`` (``"backward"``) or consumed it, and
+        everything downstream (``"forward"``), in execution order."""
+        import pandas as pd
+
+        found = transformations(self.store, self._ds_id(df), direction)
+        ops = [self.store.operations[o] for o in found]
+        return pd.DataFrame(
+            {
+                "operation": [op.id for op in ops],
+                "method": [op.method for op in ops],
+                "category": [op.category for op in ops],
+                "expression": [op.expression for op in ops],
+                "inputs": [[self.store.datasets[i].label for i in op.inputs] for op in ops],
+                "output": [self.store.datasets[op.output].label for op in ops],
+                "rows_in": [[self.store.datasets[i].n_rows for i in op.inputs] for op in ops],
+                "rows_out": [self.store.datasets[op.output].n_rows for op in ops],
+                "contextual": [op.contextual for op in ops],
+                "opaque": [op.opaque for op in ops],
+            }
+        )
+
+    def co_contributors(self, df: Any, rows: Any, other: Any, at: Any = None) -> np.ndarray:
+        """Q10: rows of ``other`` combined with ``rows`` of ``df`` into common outputs
+        (the records of ``at``; default: where the two datasets first meet, e.g. their
+        join)."""
+        ds_id, picked = self._select(df, rows, None)
+        targets = None if at is None else self._targets(at, [])
+        return co_contributors(self.store, ds_id, picked, self._ds_id(other), at=targets)
+
+    def co_dependents(self, df: Any, rows: Any, other: Any) -> np.ndarray:
+        """Q11: rows of ``other`` that depend on a source record ``rows`` of ``df``
+        depend on."""
+        ds_id, picked = self._select(df, rows, None)
+        return co_dependents(self.store, ds_id, picked, self._ds_id(other))
 
     def mapping(self, src: Any, dst: Any) -> scipy.sparse.csr_array:
         """Whole-dataset mapping, ``dst`` rows x ``src`` rows, composed along every path."""
@@ -202,9 +311,15 @@ class Run:
 class Lineage:
     """Rows reached by a lineage query, per dataset (sorted int64 arrays)."""
 
-    def __init__(self, run: Run, result: LineageResult) -> None:
+    def __init__(self, run: Run, result: LineageResult, paths: list[Path] | None = None) -> None:
         self.run = run
         self.result = result
+        self.paths = paths
+
+    @property
+    def how(self) -> pd.DataFrame:
+        """How-provenance: one row per (reached record, path of operations)."""
+        return _how_table(self.run, self.paths, self.result.direction)
 
     @property
     def direction(self) -> str:
@@ -268,6 +383,149 @@ class Lineage:
             ops = ", ".join(html.escape(o.expression) for o in self.blocked)
             warn = f"<p>⚠ record lineage stops at opaque operation(s): {ops}</p>"
         return f"<div><p>{self.direction} lineage from {start}</p><ul>{items}</ul>{warn}</div>"
+
+
+class CellLineage:
+    """Cells reached by a cell-lineage query: per dataset, the rows of every column,
+    split into contributing cells (their values flow into the start cells) and
+    influencing cells (they decide whether, where or in which group those exist)."""
+
+    def __init__(self, run: Run, result: CellResult, paths: list[Path] | None = None) -> None:
+        self.run = run
+        self.result = result
+        self.paths = paths
+
+    @property
+    def direction(self) -> str:
+        return self.result.direction
+
+    @property
+    def blocked(self) -> list[Operation]:
+        return [self.run.store.operations[o] for o in self.result.blocked]
+
+    @property
+    def approximate(self) -> list[Operation]:
+        """Operations whose column lineage is a superset (plan step not understood)."""
+        return [self.run.store.operations[o] for o in self.result.approximate]
+
+    def _datasets(self) -> list[int]:
+        ids = set(self.result.contributing) | set(self.result.influencing)
+        return sorted(d for d in ids if d != self.result.start)
+
+    def __iter__(self) -> Iterator[Dataset]:
+        return (self.run.store.datasets[d] for d in self._datasets())
+
+    def __len__(self) -> int:
+        return len(self._datasets())
+
+    def __getitem__(self, ref: Any) -> dict[str, dict[str, np.ndarray]]:
+        """``{"contributing": {column: rows}, "influencing": {column: rows}}``."""
+        ds_id = self.run._ds_id(ref)
+        if ds_id not in self.result.contributing and ds_id not in self.result.influencing:
+            raise KeyError(f"{self.run.store.datasets[ds_id].label} is not in this lineage")
+        names = self.run.store.datasets[ds_id].columns
+        return {
+            kind: {names[c]: r for c, r in getattr(self.result, kind).get(ds_id, {}).items()}
+            for kind in ("contributing", "influencing")
+        }
+
+    def rows(self, ref: Any) -> np.ndarray:
+        """Every row holding a reached cell of the dataset."""
+        parts = [r for cols in self[ref].values() for r in cols.values()]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    def columns(self, ref: Any) -> dict[str, list[str]]:
+        return {kind: list(cols) for kind, cols in self[ref].items()}
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per reached cell: dataset, row, column, kind."""
+        import pandas as pd
+
+        frames = []
+        for d in self._datasets():
+            label = self.run.store.datasets[d].label
+            for kind, cols in self[d].items():
+                for col, r in cols.items():
+                    frames.append(
+                        pd.DataFrame({"dataset": label, "row": r, "column": col, "kind": kind})
+                    )
+        if not frames:
+            return pd.DataFrame(columns=["dataset", "row", "column", "kind"])
+        return pd.concat(frames, ignore_index=True)
+
+    def values(self, ref: Any) -> pd.DataFrame:
+        """The reached records of a dataset, restricted to the reached columns."""
+        ds_id = self.run._ds_id(ref)
+        cols = self.columns(ds_id)
+        keep = list(dict.fromkeys(cols["contributing"] + cols["influencing"]))
+        table = self.run._tracker.records(ds_id, self.rows(ds_id), None)
+        return table[[ROW, *keep]]
+
+    @property
+    def how(self) -> pd.DataFrame:
+        """How-provenance: one row per (reached cell, path of operations)."""
+        return _how_table(self.run, self.paths, self.result.direction, cells=True)
+
+    def __repr__(self) -> str:
+        start = self.run.store.datasets[self.result.start].label
+        parts = []
+        for d in self._datasets():
+            c = self.columns(d)
+            parts.append(
+                f"{self.run.store.datasets[d].label}: {len(self.rows(d))} row(s), "
+                f"contributing {c['contributing']}, influencing {c['influencing']}"
+            )
+        return f"<CellLineage {self.direction} from {start}: {'; '.join(parts)}>"
+
+    def _repr_html_(self) -> str:
+        start = html.escape(self.run.store.datasets[self.result.start].label)
+        items = []
+        for d in self._datasets():
+            c = self.columns(d)
+            items.append(
+                f"<li><b>{html.escape(self.run.store.datasets[d].label)}</b>: "
+                f"{len(self.rows(d))} row(s) {html.escape(_short(self.rows(d)))}; "
+                f"contributing: {html.escape(', '.join(c['contributing']) or '—')}; "
+                f"influencing: {html.escape(', '.join(c['influencing']) or '—')}</li>"
+            )
+        return (
+            f"<div><p>{self.direction} cell lineage from {start}</p><ul>{''.join(items)}</ul></div>"
+        )
+
+
+def _how_table(
+    run: Run, paths: list[Path] | None, direction: str, cells: bool = False
+) -> pd.DataFrame:
+    import pandas as pd
+
+    if paths is None:
+        raise ValueError("how-provenance was not computed: query again with how=True")
+    store = run.store
+    frames = []
+    for p in paths:
+        # data-flow order: from the source side to the output side
+        edges = p.edges[::-1] if direction == "backward" else p.edges
+        ops = tuple(store.operations[o] for o, _ in edges)
+        text = " → ".join(f"{op.category}: {op.expression}" for op in ops)
+        ids = tuple(op.id for op in ops)
+        label = store.datasets[p.dataset].label
+
+        def frame(rows: np.ndarray, **extra: str) -> pd.DataFrame:
+            f = pd.DataFrame({"dataset": label, "row": rows, **extra, "path": text})
+            f["operations"] = [ids] * len(f)
+            return f
+
+        if not cells:
+            frames.append(frame(p.rows))
+            continue
+        names = store.datasets[p.dataset].columns
+        for kind, got in (("contributing", p.contributing), ("influencing", p.influencing)):
+            for c, r in (got or {}).items():
+                frames.append(frame(r, column=names[c], kind=kind))
+    cols = ["dataset", "row", *(["column", "kind"] if cells else []), "path", "operations"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(frames, ignore_index=True)[cols]
 
 
 def _flags(op: Operation) -> str:

@@ -384,7 +384,8 @@ class _Rewriter:
             "aggregate", members_plan, members, block.pos, flat, gcols, kcols,
             gid_col=gcols[grouping.index(gid[0])] if gid else None,
         )  # fmt: skip
-        self.info.contextual = True
+        # not contextual: every member of a group is in the tensor, so replaying the
+        # aggregate on a group's members recomputes its record (paper §III-E)
         out = [Block("input", block.pos, [r.toAttribute() for r in reps], block.width)]
         if gid:
             out.append(Block("gid", -1, gid, 1))

@@ -1,5 +1,26 @@
-"""Provenance queries over the in-memory store."""
+"""Provenance queries over the in-memory store (pure numpy/scipy)."""
 
+from tensprov_lab.query._cells import CellResult, cell_lineage
+from tensprov_lab.query._colineage import (
+    co_contributors,
+    co_dependents,
+    meeting_points,
+    transformations,
+)
+from tensprov_lab.query._how import Path, how
 from tensprov_lab.query._lineage import LineageResult, backward, forward, mapping
 
-__all__ = ["LineageResult", "backward", "forward", "mapping"]
+__all__ = [
+    "CellResult",
+    "LineageResult",
+    "Path",
+    "backward",
+    "cell_lineage",
+    "co_contributors",
+    "co_dependents",
+    "forward",
+    "how",
+    "mapping",
+    "meeting_points",
+    "transformations",
+]
