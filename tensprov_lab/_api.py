@@ -84,6 +84,11 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
     budget : int or str, optional
         Most bytes of tensors the store may hold, e.g. ``"1GB"``; operations past it
         are kept as opaque (coarse lineage only) with a warning.
+    materialize : {"auto", "all", "none"}
+        Which datasets to keep whole in Spark's cache for fast record reads and
+        recomputation (``run.materialized`` lists them).  ``"auto"``: the pipeline's
+        outputs, the inputs of contextual operations (windows) and the results of
+        non-deterministic ones; every other dataset is recomputed on demand.
 
     Examples
     --------
@@ -92,9 +97,18 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
     >>> run.backward(big, rows=[0])  # doctest: +SKIP
     """
 
-    def __init__(self, spark: Any, name: str | None = None, budget: int | str | None = None):
+    def __init__(
+        self,
+        spark: Any,
+        name: str | None = None,
+        budget: int | str | None = None,
+        materialize: str = "auto",
+    ):
+        if materialize not in ("auto", "all", "none"):
+            raise ValueError(f"materialize must be 'auto', 'all' or 'none', not {materialize!r}")
         self.spark = spark
         self.name = name
+        self.materialize = materialize
         self.budget = parse_size(budget)
         self.run: Run | None = None
         self._progress: Any = None
@@ -104,6 +118,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
 
         tracker = _tracker(self.spark)
         tracker.budget = self.budget
+        tracker.materialize = self.materialize
         log = tracker.begin(self.name)
         self._tracker = tracker
         self.run = Run(tracker, log)

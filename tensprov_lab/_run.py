@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import scipy.sparse
 
+    from tensprov_lab.capture._replay import WhatIf
     from tensprov_lab.capture._tracker import RunLog, Tracker
 
 __all__ = ["Run", "Lineage", "CellLineage", "ROW"]
@@ -159,6 +160,10 @@ class Run:
         self, df: Any, rows: Sequence[int] | np.ndarray | None = None, where: str | None = None
     ) -> pd.DataFrame:
         """Records of a dataset with their canonical row index (column ``_row``).
+
+        Sources and materialized datasets are read; the requested ``rows`` of any other
+        dataset are recomputed by replaying its operations on just their
+        provenance-related records (``result.attrs["recomputed"]`` is then True).
 
         Parameters
         ----------
@@ -302,6 +307,60 @@ class Run:
         depend on."""
         ds_id, picked = self._select(df, rows, None)
         return co_dependents(self.store, ds_id, picked, self._ds_id(other))
+
+    def what_if(
+        self, drop: dict[Any, Any] | None = None, edit: dict[Any, Any] | None = None,
+        to: Any = None,
+    ) -> WhatIf:  # fmt: skip
+        """Preview a fix: which downstream records disappear, change or appear.
+
+        Parameters
+        ----------
+        drop : {source: rows}
+            Records of source datasets to drop.
+        edit : {source: {row: {column: new value}}}
+            Values of source records to change.
+        to : dataset(s) to preview (default: every dataset downstream of the change)
+
+        Only the records the change reaches (forward lineage) and the records they were
+        computed with (backward lineage) are replayed.  A dataset behind an operation
+        for which replaying related records cannot give the answer (an anti join, a
+        window, a limit, an edit of a join or grouping key, ...) is listed in
+        ``not_previewable`` with the reason instead.
+
+        Examples
+        --------
+        >>> preview = run.what_if(drop={orders: [3]})  # doctest: +SKIP
+        >>> preview.summary()  # doctest: +SKIP
+        """
+        from tensprov_lab.capture._replay import what_if
+
+        drops = {self._ds_id(k): _as_rows(v) for k, v in (drop or {}).items()}
+        edits = {
+            self._ds_id(k): {int(r): dict(vals) for r, vals in v.items()}
+            for k, v in (edit or {}).items()
+        }
+        if not drops and not edits:
+            raise ValueError("give drop={source: rows} and/or edit={source: {row: {col: value}}}")
+        for d, rows in [*drops.items(), *((d, np.array(list(e))) for d, e in edits.items())]:
+            self._select(d, rows, None)  # range check with a clear message
+        targets = None if to is None else self._targets(to, [])
+        return what_if(self._tracker, drops, edits, to=targets)
+
+    @property
+    def materialized(self) -> pd.DataFrame:
+        """Datasets whose records are kept whole (in Spark's cache), and why; the others
+        are recomputed on demand from their provenance-related records."""
+        import pandas as pd
+
+        ds = [d for d in self.datasets if d.materialized]
+        return pd.DataFrame(
+            {
+                "dataset": [d.label for d in ds],
+                "rows": [d.n_rows for d in ds],
+                "reason": [d.materialized for d in ds],
+            }
+        )
 
     def mapping(self, src: Any, dst: Any) -> scipy.sparse.csr_array:
         """Whole-dataset mapping, ``dst`` rows x ``src`` rows, composed along every path."""
@@ -510,7 +569,9 @@ def _how_table(
         ids = tuple(op.id for op in ops)
         label = store.datasets[p.dataset].label
 
-        def frame(rows: np.ndarray, **extra: str) -> pd.DataFrame:
+        def frame(
+            rows: np.ndarray, label: str = label, text: str = text, ids: tuple = ids, **extra: str
+        ) -> pd.DataFrame:
             f = pd.DataFrame({"dataset": label, "row": rows, **extra, "path": text})
             f["operations"] = [ids] * len(f)
             return f

@@ -78,6 +78,8 @@ class Node:
     ki: KeyIndex | None = None
     n: int | None = None
     name: str | None = None
+    #: the persisted annotated DataFrame when the dataset is materialized
+    cached: Any = None
 
 
 @dataclass
@@ -147,25 +149,37 @@ class Tracker:
         self._patched: list[tuple[type, str, Any]] = []
         self._reused: set[int] = set()
         self._cached: list[Any] = []
+        self._kept: dict[int, Any] = {}
         #: output expression ids of plans read for attribute maps, by plan identity
         self._ids: dict[int, list[int]] = {}
+        #: which datasets to keep materialized: "auto" (pipeline outputs, inputs of
+        #: contextual operations, outputs of non-deterministic ones), "all" or "none"
+        self.materialize = "auto"
 
     # -- patching ------------------------------------------------------------------
-    def _classes(self) -> tuple[type, type]:
+    def _classes(self) -> list[tuple[type, list[str], Callable[[str, Any], bool] | None]]:
+        """The classes whose methods are wrapped during a block, each with its method names
+        and which calls are *transparent* (the calls they make are the operations)."""
         from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
         from pyspark.sql.group import GroupedData
 
-        return ClassicDataFrame, GroupedData
+        from tensprov_lab.capture import _ml, _sql
+
+        return [
+            (ClassicDataFrame, DATAFRAME_METHODS, lambda name, obj: name in _TRANSPARENT),
+            (GroupedData, GROUPED_METHODS, None),
+            (_sql.session_class(self.spark), ["sql"], None),
+            *_ml.targets(),
+        ]
 
     def patch(self) -> None:
-        df_cls, grouped_cls = self._classes()
-        for cls, names in ((df_cls, DATAFRAME_METHODS), (grouped_cls, GROUPED_METHODS)):
+        for cls, names, transparent in self._classes():
             for name in names:
                 orig = getattr(cls, name, None)
                 if orig is None or not callable(orig):
                     continue
                 self._patched.append((cls, name, cls.__dict__.get(name)))
-                setattr(cls, name, self._wrap(name, orig))
+                setattr(cls, name, self._wrap(name, orig, transparent))
 
     def unpatch(self) -> None:
         while self._patched:
@@ -175,13 +189,22 @@ class Tracker:
             else:
                 setattr(cls, name, had)
 
-    def _wrap(self, name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap(
+        self,
+        name: str,
+        orig: Callable[..., Any],
+        transparent: Callable[[str, Any], bool] | None = None,
+    ) -> Callable[..., Any]:
         tracker = self
 
         @functools.wraps(orig)
         def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
-            if tracker._depth or tracker._active is None or name in _TRANSPARENT:
+            if (
+                tracker._depth
+                or tracker._active is None
+                or (transparent is not None and transparent(name, obj))
+            ):
                 return orig(obj, *args, **kwargs)
             tracker._depth += 1
             try:
@@ -205,6 +228,8 @@ class Tracker:
     def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
         from pyspark.sql import DataFrame
 
+        if self._record_extension(method, obj, args, kwargs, out):
+            return
         if not isinstance(out, DataFrame):
             return
         base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
@@ -297,13 +322,51 @@ class Tracker:
                     self._capture_operation(item, run)
                 else:
                     self._capture_source(item, run)
+            self._materialize(run)
             run.seconds = time.perf_counter() - t0
         finally:
             self._active = None
+            kept = {id(n.cached) for n in self.by_ds.values() if n.cached is not None}
             for df in self._cached:
-                df.unpersist()
-            self._cached, self._reused = [], set()
+                if id(df) not in kept:
+                    df.unpersist()
+            self._cached, self._reused, self._kept = [], set(), {}
         return run
+
+    def _materialize(self, run: RunLog) -> None:
+        """Keep the datasets recomputation needs whole (DESIGN.md §6).  Sources stay where
+        they are; a non-deterministic result is cached now, since running it again would
+        give other records."""
+        if self.materialize == "none":
+            return
+        store = self.store
+        reasons: dict[int, str] = {}
+        for o in run.operations:
+            op = store.operations[o]
+            if op.contextual:
+                for i in op.inputs:
+                    if store.producer(i) is not None:
+                        reasons.setdefault(i, "input of a contextual operation")
+            if op.nondeterministic and not op.opaque:
+                reasons.setdefault(op.output, "not deterministic")
+        for d in run.datasets:
+            if store.producer(d) is None or store.producer(d).opaque:  # type: ignore[union-attr]
+                continue
+            if self.materialize == "all":
+                reasons.setdefault(d, "materialize='all'")
+            elif not store.consumers(d) and not store.datasets[d].hidden:
+                reasons.setdefault(d, "pipeline output")
+        for d, why in reasons.items():
+            node = self.by_ds.get(d)
+            if node is None or node.ann is None or node.cached is not None:
+                continue
+            df = self._kept.pop(node.ident, None)
+            if df is None:
+                df = self.jvm.to_df(node.ann.plan).persist()
+                if why == "not deterministic":
+                    df.count()
+            node.cached = df
+            store.datasets[d].materialized = why
 
     def abort(self) -> None:
         """Undo patching without capturing (used when patching itself failed)."""
@@ -374,6 +437,12 @@ class Tracker:
 
         node, df = self._annotated(ds_id, where)
         assert node.ann is not None and node.ki is not None
+        op = self.store.producer(ds_id)
+        derived = op is not None and not op.opaque and node.cached is None
+        if derived and rows is not None and where is None:
+            from tensprov_lab.capture._replay import replay_records
+
+            return replay_records(self, ds_id, rows)
         names = node.ann.key_names()
         ki = node.ki
         if (
@@ -393,20 +462,26 @@ class Tracker:
         pdf.insert(0, ROW, idx)
         if rows is not None:
             pdf = pdf[np.isin(idx, rows)]
-        return pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
+        pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
+        pdf.attrs["recomputed"] = derived
+        return pdf
 
     # -- capture -------------------------------------------------------------------
     def _schema(self, df: Any) -> tuple[list[str], list[str]]:
         fields = df.schema.fields
         return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
 
-    def _collect_keys(self, plan: Any, names: list[str], keep: bool = False) -> np.ndarray:
+    def _collect_keys(
+        self, plan: Any, names: list[str], keep: bool = False, ident: int | None = None
+    ) -> np.ndarray:
         """Read key columns back; ``keep`` caches the whole annotated result for the
         later captures of this run that start from it."""
         df = self.jvm.to_df(plan)
         if keep:
             df = df.persist()
             self._cached.append(df)
+            if ident is not None:
+                self._kept[ident] = df
         return arrow_keys(df.select(*names).toArrow(), names)
 
     def _capture_source(self, node: Node, run: RunLog) -> None:
@@ -612,7 +687,10 @@ class Tracker:
         if rw.group is not None:
             return self._group_tensors(rw, occ)
         names = [str(a.name()) for a in rw.keys]
-        raw = self._collect_keys(rw.plan, names, keep=out_ident in self._reused)
+        # cached while this capture runs when a later capture reads it again, and kept
+        # afterwards when it must stay materialized (a non-deterministic result)
+        keep = out_ident in self._reused or rw.nondeterministic
+        raw = self._collect_keys(rw.plan, names, keep=keep, ident=out_ident)
         return self._functional(rw, occ, raw)
 
     def _functional(
@@ -758,6 +836,63 @@ class Tracker:
             in_to_out[member] = out_rows
             ki = MappedKeyIndex(node.ki, in_to_out, n_groups, null_row)
         return n_groups, [tensor], ki
+
+    # -- SQL statements and Spark ML stages (capture/_sql.py, capture/_ml.py) ---------
+    def _record_extension(
+        self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any
+    ) -> bool:
+        """Record a wrapped call made on something other than a DataFrame or GroupedData
+        (``spark.sql``, an ML ``transform`` or ``fit``); False leaves it to ``_record``."""
+        from pyspark.sql import DataFrame
+
+        if isinstance(obj, DataFrame) or hasattr(obj, "_df"):
+            return False
+        if method == "sql":
+            from tensprov_lab.capture._sql import record_statement
+
+            record_statement(self, obj, args, kwargs, out)
+            return True
+        from tensprov_lab.capture._ml import record_call
+
+        record_call(self, method, obj, args, kwargs, out)
+        return True
+
+    def add_source(self, node: Node) -> Node:
+        """Register ``node`` (keyed by ``node.ident``) as a source dataset of this run;
+        the node already registered under that identity when there is one."""
+        known = self.nodes.get(node.ident)
+        if known is not None:
+            return known
+        self.nodes[node.ident] = node
+        self.pending.append(node)
+        return node
+
+    def add_pending(self, method: str, inputs: list[Node], out: Node, expression: str) -> Node:
+        """Record ``out = method(*inputs)`` for an output node built by the caller (its
+        ``plan`` is what capture rewrites, ``ident`` what finds it again); the node already
+        registered under that identity when there is one."""
+        known = self.nodes.get(out.ident)
+        if known is not None:
+            return known
+        assert self._active is not None, "operations are recorded inside a tracked block"
+        self.nodes[out.ident] = out
+        self.pending.append(Pending(method, inputs, out, expression, self._active.id))
+        return out
+
+    def quiet(self) -> Any:
+        """A context manager in which wrapped calls are not recorded (for the DataFrames
+        capture builds for itself while the block runs)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def depth() -> Any:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
+        return depth()
 
 
 def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,8 @@ class Dataset:
     hidden: bool = False
     #: short description of where a source comes from (file, createDataFrame, ...)
     origin: str = ""
+    #: why its records are kept whole (in Spark's cache), or "" when recomputed on demand
+    materialized: str = ""
 
     @property
     def label(self) -> str:
@@ -74,6 +76,9 @@ class Operation:
     #: vector slots of output columns made by ML stages: column -> per slot the
     #: (input position, input column, what the slot holds)
     slots: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    #: Spark ML: the fitted model of a ``fit`` (its context: statistics of every input
+    #: record) or the stage of a ``transform``, kept so the operation can be replayed
+    model: Any = None
 
     @property
     def localized(self) -> bool:

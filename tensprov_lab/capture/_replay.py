@@ -1,0 +1,414 @@
+"""Recomputation and what-if: replaying operations on provenance-related records only.
+
+Every captured dataset has an *annotated plan*: the user's plan, rewritten so that hidden
+key columns travel with each record, built on the annotated plans of its inputs (the
+very same JVM objects).  To recompute some records of an intermediate dataset we take
+that plan and swap the annotated plans at its *frontier* -- sources, opaque outputs and
+materialized datasets -- for small ones:
+
+- a source (or an opaque output, which is keyed like a source) becomes ``Filter(key IN
+  (...))`` over itself, keeping just the records the backward lineage names;
+- a materialized dataset (the input of a contextual operation such as a window, or the
+  output of a non-deterministic one) is left whole: Spark serves it from its cache, and
+  the replay stops there, so a window still sees its whole partition.
+
+Only the records the query needs are read and pushed through the user's own
+expressions; the key columns then name each replayed record's canonical row.
+
+What-if (drop or edit input records) replays the same way on the edited frontier and
+compares the old and new records of each downstream dataset.  Dropping records can be
+previewed by replay only through operations that distribute over union (SystemL's
+self-reflection test); an anti-join, a window, an unordered or top-k limit, or an
+operation whose grouping or join condition an edit touches cannot, and is reported as
+such instead of guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tensprov_lab.capture._keys import KeyError_, arrow_keys
+from tensprov_lab.query import backward, cell_lineage, forward
+from tensprov_lab.store import Operation
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tensprov_lab.capture._tracker import Node, Tracker
+
+__all__ = ["WhatIf", "replay_records", "what_if", "frontier", "NotPreviewable"]
+
+JObject = Any
+
+
+class NotPreviewable(ValueError):
+    """The change cannot be previewed by replaying lineage-related records."""
+
+
+def _substitute(tracker: Tracker, plan: JObject, repl: dict[int, JObject]) -> JObject:
+    """``plan`` with the subtrees whose identity is in ``repl`` swapped (no descent
+    below a swapped subtree)."""
+    jvm = tracker.jvm
+    memo: dict[int, JObject] = {}
+
+    def go(node: JObject) -> JObject:
+        ident = jvm.ident(node)
+        if ident in repl:
+            return repl[ident]
+        if ident in memo:
+            return memo[ident]
+        kids = jvm.children(node)
+        new = [go(k) for k in kids]
+        if all(jvm.ident(a) == jvm.ident(b) for a, b in zip(kids, new)):
+            out = node
+        else:
+            out = node.withNewChildren(jvm.seq(new))
+        memo[ident] = out
+        return out
+
+    return go(plan)
+
+
+def _cached(tracker: Tracker, ds_id: int) -> bool:
+    node = tracker.by_ds.get(ds_id)
+    return node is not None and node.cached is not None
+
+
+def frontier(tracker: Tracker, ds_id: int, stop_at_cached: bool = True) -> list[int]:
+    """Datasets where a replay of ``ds_id`` starts: sources, opaque outputs and (with
+    ``stop_at_cached``) materialized datasets upstream of it."""
+    seen: set[int] = set()
+    out: set[int] = set()
+    stack = [ds_id]
+    while stack:
+        d = stack.pop()
+        if d in seen:
+            continue
+        seen.add(d)
+        op = tracker.store.producer(d)
+        if op is None or op.opaque or (stop_at_cached and d != ds_id and _cached(tracker, d)):
+            out.add(d)
+            continue
+        stack.extend(op.inputs)
+    return sorted(out)
+
+
+def _node(tracker: Tracker, ds_id: int) -> Node:
+    node = tracker.by_ds.get(ds_id)
+    if node is None or node.ann is None or node.ki is None:
+        raise ValueError(f"{tracker.store.datasets[ds_id].label} has no readable records")
+    return node
+
+
+def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str, Any]:
+    """(annotated DataFrame of a keyed source restricted to ``rows``, key column, key
+    index)."""
+    from pyspark.sql import functions as F
+
+    node = _node(tracker, ds_id)
+    assert node.ann is not None and node.ki is not None
+    values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
+    df = tracker.jvm.to_df(node.ann.plan)
+    key = node.ann.key_names()[0]
+    return df.where(F.col(key).isin([int(v) for v in values])), key, node.ki
+
+
+def _analyzed(df: Any) -> JObject:
+    return df._jdf.queryExecution().analyzed()
+
+
+def _keyed_filter(tracker: Tracker, ds_id: int, rows: np.ndarray) -> JObject:
+    """The annotated plan of a keyed source restricted to ``rows``."""
+    return _analyzed(_keyed_df(tracker, ds_id, rows)[0])
+
+
+def _read(tracker: Tracker, ds_id: int, plan: JObject) -> tuple[pd.DataFrame, np.ndarray]:
+    """Records of a (replayed) annotated plan of ``ds_id`` and their canonical rows;
+    ``-1`` for a record the capture did not see (it appears only after a what-if)."""
+    node = _node(tracker, ds_id)
+    assert node.ann is not None and node.ki is not None
+    names = node.ann.key_names()
+    table = tracker.jvm.to_df(plan).toArrow()
+    raw = arrow_keys(table, names)
+    try:
+        idx = node.ki.lookup(raw)
+    except KeyError_:
+        idx = np.array([_lookup_one(node, r) for r in raw], dtype=np.int64)
+    n_user = table.num_columns - len(names)
+    return table.select(list(range(n_user))).to_pandas(), idx
+
+
+def _lookup_one(node: Node, raw: np.ndarray) -> int:
+    assert node.ki is not None
+    try:
+        return int(node.ki.lookup(raw.reshape(1, -1))[0])
+    except KeyError_:
+        return -1
+
+
+def _restricted(
+    tracker: Tracker,
+    ds_id: int,
+    rows: np.ndarray,
+    edit: Callable[[int, np.ndarray], JObject] | None = None,
+) -> JObject:
+    """Annotated plan of ``ds_id`` whose frontier holds only what ``rows`` need;
+    ``edit(source, rows)`` builds a source's plan instead of the plain key filter."""
+    node = _node(tracker, ds_id)
+    assert node.ann is not None
+    front = frontier(tracker, ds_id, stop_at_cached=edit is None)
+    if front == [ds_id]:
+        return node.ann.plan
+    back = backward(tracker.store, ds_id, rows, to=front).rows
+    repl: dict[int, JObject] = {}
+    for d in front:
+        fnode = _node(tracker, d)
+        assert fnode.ann is not None
+        ident = tracker.jvm.ident(fnode.ann.plan)
+        keep = back.get(d, np.zeros(0, dtype=np.int64))
+        if edit is not None:
+            repl[ident] = edit(d, keep)
+        elif _cached(tracker, d):
+            # served whole from Spark's cache: a contextual operation needs it all
+            repl[ident] = fnode.ann.plan
+        else:
+            repl[ident] = _keyed_filter(tracker, d, keep)
+    return _substitute(tracker, node.ann.plan, repl)
+
+
+def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
+    """Recompute ``rows`` of ``ds_id`` from their provenance-related records only."""
+    from tensprov_lab._run import ROW
+
+    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    plan = _restricted(tracker, ds_id, rows)
+    pdf, idx = _read(tracker, ds_id, plan)
+    pdf.insert(0, ROW, idx)
+    pdf = pdf[np.isin(idx, rows)]
+    pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
+    pdf.attrs["recomputed"] = True
+    return pdf
+
+
+# ---------------------------------------------------------------------------------------
+# what-if
+
+
+@dataclass
+class WhatIf:
+    """Preview of a change: per downstream dataset label, the records that disappear,
+    change or appear (pandas tables with the canonical row ``_row``; ``-1`` for a
+    record that did not exist)."""
+
+    removed: dict[str, pd.DataFrame] = field(default_factory=dict)
+    changed: dict[str, pd.DataFrame] = field(default_factory=dict)
+    added: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: datasets that cannot be previewed, with the reason
+    not_previewable: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> pd.DataFrame:
+        import pandas as pd
+
+        names = list(
+            dict.fromkeys([*self.removed, *self.changed, *self.added, *self.not_previewable])
+        )
+        return pd.DataFrame(
+            {
+                "dataset": names,
+                "removed": [len(self.removed.get(n, ())) for n in names],
+                "changed": [len(self.changed.get(n, ())) for n in names],
+                "added": [len(self.added.get(n, ())) for n in names],
+                "note": [self.not_previewable.get(n, "") for n in names],
+            }
+        )
+
+    def __repr__(self) -> str:
+        return f"<WhatIf\n{self.summary().to_string(index=False)}>"
+
+    def _repr_html_(self) -> str:
+        return f"<div><p>what-if preview</p>{self.summary().to_html(index=False)}</div>"
+
+
+def _blocker(op: Operation) -> str | None:
+    """Why dropping records cannot be previewed through ``op`` by replay, or None."""
+    if op.opaque:
+        return f"{op.expression} is opaque"
+    if op.nondeterministic:
+        return f"{op.expression} is not deterministic"
+    if op.contextual:
+        return f"{op.expression} is contextual: a change reaches records outside its lineage"
+    text = op.expression.lower()
+    if "anti" in text or op.method in ("subtract", "exceptAll", "intersect", "intersectAll"):
+        return f"{op.expression}: removing a record can make others appear (not distributive)"
+    if op.method in ("limit", "offset"):
+        return f"{op.expression}: a limit lets other records in (not distributive)"
+    return None
+
+
+def _touched_keys(store: Any, edit: dict[int, dict[int, dict[str, Any]]]) -> set[int]:
+    """Operations where an edited value reaches an influencing column (a condition or
+    key): the edit may move records in or out, or between groups."""
+    touched: set[int] = set()
+    for d, rows in edit.items():
+        names = store.datasets[d].columns
+        wanted = {c for r in rows.values() for c in r}
+        unknown = sorted(wanted - set(names))
+        if unknown:
+            raise KeyError(
+                f"{store.datasets[d].label} has no column(s) {unknown}; its columns: "
+                f"{', '.join(names)}"
+            )
+        cols = sorted(names.index(c) for c in wanted)
+        cells = cell_lineage(store, d, list(rows), cols, "forward")
+        for t, by_col in cells.contributing.items():
+            for op in store.consumers(t):
+                for k, i in enumerate(op.inputs):
+                    if i != t:
+                        continue
+                    if op.influencing is None or op.influencing[k][:, sorted(by_col)].any():
+                        touched.add(op.id)
+    return touched
+
+
+def what_if(
+    tracker: Tracker,
+    drop: dict[int, np.ndarray],
+    edit: dict[int, dict[int, dict[str, Any]]],
+    to: list[int] | None = None,
+) -> WhatIf:
+    """Preview dropping and editing records of source datasets (see the module text)."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    from tensprov_lab._run import ROW
+
+    store = tracker.store
+    changed: dict[int, np.ndarray] = {
+        d: np.unique(np.asarray(r, np.int64)) for d, r in drop.items()
+    }
+    for d, by_row in edit.items():
+        changed[d] = np.union1d(changed.get(d, np.zeros(0, np.int64)), np.array(sorted(by_row)))
+    for d in changed:
+        if store.producer(d) is not None:
+            raise ValueError(
+                f"what-if changes records of sources; {store.datasets[d].label} is derived: "
+                "change the source records it comes from (see run.backward)"
+            )
+    reach: dict[int, list[np.ndarray]] = {}
+    for d, picked in changed.items():
+        for t, r in forward(store, d, picked, to=_downstream(store, d)).rows.items():
+            if t != d:
+                reach.setdefault(t, []).append(r)
+    touched = _touched_keys(store, edit)
+    empty = np.zeros(0, np.int64)
+
+    def edited(src: int, keep: np.ndarray) -> JObject:
+        rows = np.union1d(keep, changed.get(src, empty))
+        rows = np.setdiff1d(rows, np.asarray(drop.get(src, empty), np.int64))
+        df, key, ki = _keyed_df(tracker, src, rows)
+        plan = _analyzed(df)
+        if not edit.get(src):
+            return plan
+        # the few records, edited locally, become a small local relation whose columns
+        # take the source's expression ids, so the plans above read them unchanged
+        pdf = df.toPandas()
+        for row, new in edit[src].items():
+            kv = int(ki.values(np.array([row], np.int64))[0])
+            for col, val in new.items():
+                pdf.loc[pdf[key] == kv, col] = val
+        local = tracker.spark.createDataFrame(pdf, schema=df.schema)
+        jvm = tracker.jvm
+        lplan = _analyzed(local)
+        out = [
+            jvm.alias(a, str(o.name()), like=o)
+            for a, o in zip(jvm.output(lplan), jvm.output(plan))
+        ]
+        return jvm.project(out, lplan)
+
+    result = WhatIf()
+    for t in sorted(reach) if to is None else [t for t in to if t in reach]:
+        ds = store.datasets[t]
+        if ds.hidden:
+            continue
+        ops = _ops_between(store, set(changed), t)
+        why = next((w for op in ops if (w := _blocker(op)) is not None), None)
+        keyed = [op for op in ops if op.id in touched]
+        if why is None and keyed and any(op.category in _GROUPING for op in ops):
+            why = (
+                f"the edit changes a condition or key of {keyed[0].expression}, so records "
+                "outside the lineage may join or group with it"
+            )
+        if why is not None:
+            result.not_previewable[ds.label] = why
+            continue
+        old_rows = np.unique(np.concatenate(reach[t]))
+        old = replay_records(tracker, t, old_rows)
+        new, new_idx = _read(tracker, t, _restricted(tracker, t, old_rows, edit=edited))
+        new.insert(0, ROW, new_idx)
+        cols = ds.columns
+        old_by = {int(r): rec for r, rec in zip(old[ROW], old[cols].itertuples(index=False))}
+        known = new[new[ROW] >= 0]
+        changes = []
+        for r, rec in zip(known[ROW], known[cols].itertuples(index=False)):
+            prev = old_by.get(int(r))
+            if prev is None or all(_same(a, b) for a, b in zip(prev, rec)):
+                continue
+            entry: dict[str, Any] = {ROW: int(r)}
+            for c, a, b in zip(cols, prev, rec):
+                entry[c] = b
+                if not _same(a, b):
+                    entry[f"{c} (before)"] = a
+            changes.append(entry)
+        result.removed[ds.label] = old[~old[ROW].isin(known[ROW])].reset_index(drop=True)
+        result.changed[ds.label] = pd.DataFrame(changes, columns=None if changes else [ROW])
+        result.added[ds.label] = new[new[ROW] < 0].reset_index(drop=True)
+    return result
+
+
+_GROUPING = {"join", "aggregate", "dedup"}
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        if a is None or b is None:
+            return a is None and b is None
+        if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+            return True
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return repr(a) == repr(b)
+
+
+def _downstream(store: Any, d: int) -> list[int]:
+    seen, stack = set(), [d]
+    while stack:
+        x = stack.pop()
+        for op in store.consumers(x):
+            if op.output not in seen:
+                seen.add(op.output)
+                stack.append(op.output)
+    return sorted(seen)
+
+
+def _ops_between(store: Any, sources: set[int], target: int) -> list[Operation]:
+    """Operations on some path from ``sources`` to ``target``."""
+    up: set[int] = set()
+    stack = [target]
+    while stack:
+        x = stack.pop()
+        if x in up:
+            continue
+        up.add(x)
+        op = store.producer(x)
+        if op is not None:
+            stack.extend(op.inputs)
+    down: set[int] = set(sources)
+    for s in sources:
+        down |= set(_downstream(store, s))
+    on = up & down
+    ops = [store.producer(x) for x in on if store.producer(x) is not None]
+    return sorted((op for op in ops if any(i in on for i in op.inputs)), key=lambda o: o.id)
