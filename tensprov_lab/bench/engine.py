@@ -31,6 +31,8 @@ class EngineResult:
     forward_ms: tuple[float, float]
     #: seconds spent capturing each operation (sources are the rest of ``capture_s``)
     steps: list[tuple[str, float]] = field(default_factory=list)
+    #: Q1–Q11, recomputation and what-if latencies (``tensprov_lab.bench.queries``)
+    queries: list[Any] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -92,7 +94,12 @@ def _latency(fn: Any, args: list[Any]) -> tuple[float, float]:
 
 
 def run_engine_bench(
-    spark: Any, n_orders: int, folder: str, queries: int = 1000, progress: Any = print
+    spark: Any,
+    n_orders: int,
+    folder: str,
+    queries: int = 1000,
+    progress: Any = print,
+    all_queries: bool = True,
 ) -> EngineResult:
     import tensprov_lab
 
@@ -135,6 +142,23 @@ def run_engine_bench(
         lambda r: run.forward(orders, rows=[r], to=out), rng.integers(0, n_src, queries).tolist()
     )
     del n_out
+    figures = []
+    if all_queries:
+        from tensprov_lab.bench.queries import query_figures
+
+        progress(f"[{n_orders:,} orders] Q1–Q11, recomputation, what-if …")
+
+        def rerun() -> None:
+            b = orders.filter("amount > 20").join(customers, "cust_id")
+            b.withColumn("amount_eur", b.amount * 0.92).write.format("noop").mode(
+                "overwrite"
+            ).save()
+
+        dfs = {"orders": orders, "customers": customers, "big": big, "joined": joined,
+               "priced": priced, "out": out}  # fmt: skip
+        figures = query_figures(
+            run, dfs, rerun, queries=min(queries, 200), progress=lambda m: progress(m)
+        )
     return EngineResult(
         rows=n_orders,
         baseline_s=baseline,
@@ -145,6 +169,7 @@ def run_engine_bench(
         backward_ms=backward,
         forward_ms=forward,
         steps=[(op.method, op.seconds) for op in run.operations],
+        queries=figures,
     )
 
 
@@ -168,6 +193,12 @@ def format_table(results: list[EngineResult]) -> str:
     lines.append(
         "targets: ratio ≤ 0.5 at 5M rows; ≤ 5 bytes per join row; backward/forward p50 ≤ 1 ms"
     )
+    from tensprov_lab.bench.queries import format_queries
+
+    for r in results:
+        if r.queries:
+            lines.append("")
+            lines.append(format_queries(r.rows, r.queries))
     return "\n".join(lines)
 
 
@@ -185,7 +216,21 @@ def _parse_rows(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    suite = argparse.ArgumentParser(add_help=False)
+    suite.add_argument("--suite", choices=["engine", "paper"], default="engine")
+    chosen, rest = suite.parse_known_args(argv)
+    if chosen.suite == "paper":
+        from tensprov_lab.bench.paper import main as paper
+
+        return paper(rest)
     parser = argparse.ArgumentParser(prog="tensprov-lab bench", description=__doc__)
+    parser.add_argument(
+        "--suite",
+        choices=["engine", "paper"],
+        default="engine",
+        help="engine (this benchmark, default) or paper (the TensProv paper's evaluation; "
+        "see --suite paper --help)",
+    )
     parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
     parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")
     parser.add_argument("--data", default=None, help="folder for the synthetic parquet data")

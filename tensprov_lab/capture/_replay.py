@@ -97,6 +97,26 @@ def frontier(tracker: Tracker, ds_id: int, stop_at_cached: bool = True) -> list[
     return sorted(out)
 
 
+def _whole(tracker: Tracker, ds_id: int) -> set[int]:
+    """Datasets upstream of the input of a contextual operation on the way to ``ds_id``:
+    a replay must not cut them down."""
+    store = tracker.store
+    seen: set[tuple[int, bool]] = set()
+    whole: set[int] = set()
+    stack = [(ds_id, False)]
+    while stack:
+        d, under = stack.pop()
+        if (d, under) in seen:
+            continue
+        seen.add((d, under))
+        if under:
+            whole.add(d)
+        op = store.producer(d)
+        if op is not None:
+            stack.extend((i, under or op.contextual) for i in op.inputs)
+    return whole
+
+
 def _node(tracker: Tracker, ds_id: int) -> Node:
     node = tracker.by_ds.get(ds_id)
     if node is None or node.ann is None or node.ki is None:
@@ -164,6 +184,7 @@ def _restricted(
     if front == [ds_id]:
         return node.ann.plan
     back = backward(tracker.store, ds_id, rows, to=front).rows
+    whole = _whole(tracker, ds_id)
     repl: dict[int, JObject] = {}
     for d in front:
         fnode = _node(tracker, d)
@@ -172,8 +193,9 @@ def _restricted(
         keep = back.get(d, np.zeros(0, dtype=np.int64))
         if edit is not None:
             repl[ident] = edit(d, keep)
-        elif _cached(tracker, d):
-            # served whole from Spark's cache: a contextual operation needs it all
+        elif _cached(tracker, d) or d in whole:
+            # a contextual operation needs every record of its input (served from
+            # Spark's cache when the input is materialized)
             repl[ident] = fnode.ann.plan
         else:
             repl[ident] = _keyed_filter(tracker, d, keep)
@@ -282,7 +304,6 @@ def what_if(
 ) -> WhatIf:
     """Preview dropping and editing records of source datasets (see the module text)."""
     import pandas as pd
-    from pyspark.sql import functions as F
 
     from tensprov_lab._run import ROW
 
