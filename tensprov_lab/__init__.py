@@ -21,16 +21,22 @@ __all__ = [
     "parse_size",
     "Run",
     "Lineage",
+    "CellLineage",
+    "WhatIf",
     "load_ipython_extension",
 ]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Run", "Lineage"):
+    if name in ("Run", "Lineage", "CellLineage"):
         from tensprov_lab import _run
 
         return getattr(_run, name)
+    if name == "WhatIf":
+        from tensprov_lab.capture._replay import WhatIf
+
+        return WhatIf
     raise AttributeError(f"module 'tensprov_lab' has no attribute {name!r}")
 
 
