@@ -13,7 +13,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tensprov-lab", description="Fine-grained provenance for PySpark pipelines."
     )
-    parser.add_argument("command", choices=["demo", "bench"], help="what to run")
+    parser.add_argument(
+        "command",
+        choices=["demo", "bench"],
+        help="demo: the quickstart notebook in JupyterLab (demo --terminal: in the terminal); "
+        "bench: capture and query benchmarks. `tensprov-lab COMMAND --help` for options",
+    )
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0

@@ -1,14 +1,24 @@
-"""The README's commands run end to end (each in its own process: its own Spark)."""
+"""The README's commands run end to end (each in its own process: its own Spark), and the
+pieces of ``tensprov-lab demo`` that need no JVM."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+from tensprov_lab import cli, demo
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(*args: str) -> str:
@@ -22,14 +32,145 @@ def _run(*args: str) -> str:
     return proc.stdout
 
 
-def test_demo_finds_the_duplicated_customer() -> None:
-    out = _run("demo")
+# ---------------------------------------------------------------------------------------------
+# demo: no JVM
+
+
+def test_shipped_quickstart_is_the_repository_notebook() -> None:
+    """The package's copy (what `tensprov-lab demo` opens after a plain pip install) must be
+    the notebook the repository documents and tests."""
+    repo = (ROOT / "notebooks" / "quickstart.ipynb").read_bytes()
+    assert demo.quickstart_notebook() == repo, (
+        "tensprov_lab/_demo/quickstart.ipynb differs from notebooks/quickstart.ipynb: "
+        "cp notebooks/quickstart.ipynb tensprov_lab/_demo/"
+    )
+    assert json.loads(repo)["cells"]  # a real notebook, not an empty placeholder
+
+
+def test_lab_command_runs_this_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir = Path("/somewhere/demo")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    cmd = demo.lab_command(workdir, port=None, open_browser=True)
+    assert cmd[:3] == [sys.executable, "-m", "jupyterlab"]
+    assert f"--ServerApp.root_dir={workdir}" in cmd and "quickstart.ipynb" in cmd
+    assert not {"--no-browser", "--allow-root"} & set(cmd)
+    assert not any(a.startswith("--port") for a in cmd)
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    cmd = demo.lab_command(workdir, port=9123, open_browser=False)
+    assert {"--no-browser", "--port=9123", "--allow-root"} <= set(cmd)
+
+
+def test_workdir_keeps_the_users_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nb = demo.prepare_workdir(tmp_path)
+    assert nb == tmp_path / "quickstart.ipynb" and nb.read_bytes() == demo.quickstart_notebook()
+    spec = json.loads((tmp_path / ".jupyter/kernels/python3/kernel.json").read_text())
+    assert spec["argv"][:3] == [sys.executable, "-m", "ipykernel_launcher"]
+
+    nb.write_text(nb.read_text().replace("five minutes", "ten minutes"))  # the user's edits
+    demo.prepare_workdir(tmp_path)
+    assert "ten minutes" in nb.read_text()
+    assert "existing copy" in capsys.readouterr().out
+
+
+def test_demo_without_jupyterlab_says_how_and_falls_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[str] = []
+
+    def terminal() -> int:
+        ran.append("terminal")
+        return 0
+
+    monkeypatch.setattr(demo, "missing_lab_modules", lambda: ["jupyterlab"])
+    monkeypatch.setattr(demo, "terminal_demo", terminal)
+    monkeypatch.setattr(demo, "lab_demo", lambda *a, **k: pytest.fail("started JupyterLab"))
+    assert cli.main(["demo"]) == 0
+    assert ran == ["terminal"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'pip install "tensprov-lab[notebook]"' in err[0], err
+
+
+# ---------------------------------------------------------------------------------------------
+# demo and bench end to end
+
+
+@pytest.mark.spark
+def test_terminal_demo_finds_the_duplicated_customer() -> None:
+    out = _run("demo", "--terminal")
     assert "tensprov-lab run retail" in out
     # the 'west' total comes from order 5 through the duplicated customer 13
     assert re.search(r"-- orders\n.*\n\s*4\s+5\s+13\s+310\.0", out), out
     assert "forward lineage of order 5 reaches out rows [" in out
 
 
+@pytest.mark.spark  # checks Java before starting JupyterLab (the server itself needs no JVM)
+def test_demo_serves_the_quickstart_in_jupyterlab(tmp_path: Path) -> None:
+    if demo.missing_lab_modules():
+        pytest.fail(f"the notebook extra is missing: {demo.LAB_FIX}", pytrace=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    token = "tensprov-demo-test"
+    workdir = tmp_path / "demo"
+    env = {
+        **os.environ,
+        "JUPYTER_TOKEN": token,  # jupyter_server reads it: the test can call the API
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+    }
+    cmd = [sys.executable, "-m", "tensprov_lab.cli", "demo", "--no-browser", "--port", str(port)]
+    log_path = tmp_path / "demo.log"
+    with open(log_path, "wb") as log:
+        # a session of its own: the demo and the JupyterLab it starts end together below
+        proc = subprocess.Popen(
+            [*cmd, "--dir", str(workdir)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+
+            def get(path: str) -> dict:
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"token {token}"}
+                )
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    return json.loads(r.read())
+
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.poll() is None, f"demo exited: {log_path.read_text()[-3000:]}"
+                try:
+                    model = get("/api/contents/quickstart.ipynb")
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"no answer in 120 s: {log_path.read_text()[-3000:]}")
+                    time.sleep(0.5)
+            shipped = json.loads(demo.quickstart_notebook())["cells"]
+            served = model["content"]["cells"]
+            assert model["type"] == "notebook"
+            # the API joins each cell's source lines into one string
+            assert [(c["cell_type"], c["source"]) for c in served] == [
+                (c["cell_type"], "".join(c["source"])) for c in shipped
+            ]
+            assert (workdir / "quickstart.ipynb").read_bytes() == demo.quickstart_notebook()
+            # the notebook's python3 kernel is this interpreter (it can import tensprov_lab)
+            spec = get("/api/kernelspecs")["kernelspecs"]["python3"]["spec"]
+            assert spec["argv"][0] == sys.executable, spec
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+    assert "opening" in log_path.read_text()
+
+
+@pytest.mark.spark
 def test_bench_smoke_prints_every_figure() -> None:
     out = _run("bench", "--rows", "20k", "--queries", "50")
     row = next(line for line in out.splitlines() if line.strip().startswith("20,000"))
