@@ -366,6 +366,85 @@ class Run:
         """Whole-dataset mapping, ``dst`` rows x ``src`` rows, composed along every path."""
         return mapping(self.store, self._ds_id(src), self._ds_id(dst))
 
+    def slot_lineage(
+        self, df: Any, column: str, slot: int | None = None, row: int | None = None
+    ) -> pd.DataFrame:
+        """Where a vector slot made by Spark ML stages comes from: the raw input column.
+
+        The slots recorded by each ML ``transform`` are followed back (VectorAssembler slot
+        → its input column, one-hot slot → the category value, scaler slot → the same slot
+        of its input, StringIndexer index → the string column ...), and plain columns
+        through operations that pass them on, down to a column no ML stage made.
+
+        Parameters
+        ----------
+        df : DataFrame, str or Dataset
+        column : a column of ``df`` made by an ML stage (or passed on from one)
+        slot : the slot of a vector column (``None`` for a scalar column)
+        row : a row of ``df``: return the raw input *cells* behind that row's slot
+
+        Returns
+        -------
+        pandas.DataFrame
+            Without ``row``: one line per step (``dataset``, ``column``, ``slot``, the
+            ``operation`` that made it from the next line and the ``detail`` of what the
+            slot holds), from ``df`` back to the raw input column (the last line).
+            With ``row``: the raw input cells (``dataset``, ``row``, ``column``,
+            ``detail``, ``value``), found by backward cell lineage of ``row``.
+
+        Examples
+        --------
+        >>> run.slot_lineage(out, "features", slot=1)  # doctest: +SKIP
+        >>> run.slot_lineage(out, "features", slot=1, row=0)  # doctest: +SKIP
+              dataset  row column                                   detail value
+        0          df    0    cat  ... cat_idx = 1 ('b') ← ... index of the cat value ...     b
+        """
+        import pandas as pd
+
+        from tensprov_lab.capture._ml import follow_slot
+
+        ds_id = self._ds_id(df)
+        self._columns(ds_id, column)  # a clear error for an unknown column
+        hops = follow_slot(self.store, ds_id, column, slot)
+        label = self.store.datasets
+        if row is None:
+            return pd.DataFrame(
+                {
+                    "dataset": [label[h.dataset].label for h in hops],
+                    "column": [h.column for h in hops],
+                    "slot": pd.array([h.slot for h in hops], dtype="Int64"),
+                    "operation": [h.operation for h in hops],
+                    "detail": [h.detail for h in hops],
+                }
+            )
+        raw = hops[-1]
+        detail = " ← ".join(h.detail for h in hops if h.detail)
+        rows: np.ndarray = np.zeros(0, dtype=np.int64)
+        if raw.dataset == ds_id:
+            rows = self._select(ds_id, [row], None)[1]
+        else:
+            cells = self.backward(df, rows=[row], columns=[column], to=raw.dataset)
+            if raw.dataset in set(cells.result.contributing):
+                rows = cells[raw.dataset]["contributing"].get(raw.column, rows)
+            if not len(rows):  # not a value flow: the records behind it
+                found = self.backward(df, rows=[row], to=raw.dataset).result.rows
+                rows = found.get(raw.dataset, rows)
+        rows = np.asarray(rows, dtype=np.int64)
+        try:
+            table = self._tracker.records(raw.dataset, rows, None)
+            values = dict(zip(table[ROW], table[raw.column]))
+        except Exception:  # the values are a convenience: lineage stands without them
+            values = {}
+        return pd.DataFrame(
+            {
+                "dataset": label[raw.dataset].label,
+                "row": rows,
+                "column": raw.column,
+                "detail": detail,
+                "value": [values.get(int(r)) for r in rows],
+            }
+        )
+
 
 class Lineage:
     """Rows reached by a lineage query, per dataset (sorted int64 arrays)."""

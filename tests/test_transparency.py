@@ -216,11 +216,13 @@ def test_tracked_result_equals_untracked(
 
 
 def _classes() -> list[type]:
+    from pyspark.ml.base import Estimator, Transformer
+    from pyspark.sql import SparkSession
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
     from pyspark.sql.dataframe import DataFrame
     from pyspark.sql.group import GroupedData
 
-    return [ClassicDataFrame, GroupedData, DataFrame]
+    return [ClassicDataFrame, GroupedData, DataFrame, SparkSession, Transformer, Estimator]
 
 
 def _snapshot() -> dict[type, dict[str, Any]]:

@@ -173,13 +173,17 @@ class Tracker:
         ]
 
     def patch(self) -> None:
-        for cls, names, transparent in self._classes():
-            for name in names:
-                orig = getattr(cls, name, None)
-                if orig is None or not callable(orig):
-                    continue
-                self._patched.append((cls, name, cls.__dict__.get(name)))
-                setattr(cls, name, self._wrap(name, orig, transparent))
+        try:
+            for cls, names, transparent in self._classes():
+                for name in names:
+                    orig = getattr(cls, name, None)
+                    if orig is None or not callable(orig):
+                        continue
+                    self._patched.append((cls, name, cls.__dict__.get(name)))
+                    setattr(cls, name, self._wrap(name, orig, transparent))
+        except BaseException:
+            self.abort()  # leave nothing half patched, and no block running
+            raise
 
     def unpatch(self) -> None:
         while self._patched:
@@ -343,7 +347,8 @@ class Tracker:
         reasons: dict[int, str] = {}
         for o in run.operations:
             op = store.operations[o]
-            if op.contextual:
+            # an ML fit's context is the fitted model, which the operation keeps
+            if op.contextual and op.model is None:
                 for i in op.inputs:
                     if store.producer(i) is not None:
                         reasons.setdefault(i, "input of a contextual operation")
@@ -838,9 +843,7 @@ class Tracker:
         return n_groups, [tensor], ki
 
     # -- SQL statements and Spark ML stages (capture/_sql.py, capture/_ml.py) ---------
-    def _record_extension(
-        self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any
-    ) -> bool:
+    def _record_extension(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> bool:
         """Record a wrapped call made on something other than a DataFrame or GroupedData
         (``spark.sql``, an ML ``transform`` or ``fit``); False leaves it to ``_record``."""
         from pyspark.sql import DataFrame

@@ -1,0 +1,404 @@
+"""SQL statements: ``spark.sql(...)`` inside a tracked block, one operation per plan step.
+
+A statement's analyzed plan reaches the DataFrames it reads through temp views: a view
+made with ``df.createOrReplaceTempView("v")`` resolves to ``SubqueryAlias v`` over
+``View`` over ``df``'s own plan (the very JVM object), so the DataFrames capture already
+knows are found below the statement by identity, like :meth:`Tracker.register` finds
+them below a DataFrame made by an untracked call.
+
+The record-level rewrite traces one grouping (aggregate, distinct) per operation and
+expects nothing but projections around it, so a statement such as::
+
+    SELECT region, sum(x) FROM a JOIN b USING (k) WHERE x > 5 GROUP BY region
+
+is *decomposed*: every main plan node (join, filter, aggregate, union, distinct, sort,
+limit, window, generate ...) becomes one recorded operation named ``sql:<Node>``, with the
+projections right above it and the aliases, views and hints right below it.  Each
+intermediate result is a dataset of the graph (a DataFrame built from the sub-plan, whose
+plan is that very sub-plan object, so the rewrite finds it by identity), and the last
+operation's output is the DataFrame ``spark.sql`` returned.  Record lineage is then the
+same as the equivalent DataFrame-API pipeline's, and column lineage comes from the plan
+as always.
+
+What the rewrite cannot trace becomes an opaque operation with a warning, as for the
+DataFrame API.  A plan node with a subquery *expression* (``x > (SELECT avg(x) ...)``,
+``IN (SELECT ...)``, ``EXISTS``) reads records outside its children: the subquery's
+relations become extra inputs of that operation, which the rewrite cannot find in its
+children, so the operation is opaque -- never a silently localized mask.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from tensprov_lab.capture._annotate import TRIVIAL
+from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._tracker import Node, Tracker
+
+__all__ = ["FinishingNode", "readable", "record_plan", "record_statement", "session_class"]
+
+JObject = Any
+
+#: nodes merged into the operation of the main node right below them
+_ABOVE = TRIVIAL | {"Project"}
+#: a main node takes these children along when they come right below it: the two halves
+#: of ``LIMIT``, and the expansion (plus its projection) of ``ROLLUP`` / ``CUBE``
+_MERGE = {"GlobalLimit": ["LocalLimit"], "Aggregate": ["Expand", "Project"]}
+#: roots that are not queries: nothing to record
+_COMMANDS = {"CommandResult"}
+_EXPR_ID = re.compile(r"#\d+L?(?![\w])")
+
+
+def session_class(spark: Any) -> type:
+    """The class whose ``sql`` method serves ``spark.sql`` (the classic SparkSession).
+
+    >>> session_class(spark).__name__  # doctest: +SKIP
+    'SparkSession'
+    """
+    for cls in type(spark).__mro__:
+        if "sql" in vars(cls):
+            return cls
+    return type(spark)
+
+
+class FinishingNode(Node):
+    """A node whose capture is completed by ``finish(node)``.
+
+    The tracker's capture assigns ``ds_id`` as its last step, after the dataset and its
+    producing operation are in the store; ``finish`` then adds what only the caller knows
+    (ML slots and model, the category of an ML stage, the user's plan of a statement
+    captured from an inlined copy).  It runs once; its errors become warnings.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        finish: Callable[[Node], None] | None = None,
+        tracker: Tracker | None = None,
+        method: str | None = None,
+        suffix: str = "",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._finish = finish
+        self._tracker = tracker
+        #: name of the operation making it (default: from its plan) and text appended to
+        #: that operation's expression
+        self.method = method
+        self.suffix = suffix
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "ds_id" or value is None:
+            return
+        finish = self.__dict__.get("_finish")
+        if finish is None:
+            return
+        object.__setattr__(self, "_finish", None)
+        try:
+            finish(self)
+        except Exception as exc:  # extra detail must never lose the operation
+            tracker = self.__dict__.get("_tracker")
+            if tracker is not None:
+                tracker._note(
+                    f"could not complete the capture of {self.name or 'a dataset'}: {exc}"
+                )
+
+
+def readable(node: JObject) -> str:
+    """One line for a plan node, without expression ids.
+
+    >>> readable(plan)  # doctest: +SKIP
+    'Aggregate [region], [region, sum(x) AS t]'
+    """
+    return _EXPR_ID.sub("", str(node.simpleString(200)))
+
+
+def _inline_ctes(jvm: Jvm, plan: JObject) -> JObject:
+    """``plan`` with every ``WITH`` relation inlined where it is referenced (Catalyst's
+    own ``InlineCTE`` rule, always inlining); each reference gets its own copy."""
+    opt = jvm.jvm.org.apache.spark.sql.catalyst.optimizer
+    cls = jvm.jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.optimizer.InlineCTE")
+    ctor = cls.getConstructors()[0]
+    n = int(ctor.getParameterCount())
+    companion = getattr(getattr(opt, "InlineCTE$"), "MODULE$")
+    args = jvm.gateway.new_array(jvm.jvm.java.lang.Object, n)
+    for i in range(n):  # the constructor's defaults, but alwaysInline = true
+        args[i] = getattr(companion, f"apply$default${i + 1}")()
+    args[0] = True
+    return ctor.newInstance(args).apply(plan)
+
+
+def _has_cte(jvm: Jvm, plan: JObject) -> bool:
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if jvm.cls(node) in ("WithCTE", "CTERelationRef"):
+            return True
+        stack.extend(jvm.children(node))
+    return False
+
+
+class _Decomposer:
+    """Splits one statement's plan into recorded operations (see the module docstring)."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+        self.jvm = tracker.jvm
+        #: boundary found for a subtree (by identity); None: not a boundary
+        self.bounds: dict[int, Node | None] = {}
+        #: boundaries met so far with the subtree they were found at (re-instanced copies
+        #: of a relation used twice are matched against these)
+        self.seen: list[tuple[Node, JObject]] = []
+        self._utils = self.jvm.jvm.org.apache.spark.sql.catalyst.expressions.SubExprUtils
+
+    # -- boundaries: known datasets and sources ---------------------------------------
+    def boundary(self, plan: JObject, parent: JObject | None) -> Node | None:
+        """The dataset ``plan`` already is: a known one, or a new source (a leaf, or the
+        plan under a temp view with nothing known below it)."""
+        jvm = self.jvm
+        ident = jvm.ident(plan)
+        if ident in self.bounds:
+            return self.bounds[ident]
+        node = self.tracker.nodes.get(ident)
+        if node is None:
+            leaf = not jvm.children(plan)
+            view = parent is not None and jvm.cls(parent) == "View" and self._plain(plan)
+            if leaf or view:
+                node = self._reinstanced(plan) or self._source(plan)
+        self.bounds[ident] = node
+        if node is not None:
+            self.seen.append((node, plan))
+        return node
+
+    def _plain(self, plan: JObject) -> bool:
+        """Nothing known and no other view below: a DataFrame the user made outside
+        tracking, which becomes a source as it would when passed to a DataFrame method."""
+        stack = [plan]
+        while stack:
+            node = stack.pop()
+            if self.jvm.ident(node) in self.tracker.nodes or self.jvm.cls(node) == "View":
+                return False
+            stack.extend(self.jvm.children(node))
+        return True
+
+    def _reinstanced(self, plan: JObject) -> Node | None:
+        """A relation read twice (self-join, a CTE used twice) is re-instanced by the
+        analyzer: same result, new expression ids.  It is the same dataset."""
+        jvm = self.jvm
+        cls, ids = jvm.cls(plan), jvm.expr_ids(plan)
+        for node, other in self.seen:
+            if jvm.cls(other) != cls:
+                continue
+            other_ids = jvm.expr_ids(other)
+            if len(other_ids) == len(ids) and other_ids != ids and plan.sameResult(other):
+                return node
+        return None
+
+    def _source(self, plan: JObject) -> Node:
+        node = Node(df=self.jvm.to_df(plan), plan=plan, ident=self.jvm.ident(plan))
+        return self.tracker.add_source(node)
+
+    # -- operations ---------------------------------------------------------------------
+    def dataset(
+        self, plan: JObject, parent: JObject | None = None, out: Node | None = None
+    ) -> Node:
+        """The dataset node of ``plan``, recording the operations that make it.
+
+        ``out`` is the prepared node of the statement's result (the user's DataFrame).
+        """
+        if out is None:
+            found = self.boundary(plan, parent)
+            if found is not None:
+                return found
+        members, below = self.segment(plan)
+        inputs: list[Node] = []
+        for kid, kid_parent in below:
+            node = self.dataset(kid, kid_parent)
+            if all(node is not n for n in inputs):
+                inputs.append(node)
+        inputs += self.subquery_inputs(members, inputs)
+        method, expression = self.describe(members)
+        if out is None:
+            out = Node(df=self.jvm.to_df(plan), plan=plan, ident=self.jvm.ident(plan))
+        elif isinstance(out, FinishingNode):
+            method = out.method or method
+            expression += out.suffix
+        node = self.tracker.add_pending(method, inputs, out, expression)
+        self.bounds[self.jvm.ident(plan)] = node
+        return node
+
+    def segment(self, top: JObject) -> tuple[list[JObject], list[tuple[JObject, JObject]]]:
+        """The plan nodes of the operation whose output is ``top``, and the subtrees right
+        below them (each with its parent), top first."""
+        jvm = self.jvm
+        members: list[JObject] = []
+        node = top
+        # projections, aliases, views and hints above the main node
+        while True:
+            members.append(node)
+            kids = jvm.children(node)
+            if jvm.cls(node) not in _ABOVE or len(kids) != 1:
+                break
+            if self.boundary(kids[0], node) is not None:
+                break
+            node = kids[0]
+        for want in _MERGE.get(jvm.cls(node), []):
+            kids = jvm.children(node)
+            if len(kids) != 1 or jvm.cls(kids[0]) != want:
+                break
+            if self.boundary(kids[0], node) is not None:
+                break
+            node = kids[0]
+            members.append(node)
+        # aliases, views and hints right below it
+        below: list[tuple[JObject, JObject]] = []
+        for kid in jvm.children(node):
+            parent = node
+            while jvm.cls(kid) in TRIVIAL and self.boundary(kid, parent) is None:
+                grand = jvm.children(kid)
+                if len(grand) != 1:
+                    break
+                members.append(kid)
+                parent, kid = kid, grand[0]
+            below.append((kid, parent))
+        return members, below
+
+    def describe(self, members: list[JObject]) -> tuple[str, str]:
+        """``sql:<main node>`` and the readable main nodes, in data-flow order."""
+        main = [m for m in members if self.jvm.cls(m) not in _ABOVE]
+        shown = main or [m for m in members if self.jvm.cls(m) == "Project"][-1:] or members[:1]
+        flow = [m for m in members if self.jvm.cls(m) not in TRIVIAL] or shown
+        key = shown[0] if main else shown[-1]
+        return f"sql:{self.jvm.cls(key)}", " → ".join(readable(m) for m in reversed(flow))
+
+    # -- subquery expressions -------------------------------------------------------------
+    def subquery_inputs(self, members: list[JObject], inputs: list[Node]) -> list[Node]:
+        """Datasets read by subquery expressions of the operation's nodes."""
+        extra: list[Node] = []
+        for m in members:
+            for sub in self.jvm.lst(m.subqueries()):
+                for part in self._uncorrelated(sub):
+                    node = self.dataset(part)
+                    if any(node is n for n in [*inputs, *extra]):
+                        node = self._copy(node)
+                    extra.append(node)
+        return extra
+
+    def _uncorrelated(self, plan: JObject) -> list[JObject]:
+        """The largest subtrees of a subquery that do not refer to the outer query."""
+        if not self._correlated(plan):
+            return [plan]
+        return [p for kid in self.jvm.children(plan) for p in self._uncorrelated(kid)]
+
+    def _correlated(self, plan: JObject) -> bool:
+        stack = [plan]
+        while stack:
+            node = stack.pop()
+            if any(bool(self._utils.containsOuter(e)) for e in self.jvm.lst(node.expressions())):
+                return True
+            stack.extend(self.jvm.children(node))
+        return False
+
+    def _copy(self, node: Node) -> Node:
+        """A dataset of its own for a relation a subquery reads that the operation also
+        reads directly, so that the operation stays opaque rather than traced from its
+        direct input alone."""
+        plan = self.jvm.project(self.jvm.output(node.plan), node.plan)
+        out = Node(df=self.jvm.to_df(plan), plan=plan, ident=self.jvm.ident(plan))
+        return self.tracker.add_pending(
+            "sql:subquery", [node], out, "the relation a subquery expression reads"
+        )
+
+
+def record_plan(
+    tracker: Tracker,
+    out: Any,
+    *,
+    method: str | None = None,
+    suffix: str = "",
+    finish: Callable[[Node], None] | None = None,
+    inputs: list[Any] | None = None,
+) -> Node | None:
+    """Record the operations that make the DataFrame ``out`` from its plan.
+
+    Parameters
+    ----------
+    tracker : Tracker
+    out : DataFrame
+        The result of a SQL statement (or of a stage that runs one, e.g. SQLTransformer).
+    method : str, optional
+        Name of the last operation (default ``sql:<its main node>``).
+    suffix : str
+        Appended to the last operation's expression (e.g. the statement).
+    finish : callable, optional
+        Run with the result's node once it is captured (see :class:`FinishingNode`).
+    inputs : list of DataFrame, optional
+        DataFrames the statement reads through views of its own (registered first, so
+        that they are found below it).
+
+    Returns
+    -------
+    Node or None
+        The result's node; None for a statement that is not a query (a command) or reads
+        nothing (a leaf).
+
+    Examples
+    --------
+    >>> node = record_plan(tracker, spark.sql("SELECT * FROM v WHERE x > 5"))  # doctest: +SKIP
+    >>> tracker.pending[-1].method  # doctest: +SKIP
+    'sql:Filter'
+    """
+    jvm = tracker.jvm
+    for df in inputs or []:
+        tracker.register(df)
+    plan = jvm.plan(out)
+    ident = jvm.ident(plan)
+    if ident in tracker.nodes:
+        return tracker.nodes[ident]
+    command = jvm.jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
+    if jvm.cls(plan) in _COMMANDS or bool(command.isInstance(plan)) or not jvm.children(plan):
+        return None
+    user_plan = plan
+    if _has_cte(jvm, plan):
+        # the rewrite knows no CTE nodes: capture an inlined copy, then give the node the
+        # user's plan back, which later DataFrame calls on the result contain
+        plan = _inline_ctes(jvm, plan)
+
+        def restore(node: Node, inner: Callable[[Node], None] | None = finish) -> None:
+            node.plan = user_plan
+            if inner is not None:
+                inner(node)
+
+        finish = restore
+    node = FinishingNode(
+        df=out, plan=plan, ident=ident, finish=finish, tracker=tracker, method=method,
+        suffix=suffix,
+    )  # fmt: skip
+    return _Decomposer(tracker).dataset(plan, out=node)
+
+
+def record_statement(tracker: Tracker, session: Any, args: tuple, kwargs: dict, out: Any) -> None:
+    """Record ``out = spark.sql(statement, ...)`` (called by the wrapped ``sql``)."""
+    from pyspark.sql import DataFrame
+
+    if not isinstance(out, DataFrame):
+        return
+    if session is not tracker.spark and not session._jsparkSession.equals(
+        tracker.spark._jsparkSession
+    ):
+        return  # another session: not this tracker's
+    statement = args[0] if args else kwargs.get("sqlQuery", "")
+    text = " ".join(str(statement).split())
+    text = text if len(text) <= 120 else text[:117] + "..."
+    try:
+        record_plan(tracker, out, suffix=f"  [spark.sql: {text}]")
+    except Exception as exc:
+        # whatever went wrong, the statement still gets one (maybe opaque) operation
+        tracker._note(f"spark.sql({text!r}) was not decomposed: {exc}")
+        plan = tracker.jvm.plan(out)
+        known = [n.df for n in tracker._known_below(plan)]
+        if known and tracker.jvm.ident(plan) not in tracker.nodes:
+            tracker.record_operation("sql", known, out, (text,))
