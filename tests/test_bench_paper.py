@@ -1,0 +1,57 @@
+"""``tensprov-lab bench --suite paper`` end to end at smoke size."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tensprov_lab.bench import engine, paper
+
+
+def test_formatting_without_spark() -> None:
+    pipes = [
+        paper.PipelineResult(
+            "census", "dataframe", rows_in=10, rows_out=10, materialize_s=1.0, capture_s=2.0,
+            engine_bytes=2**20, baseline_s=8.0, baseline_bytes=2**30, agrees=True,
+        )
+    ]  # fmt: skip
+    text = paper.format_pipelines(pipes)
+    assert "4012.38" in text and "16.18" in text  # the paper's figures beside ours
+    assert pipes[0].overhead == 2.0 and pipes[0].speedup == 4.0
+    join = paper.format_join([paper.JoinResult(3, join_rows=10, join_bytes=20)])
+    assert "3.02" in join and "1.02 GB" in join
+    assert paper._jsonable({"a": (1.0, float("nan"))}) == {"a": [1.0, None]}
+
+
+@pytest.mark.spark
+def test_smoke_run_writes_every_result(spark, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "paper.json"
+    # through the engine bench's --suite switch, as the command line does; COMPAS only,
+    # to stay quick: the other pipelines are checked in test_baseline.py
+    argv = ["--suite", "paper", "--smoke", "--pipelines", "compas", "--json", str(out)]
+    assert engine.main(argv) == 0
+    printed = capsys.readouterr().out
+    for title in ("Table IX", "Table X", "Table XI", "Fig. 4"):
+        assert title in printed
+    report = json.loads(out.read_text())
+    assert set(report) >= {"pipelines", "join", "queries", "paper", "machine", "seconds"}
+    assert [(p["pipeline"], p["variant"]) for p in report["pipelines"]] == [
+        ("compas", "dataframe"),
+        ("compas", "ml"),
+    ]
+    for p in report["pipelines"]:
+        assert p["error"] is None, p
+        assert p["rows_out"] > 0 and p["operations"] > 0
+        assert p["materialize_s"] > 0 and p["capture_s"] > 0
+        assert p["baseline_s"] > 0 and p["baseline_bytes"] > 0
+        assert p["agrees"] is True, p  # the baseline's lineage equals ours
+    (j,) = report["join"]
+    assert j["sf"] == 0.05 and j["join_rows"] == j["accounts"] > 0
+    assert j["join_bytes"] > 0 and j["capture_s"] > 0 and min(j["why_ms"]) > 0
+    assert j["baseline_bytes"] > j["join_bytes"] and j["agrees"] is True
+    timed = {q["query"]: q for q in report["queries"] if q["p50_ms"] is not None}
+    assert {"Q1", "Q2"} <= set(timed)
+    assert all(q["p50_ms"] > 0 and q["p99_ms"] >= q["p50_ms"] for q in timed.values())
+    # the session belongs to the tests: the suite must leave it running
+    assert spark.range(3).count() == 3
