@@ -3,17 +3,25 @@
 ``test_quickstart_in_the_browser`` opens ``notebooks/quickstart.ipynb`` in JupyterLab, runs
 all cells from the *Run* menu, then clicks the way a user would in the ``run.explore()``
 widget: an operation (the join) on the cytoscape canvas, a dataset (totals), a record (the
-``east`` total), and checks what the details panel, the records table, the lineage list and
-the highlighted nodes show. A screenshot is saved (its path is printed).
+``east`` total's row number), a cell (the ``east`` revenue value), and ticks a source record
+for a what-if preview; it checks what the details panel, the records tables, the lineage
+list, the what-if panel and the highlighted nodes show. A screenshot is saved (its path is
+printed), and the click -> highlight time of the cell click.
+
+``test_quickstart_in_notebook7`` runs the same quickstart in Notebook 7 (the ``notebook``
+package, same widget, different application shell): an operation click must fill the
+details panel with its expression, a record click must light up its lineage.
 
 ``test_click_to_highlight_latency`` is a benchmark, not a timing assertion: on a tracked
-chain of 100 operations (``tests/_browser_pipeline.ipynb``) it clicks records and prints
-the p50 of the click → highlight time the page measures itself (``data-highlight-ms``, set
-by ``js/src/explorer.js`` on the first graph render after the lineage arrives).
+chain of 100 operations (``tests/_browser_pipeline.ipynb``) it clicks records (row numbers)
+and cells (values) and prints the p50 of the click → highlight time the page measures
+itself (``data-highlight-ms``, set by ``js/src/explorer.js`` on the first graph render
+after the lineage arrives).
 
 Prerequisites (missing ones FAIL, they do not skip): ``playwright`` (the Python package;
-its own browser download is never used), JupyterLab + anywidget in this interpreter, and
-Debian's ``chromium`` at ``/usr/bin/chromium`` (or ``$TENSPROV_CHROMIUM``).
+its own browser download is never used), JupyterLab, Notebook 7 and anywidget in this
+interpreter (``pip install -e ".[browser]"``), and Debian's ``chromium`` at
+``/usr/bin/chromium`` (or ``$TENSPROV_CHROMIUM``).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +56,7 @@ RUN_ALL_TIMEOUT_S = 600
 
 #: what installs the prerequisites (.ci/run)
 INSTALL_HINT = (
-    "apt-get install -y chromium  &&  .venv/bin/pip install playwright jupyterlab "
+    'apt-get install -y chromium  &&  .venv/bin/pip install -e ".[test,browser]" '
     "(never `playwright install`: the system chromium is used)"
 )
 
@@ -56,13 +65,13 @@ INSTALL_HINT = (
 # prerequisites: fail loudly
 
 
-def _require_prerequisites() -> None:
+def _require_prerequisites(*apps: str) -> None:
     problems = []
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError as exc:
         problems.append(f"python package playwright cannot be imported ({exc})")
-    for mod in ("jupyterlab", "anywidget", "ipykernel", "jupyterlab_widgets"):
+    for mod in (*apps, "anywidget", "ipykernel", "jupyterlab_widgets"):
         try:
             __import__(mod)
         except ImportError as exc:
@@ -79,7 +88,7 @@ def _require_prerequisites() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# JupyterLab server
+# Jupyter servers: JupyterLab and Notebook 7
 
 
 def _free_port() -> int:
@@ -105,12 +114,11 @@ def _write_settings(settings: Path) -> None:
         path.write_text(json.dumps(values))
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A JupyterLab server on a free localhost port, serving copies of the notebooks (so
-    that running them in the browser never touches the committed files)."""
-    _require_prerequisites()
-    tmp = tmp_path_factory.mktemp("lab")
+@contextmanager
+def _server(app: str, tmp: Path) -> Iterator[dict[str, Any]]:
+    """A Jupyter server (``app``: ``lab`` for JupyterLab, ``notebook`` for Notebook 7) on a
+    free localhost port, serving copies of the notebooks (so that running them in the browser
+    never touches the committed files)."""
     root = tmp / "notebooks"
     root.mkdir()
     shutil.copy(QUICKSTART, root / QUICKSTART.name)
@@ -129,7 +137,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             }
         )
     )
-    settings = tmp / "lab-settings"
+    settings = tmp / "lab-settings"  # Notebook 7 reads the same JupyterLab settings
     _write_settings(settings)
     env = {
         **os.environ,
@@ -143,22 +151,24 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "TENSPROV_DRIVER_MEMORY": os.environ.get("TENSPROV_DRIVER_MEMORY", "1g"),
     }
     port = _free_port()
+    name = {"lab": "JupyterLab", "notebook": "Notebook 7"}[app]
     cmd = [
         sys.executable,
         "-m",
-        "jupyter",
-        "lab",
+        "jupyter" if app == "lab" else "notebook",
+        *(["lab"] if app == "lab" else []),
         "--no-browser",
         f"--port={port}",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.token={TOKEN}",
         f"--ServerApp.root_dir={root}",
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
+    if app == "lab":
+        cmd += ["--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]  # fmt: skip
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    log_path = tmp / "jupyterlab.log"
+    log_path = tmp / f"{app}.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
         cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -169,7 +179,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         while True:
             if proc.poll() is not None:
                 pytest.fail(
-                    f"JupyterLab exited ({proc.returncode}); log: {log_path.read_text()[-3000:]}",
+                    f"{name} exited ({proc.returncode}); log: {log_path.read_text()[-3000:]}",
                     pytrace=False,
                 )
             try:
@@ -180,14 +190,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(
-                    f"JupyterLab did not answer on {base} within 120 s; log: "
+                    f"{name} did not answer on {base} within 120 s; log: "
                     f"{log_path.read_text()[-3000:]}",
                     pytrace=False,
                 )
             time.sleep(0.5)
-        yield {"base": base, "root": root, "tmp": tmp, "log": log_path}
+        yield {"app": app, "base": base, "root": root, "tmp": tmp, "log": log_path}
     finally:
-        # the server's process group: JupyterLab and the kernels (with their JVMs) it started
+        # the server's process group: the server and the kernels (with their JVMs) it started
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
@@ -201,7 +211,30 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def browser(lab: dict[str, Any]) -> Iterator[Any]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """JupyterLab."""
+    _require_prerequisites("jupyterlab")
+    with _server("lab", tmp_path_factory.mktemp("lab")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def nb7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Notebook 7 (the ``notebook`` package)."""
+    _require_prerequisites("notebook")
+    import notebook
+
+    major = int(notebook.__version__.split(".")[0])
+    if major < 7:
+        pytest.fail(f"notebook {notebook.__version__} installed, 7 or newer needed. "
+                    f"{INSTALL_HINT}", pytrace=False)  # fmt: skip
+    with _server("notebook", tmp_path_factory.mktemp("nb7")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    _require_prerequisites()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -243,27 +276,39 @@ JS_NODE_POINT = """([el, id]) => {
 }"""
 
 
-def _open(browser: Any, lab: dict[str, Any], name: str) -> Any:
+def _open(browser: Any, server: dict[str, Any], name: str) -> Any:
     page = browser.new_page(viewport={"width": 1600, "height": 1100})
     page.set_default_timeout(60_000)
-    # a workspace of its own: only this notebook open (no tab restored from another test)
-    ws = re.sub(r"\W", "-", Path(name).stem)
-    page.goto(f"{lab['base']}/lab/workspaces/{ws}/tree/{name}?token={TOKEN}&reset")
+    if server["app"] == "lab":
+        # a workspace of its own: only this notebook open (no tab restored from another test)
+        ws = re.sub(r"\W", "-", Path(name).stem)
+        page.goto(f"{server['base']}/lab/workspaces/{ws}/tree/{name}?token={TOKEN}&reset")
+    else:  # Notebook 7: one notebook per page, no workspaces
+        page.goto(f"{server['base']}/notebooks/{name}?token={TOKEN}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-    # the kernel is up when the toolbar's status says so
-    page.locator(
-        ".jp-StatusBar-Widget", has_text=re.compile(r"tensprov-lab tests\)\s*\|\s*Idle")
-    ).first.wait_for(timeout=120_000)
+    if server["app"] == "lab":
+        # the kernel is up when the status bar says so
+        page.locator(
+            ".jp-StatusBar-Widget", has_text=re.compile(r"tensprov-lab tests\)\s*\|\s*Idle")
+        ).first.wait_for(timeout=120_000)
+    else:
+        # Notebook 7 has no status bar: the notebook toolbar names the kernel and its state
+        page.locator(".jp-Toolbar-kernelName", has_text="tensprov-lab tests").wait_for(
+            timeout=120_000
+        )
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(
+            timeout=120_000
+        )
     page.wait_for_timeout(1000)
     return page
 
 
-def _shutdown_kernels(lab: dict[str, Any]) -> None:
+def _shutdown_kernels(server: dict[str, Any]) -> None:
     """End the notebook sessions (and their kernels' Spark JVMs) a test started."""
 
     def call(method: str, path: str) -> Any:
         req = urllib.request.Request(
-            f"{lab['base']}{path}", method=method, headers={"Authorization": f"token {TOKEN}"}
+            f"{server['base']}{path}", method=method, headers={"Authorization": f"token {TOKEN}"}
         )
         with urllib.request.urlopen(req, timeout=30) as r:
             body = r.read()
@@ -273,12 +318,20 @@ def _shutdown_kernels(lab: dict[str, Any]) -> None:
         call("DELETE", f"/api/sessions/{session['id']}")
 
 
-def _run_all(page: Any, *, but_last: bool = False) -> None:
-    """Run > Run All Cells (or, with ``but_last``, select the last cell and Run > Run All
-    Above Selected Cell), then wait until those code cells have run (or one failed)."""
+def _run_all(page: Any, *, but_last: bool = False, before: str | None = None) -> None:
+    """Run > Run All Cells (or, with ``but_last``, select the last cell, with ``before`` the
+    first cell showing that text, and Run > Run All Above Selected Cell), then wait until
+    those code cells have run (or one failed)."""
     item = "Run All Cells"
-    if but_last:
-        page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-InputPrompt").click()
+    n_code = None  # how many code cells (from the top) the command runs; None: all
+    if but_last or before is not None:
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        cell = cells.last if before is None else cells.filter(has_text=before).first
+        n_code = cell.evaluate(
+            "c => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].filter("
+            "x => c.compareDocumentPosition(x) & Node.DOCUMENT_POSITION_PRECEDING).length"
+        )
+        cell.locator(".jp-InputPrompt").click()
         item = "Run All Above Selected Cell"
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{item}$")).click()
@@ -289,8 +342,8 @@ def _run_all(page: Any, *, but_last: bool = False) -> None:
         prompts = page.eval_on_selector_all(
             ".jp-CodeCell .jp-InputArea-prompt", "els => els.map(e => e.textContent.trim())"
         )
-        if but_last:
-            prompts = prompts[:-1]
+        if n_code is not None:
+            prompts = prompts[:n_code]
         numbered = [bool(re.fullmatch(r"\[\d+\]:", p)) for p in prompts]
         if prompts and all(numbered):
             return
@@ -392,6 +445,200 @@ def _count(display: str) -> int | None:
 # the quickstart, clicked through
 
 
+def _check_quickstart_graph(el: Any) -> list[dict[str, Any]]:
+    nodes = _nodes(el)
+    labels = {n["label"] for n in nodes}
+    for name in ("orders", "customers", "shipped", "joined", "priced", "totals"):
+        assert any(name in lab_ for lab_ in labels), (name, labels)
+    return nodes
+
+
+def _click_join(page: Any, el: Any, nodes: list[dict[str, Any]]) -> None:
+    """An operation: the join -> its method, category and expression in the details panel."""
+    join = _node_by(nodes, "operation", "join")
+    _click_node(page, el, join["id"])
+    head = el.locator(".tp-details h4")
+    head.filter(has_text="join").wait_for()
+    assert re.fullmatch(r"join \(\w[\w -]*\)", head.inner_text().strip()), head.inner_text()
+    expr = el.locator(".tp-details pre.tp-expr").inner_text()
+    assert "join" in expr and "cust_id" in expr, expr
+    details = el.locator(".tp-details").inner_text()
+    assert "input 1" in details and "input 2" in details and "output" in details
+    # 9 shipped orders x customers (7 records, Dee twice) -> 11 joined rows
+    assert re.search(r"9\s*\+\s*7\s*→\s*11", details), details
+    assert "picked" in next(n for n in _nodes(el) if n["id"] == join["id"])["classes"]
+
+
+def _click_east_total(page: Any, el: Any, nodes: list[dict[str, Any]]) -> None:
+    """A dataset (totals: its records table), then a record (the east total: its backward
+    lineage counted and highlighted on every node)."""
+    totals = _node_by(nodes, None, "totals")
+    _click_node(page, el, totals["id"])
+    el.locator(".tp-records-head", has_text="totals").wait_for()
+    rows = el.locator(".tp-records tbody tr")
+    _wait_rows(el, 4)
+    table = [r.split("\t") for r in rows.all_inner_texts()]
+    assert rows.count() == 4, table
+    assert sorted(r[1] for r in table) == ["east", "north", "south", "west"], table
+    assert "4 rows" in el.locator(".tp-records-head").inner_text()
+
+    east = next(i for i, r in enumerate(table) if r[1] == "east")
+    rows.nth(east).locator("td.tp-rowhead").click()  # the row number: the whole record
+    el.locator(".tp-lineage-head", has_text="lineage of totals row").wait_for()
+    page.wait_for_function(
+        "el => el.__tensprov_cy.nodes('.lin-origin').length > 0", arg=el.element_handle()
+    )
+    after = {n["label"]: n for n in _nodes(el) if n["kind"] != "operation"}
+    counts = {lbl: _count(n["display"]) for lbl, n in after.items()}
+    # run.backward(totals, rows=[east]): orders 5 and 9 (Dee, east) and 11 (Fay, east)
+    expected = {"orders": 3, "customers": 2, "shipped": 3, "joined": 3, "priced": 3, "totals": 1}
+    for name, n in expected.items():
+        lbl = next(lbl for lbl in counts if name in lbl)
+        assert counts[lbl] == n, (name, counts)
+    classes = {lbl: n["classes"] for lbl, n in after.items()}
+    assert all("lin-backward" in c for lbl, c in classes.items() if "totals" not in lbl), classes
+    assert any("lin-origin" in c for lbl, c in classes.items() if "totals" in lbl), classes
+    ops = [n for n in _nodes(el) if n["kind"] == "operation"]
+    assert ops and all(
+        _count(n["display"]) == 3 or "groupBy" in n["label"] or "agg" in n["label"] for n in ops
+    ), ops
+    assert el.locator("tr.tp-picked").count() == 1
+    lineage = el.locator(".tp-lineage-list").inner_text()
+    assert re.search(r"customers: 2 row\(s\)", lineage), lineage
+    assert re.search(r"orders: 3 row\(s\)", lineage), lineage
+    assert el.locator(".tp-error").inner_text().strip() == ""
+
+
+def _wait_highlight(page: Any, el: Any, seq: int) -> float:
+    """Wait for the graph render after highlight ``seq``; the click -> highlight ms."""
+    page.wait_for_function(
+        "([el, s]) => Number(el.dataset.highlightSeq || 0) > s",
+        arg=[el.element_handle(), seq],
+        timeout=30_000,
+    )
+    return float(el.get_attribute("data-highlight-ms"))
+
+
+def _column_classes(el: Any) -> dict[str, list[str]]:
+    """Per column of the records table on show: the header's classes, then each cell's."""
+    return el.evaluate(
+        """el => {
+        const heads = [...el.querySelectorAll('.tp-records thead th')];
+        const rows = [...el.querySelectorAll('.tp-records tbody tr')];
+        const out = {};
+        heads.forEach((th, j) => {
+            out[th.textContent] = [th.className,
+                ...rows.map(tr => tr.children[j].className)];
+        });
+        return out;
+    }"""
+    )
+
+
+def _click_east_revenue(page: Any, el: Any) -> float:
+    """A cell (the east revenue value): its cell lineage listed per dataset (contributing
+    and influencing columns with their rows), cells counted on every node, the reached
+    cells coloured in the records tables. Returns the click -> highlight time (ms)."""
+    # back to the totals record: the picked record's own entry in the lineage list
+    el.locator(".tp-lineage-list a", has_text="totals").click()
+    el.locator(".tp-records-head", has_text="lineage records of totals").wait_for()
+    _wait_rows(el, 1)
+    heads = el.locator(".tp-records thead th").all_inner_texts()
+    cell = el.locator(".tp-records tbody tr").first.locator("td").nth(heads.index("revenue"))
+    assert cell.inner_text() == "642", cell.inner_text()  # (310 + 150 + 75) * 1.2
+    seq = int(el.get_attribute("data-highlight-seq") or 0)
+    cell.click()
+    el.locator(".tp-lineage-head", has_text="lineage of totals.revenue row 2").wait_for()
+    ms = _wait_highlight(page, el, seq)
+
+    # run.backward(totals, rows=[2], columns=["revenue"]), every drawn dataset: the amounts
+    # of orders 5, 9 and 11 (rows 4, 8, 10) are summed (contributing); their status, the
+    # join keys and the customers' region (Dee east, Fay: rows 3, 5) decide (influencing)
+    after = {n["label"]: n for n in _nodes(el)}
+    counts = {lbl.split("\n")[0]: _count(n["display"]) for lbl, n in after.items()}
+    expected = {"orders": 9, "customers": 4, "shipped": 6, "joined": 6, "priced": 6,
+                "totals": 1, "filter": 6, "join": 6, "withColumn": 6, "agg": 1}  # fmt: skip
+    for name, n in expected.items():
+        assert counts[name] == n, (name, counts)
+    assert "lin-origin" in next(n for lbl, n in after.items() if "totals" in lbl)["classes"]
+    items = {
+        li.get_attribute("data-dataset"): li.inner_text()
+        for li in el.locator(".tp-lineage-list > li").all()
+    }
+    text = "\n".join(items.values())
+    for line in (
+        "orders: 3 row(s), 9 cell(s)",
+        "amount contributing: 3 row(s) [4, 8, 10]",
+        "cust_id influencing: 3 row(s) [4, 8, 10]",
+        "status influencing: 3 row(s) [4, 8, 10]",
+        "customers: 2 row(s), 4 cell(s)",
+        "cust_id influencing: 2 row(s) [3, 5]",
+        "region influencing: 2 row(s) [3, 5]",
+        "gross contributing: 3 row(s) [3, 8, 10]",
+    ):
+        assert line in text, (line, text)
+    cust = next(t for t in items.values() if "customers:" in t)
+    assert "contributing" not in cust, cust  # no customer value is summed
+    picked = el.locator("td.tp-cell-picked")
+    assert picked.count() == 1 and picked.inner_text() == "642"
+
+    # the orders behind it: amount cells contributing, cust_id and status influencing
+    el.locator(".tp-lineage-list a", has_text="orders").click()
+    el.locator(".tp-records-head", has_text="lineage records of orders").wait_for()
+    _wait_rows(el, 3)
+    page.wait_for_function(
+        "el => el.querySelectorAll('.tp-records td.tp-c').length === 3", arg=el.element_handle()
+    )
+    cols = _column_classes(el)
+    assert all("tp-c" in c and "tp-i" not in c for c in cols["amount"]), cols
+    assert all("tp-i" in c and "tp-c" not in c for c in cols["cust_id"] + cols["status"]), cols
+    assert not any("tp-c" in c or "tp-i" in c for c in cols["order_id"]), cols
+    # an intermediate dataset is not materialized: its records are recomputed, and say so
+    badge = el.locator(".tp-records-head .tp-badge")
+    assert badge.count() == 0  # a source is read, neither kept nor recomputed
+    el.locator(".tp-lineage-list a", has_text="priced").click()
+    el.locator(".tp-records-head", has_text="lineage records of priced").wait_for()
+    _wait_rows(el, 3)
+    assert badge.inner_text() == "recomputed"
+    assert el.locator(".tp-records tbody").inner_text().count("Dee") == 2
+    return ms
+
+
+def _preview_without_stale_customer(page: Any, el: Any, nodes: list[dict[str, Any]]) -> None:
+    """What-if: tick Dee's stale east record in customers, press preview: the east total
+    changes (3 orders -> 1, revenue 642 -> 90), her two orders leave joined and priced."""
+    customers = _node_by(nodes, None, "customers")
+    _click_node(page, el, customers["id"])
+    el.locator(".tp-records-head", has_text=re.compile(r"^records of customers")).wait_for()
+    _wait_rows(el, 7)
+    rows = el.locator(".tp-records tbody tr")
+    stale = next(i for i, t in enumerate(rows.all_inner_texts()) if "Dee" in t and "east" in t)
+    rows.nth(stale).locator("td.tp-drop input").click()
+    preview = el.locator("button.tp-preview", has_text="preview dropping 1")
+    preview.wait_for()
+    assert "tp-dropped" in (rows.nth(stale).get_attribute("class") or "")
+    preview.click()
+    el.locator(".tp-whatif .tp-lineage-head", has_text="what-if: without customers").wait_for(
+        timeout=120_000
+    )
+    part = {
+        t: el.locator(f".tp-wi-ds:has(a:text-is('{t}'))").inner_text()
+        for t in ("joined", "priced", "totals")
+    }
+    assert "0 removed, 1 changed, 0 added" in part["totals"], part
+    assert "3 → 1" in part["totals"] and "642 → 90" in part["totals"], part
+    for name in ("joined", "priced"):
+        assert "2 removed, 0 changed, 0 added" in part[name], part
+        assert part[name].count("Dee") == 2 and "2024-03-02" in part[name], part
+    classes = {n["label"].split("\n")[0]: n["classes"] for n in _nodes(el)}
+    assert "wi-dropped" in classes["customers"], classes
+    for name in ("joined", "priced", "totals", "join", "withColumn", "agg"):
+        assert "wi-changed" in classes[name], (name, classes)
+    for name in ("orders", "shipped", "filter"):
+        assert "wi-dim" in classes[name], (name, classes)
+    assert el.locator(".tp-error").inner_text().strip() == ""
+
+
 def test_quickstart_in_the_browser(
     browser: Any, lab: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,73 +647,11 @@ def test_quickstart_in_the_browser(
         # everything but the last cell, spark.stop(): the explorer queries the live session
         _run_all(page, but_last=True)
         el = _explorer(page)
-        nodes = _nodes(el)
-        labels = {n["label"] for n in nodes}
-        for name in ("orders", "customers", "shipped", "joined", "priced", "totals"):
-            assert any(name in lab_ for lab_ in labels), (name, labels)
+        nodes = _check_quickstart_graph(el)
+        _click_join(page, el, nodes)
+        _click_east_total(page, el, nodes)
 
-        # 1. an operation: the join -> its method, category and expression in the details panel
-        join = _node_by(nodes, "operation", "join")
-        _click_node(page, el, join["id"])
-        head = el.locator(".tp-details h4")
-        head.filter(has_text="join").wait_for()
-        assert re.fullmatch(r"join \(\w[\w -]*\)", head.inner_text().strip()), head.inner_text()
-        expr = el.locator(".tp-details pre.tp-expr").inner_text()
-        assert "join" in expr and "cust_id" in expr, expr
-        details = el.locator(".tp-details").inner_text()
-        assert "input 1" in details and "input 2" in details and "output" in details
-        # 9 shipped orders x customers (7 records, Dee twice) -> 11 joined rows
-        assert re.search(r"9\s*\+\s*7\s*→\s*11", details), details
-        assert "picked" in next(n for n in _nodes(el) if n["id"] == join["id"])["classes"]
-
-        # 2. a dataset: totals -> its records table (one row per region)
-        totals = _node_by(nodes, None, "totals")
-        _click_node(page, el, totals["id"])
-        el.locator(".tp-records-head", has_text="totals").wait_for()
-        rows = el.locator(".tp-records tbody tr")
-        _wait_rows(el, 4)
-        table = [r.split("\t") for r in rows.all_inner_texts()]
-        assert rows.count() == 4, table
-        assert sorted(r[1] for r in table) == ["east", "north", "south", "west"], table
-        assert "4 rows" in el.locator(".tp-records-head").inner_text()
-
-        # 3. a record: the east total -> backward lineage highlighted on every node
-        east = next(i for i, r in enumerate(table) if r[1] == "east")
-        rows.nth(east).click()
-        el.locator(".tp-lineage-head", has_text="lineage of totals row").wait_for()
-        page.wait_for_function(
-            "el => el.__tensprov_cy.nodes('.lin-origin').length > 0", arg=el.element_handle()
-        )
-        after = {n["label"]: n for n in _nodes(el) if n["kind"] != "operation"}
-        counts = {lbl: _count(n["display"]) for lbl, n in after.items()}
-        # run.backward(totals, rows=[east]): orders 5 and 9 (Dee, east) and 11 (Fay, east)
-        expected = {
-            "orders": 3,
-            "customers": 2,
-            "shipped": 3,
-            "joined": 3,
-            "priced": 3,
-            "totals": 1,
-        }
-        for name, n in expected.items():
-            lbl = next(lbl for lbl in counts if name in lbl)
-            assert counts[lbl] == n, (name, counts)
-        classes = {lbl: n["classes"] for lbl, n in after.items()}
-        assert all("lin-backward" in c for lbl, c in classes.items() if "totals" not in lbl), (
-            classes
-        )
-        assert any("lin-origin" in c for lbl, c in classes.items() if "totals" in lbl), classes
-        ops = [n for n in _nodes(el) if n["kind"] == "operation"]
-        assert ops and all(
-            _count(n["display"]) == 3 or "groupBy" in n["label"] or "agg" in n["label"] for n in ops
-        ), ops
-        assert el.locator("tr.tp-picked").count() == 1
-        lineage = el.locator(".tp-lineage-list").inner_text()
-        assert re.search(r"customers: 2 row\(s\)", lineage), lineage
-        assert re.search(r"orders: 3 row\(s\)", lineage), lineage
-        assert el.locator(".tp-error").inner_text().strip() == ""
-
-        # 4. a lineage entry (the "cell" of the list): customers -> only Dee (east) and Fay
+        # a lineage entry (the "cell" of the list): customers -> only Dee (east) and Fay
         el.locator(".tp-lineage-list a", has_text="customers").click()
         el.locator(".tp-records-head", has_text="lineage records of customers").wait_for()
         page.wait_for_timeout(300)
@@ -475,15 +660,44 @@ def test_quickstart_in_the_browser(
         assert "west" not in cust and "Ada" not in cust, cust
         assert el.locator(".tp-records tbody tr").count() == 2
 
+        cell_ms = _click_east_revenue(page, el)
+        el.screenshot(path=str(lab["tmp"] / "quickstart-cell-lineage.png"))
+        _preview_without_stale_customer(page, el, nodes)
+
         shot = lab["tmp"] / "quickstart-explorer.png"
         el.screenshot(path=str(shot))
         page.screenshot(path=str(lab["tmp"] / "quickstart-page.png"), full_page=False)
         with capsys.disabled():  # shown without -s too
-            print(f"\nscreenshot: {shot}")
+            print(f"\nscreenshot: {shot}; cell click -> highlight {cell_ms:.1f} ms")
         assert shot.stat().st_size > 10_000
     finally:
         page.close()
         _shutdown_kernels(lab)
+
+
+def test_quickstart_in_notebook7(
+    browser: Any, nb7: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same widget in Notebook 7's shell: renders, and clicks reach the kernel and back."""
+    page = _open(browser, nb7, QUICKSTART.name)
+    try:
+        # Notebook 7's own page, not JupyterLab's (both are built from the same components)
+        assert page.locator("body[data-notebook='notebooks']").count() == 1
+        assert page.locator(".jp-LabShell").count() == 0
+        # up to run.explore() (section 7, the fix, is the JupyterLab test's)
+        _run_all(page, before="7. Fix and check")
+        el = _explorer(page)
+        nodes = _check_quickstart_graph(el)
+        _click_join(page, el, nodes)
+        _click_east_total(page, el, nodes)
+        shot = nb7["tmp"] / "quickstart-notebook7.png"
+        el.screenshot(path=str(shot))
+        with capsys.disabled():
+            print(f"\nscreenshot (Notebook 7): {shot}")
+        assert shot.stat().st_size > 10_000
+    finally:
+        page.close()
+        _shutdown_kernels(nb7)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,7 +726,7 @@ def test_click_to_highlight_latency(
         seq = 0
         for k in range(21):
             t0 = time.perf_counter()
-            rows.nth(k % 16).click()
+            rows.nth(k % 16).locator("td.tp-rowhead").click()  # the record's lineage
             page.wait_for_function(
                 "([el, s]) => Number(el.dataset.highlightSeq || 0) > s",
                 arg=[el.element_handle(), seq],
@@ -529,15 +743,34 @@ def test_click_to_highlight_latency(
             "el => el.__tensprov_cy.nodes('.lin-backward').length", el.element_handle()
         )
         assert lit >= 100  # the whole chain upstream of the picked record is highlighted
+
+        # cells: the lineage of one value of c0, which flows from `v` through every
+        # operation (c0 = v + i), so again the whole chain is lit
+        col = el.locator(".tp-records thead th").all_inner_texts().index("c0")
+        cell_samples = []
+        for k in range(11):
+            rows.nth(k % 16).locator("td").nth(col).click()
+            ms = _wait_highlight(page, el, seq)
+            seq = int(el.get_attribute("data-highlight-seq"))
+            if k:
+                cell_samples.append(ms)
+            el.locator(".tp-lineage-head", has_text=f".c0 row {k % 16}").wait_for()
+            assert el.locator("td.tp-cell-picked").count() == 1
+        lit = page.evaluate(
+            "el => el.__tensprov_cy.nodes('.lin-backward').length", el.element_handle()
+        )
+        assert lit >= 100
         shot = lab["tmp"] / "chain100-explorer.png"
         el.screenshot(path=str(shot))
         p50 = statistics.median(samples)
         with capsys.disabled():  # a benchmark: always reported, never asserted
             print(
                 f"\nclick -> highlight, {n_ops}-operation DAG ({drawn_ops} operation nodes drawn), "
-                f"{len(samples)} clicks: p50 {p50:.1f} ms, min {min(samples):.1f}, "
+                f"{len(samples)} record clicks: p50 {p50:.1f} ms, min {min(samples):.1f}, "
                 f"max {max(samples):.1f} (in-page performance.now(); target <= 100 ms p50); "
-                f"playwright wall p50 {statistics.median(wall[1:]):.1f} ms; screenshot: {shot}"
+                f"playwright wall p50 {statistics.median(wall[1:]):.1f} ms; "
+                f"{len(cell_samples)} cell clicks: p50 {statistics.median(cell_samples):.1f} ms, "
+                f"max {max(cell_samples):.1f}; screenshot: {shot}"
             )
     finally:
         page.close()

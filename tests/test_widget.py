@@ -35,8 +35,7 @@ def tracked(spark: Any) -> dict[str, Any]:
         big = orders.filter(F.col("amount") > 50).repartition(2)
         joined = big.join(cust, "cust_id")
         out = joined.groupBy("region").agg(F.sum("amount").alias("total"))
-    return {"run": run, "orders": orders, "cust": cust, "big": big, "joined": joined,
-            "out": out}
+    return {"run": run, "orders": orders, "cust": cust, "big": big, "joined": joined, "out": out}
 
 
 @pytest.fixture()
@@ -51,8 +50,9 @@ def node_of(tracked: dict[str, Any], name: str) -> str:
 
 
 def op_node(w: LineageExplorer, method: str) -> str:
-    return next(n["id"] for n in w.graph["nodes"] if n["kind"] == "operation"
-                and n["name"] == method)
+    return next(
+        n["id"] for n in w.graph["nodes"] if n["kind"] == "operation" and n["name"] == method
+    )
 
 
 def send(w: LineageExplorer, **content: Any) -> None:
@@ -178,6 +178,257 @@ def test_click_record_highlights_backward_and_forward_lineage(
     assert widget.lineage == {}
 
 
+# ---------------------------------------------------------------------------------------------
+# cell lineage (attribute-value level)
+
+
+def drawn_datasets(w: LineageExplorer) -> list[int]:
+    return [int(n["id"][1:]) for n in w.graph["nodes"] if n["kind"] != "operation"]
+
+
+def expected_cells(res: Any, drawn: list[int]) -> dict[int, dict[str, dict[str, list[int]]]]:
+    """{dataset id: {kind: {column: rows}}} of a CellLineage: the datasets with a cell."""
+    return {
+        ds.id: {kind: {c: r.tolist() for c, r in cols.items()} for kind, cols in res[ds].items()}
+        for ds in res
+        if ds.id in drawn and len(res.rows(ds))
+    }
+
+
+def listed_cells(lin: dict[str, Any]) -> dict[int, dict[str, dict[str, list[int]]]]:
+    """The same, as the lineage panel lists it (the picked cell's own dataset left out)."""
+    return {
+        d["id"]: {
+            k: {c["column"]: c["rows"] for c in d[k]} for k in ("contributing", "influencing")
+        }
+        for d in lin["datasets"]
+        if d["direction"] != "origin"
+    }
+
+
+def n_cells(cells: dict[str, dict[str, list[int]]]) -> int:
+    return len({(c, r) for cols in cells.values() for c, rows in cols.items() for r in rows})
+
+
+def test_click_cell_highlights_contributing_and_influencing_cells(
+    widget: LineageExplorer, tracked: dict
+) -> None:
+    run = tracked["run"]
+    out = node_of(tracked, "out")
+    widget.selected = out
+    north = next(r for r, region, _ in widget.records["rows"] if region == "north")
+    send(widget, type="cell", row=north, column="total", node=out)
+    assert widget.error == ""
+    lin = widget.lineage
+    assert lin["mode"] == "cell"
+    assert lin["origin"] == {
+        "node": out,
+        "dataset": int(out[1:]),
+        "row": north,
+        "label": "out",
+        "column": "total",
+    }
+    drawn = drawn_datasets(widget)
+    back = run.backward(tracked["out"], rows=[north], columns=["total"], to=drawn)
+    fwd = run.forward(tracked["out"], rows=[north], columns=["total"], to=drawn)
+    assert len(fwd.to_pandas()) == 0  # out is the sink: nothing downstream
+    expected = expected_cells(back, drawn)
+    assert listed_cells(lin) == expected
+
+    # the same, from the data alone: the north total sums `amount` of the orders of
+    # customers a and c over 50 (contributing); the filter reads `amount`, the join
+    # `cust_id` and the grouping `region` (influencing)
+    orders, cust = run.dataset(tracked["orders"]).id, run.dataset(tracked["cust"]).id
+    rows = [i for i, (_, c, amount) in enumerate(ORDERS) if amount > 50 and c in "ac"]
+    assert expected[orders] == {
+        "contributing": {"amount": rows},
+        "influencing": {"cust_id": rows, "amount": rows},
+    }
+    assert expected[cust] == {
+        "contributing": {},
+        "influencing": {"cust_id": [0, 2], "region": [0, 2]},
+    }
+
+    # every node on the way counts its cells (a cell both contributing and influencing
+    # once); operations count the cells of their output
+    counts = {f"d{d}": n_cells(c) for d, c in expected.items()} | {out: 1}
+    assert counts[f"d{orders}"] == 2 * len(rows) and counts[f"d{cust}"] == 4
+    for method in ("filter", "join", "agg"):
+        op = op_node(widget, method)
+        output = next(e["target"] for e in widget.graph["edges"] if e["source"] == op)
+        counts[op] = counts[output]
+    assert lin["counts"] == counts
+    assert set(lin["direction"].values()) == {"backward", "origin"}
+    listed = {d["id"]: d for d in lin["datasets"]}
+    assert listed[orders]["rows"] == rows and listed[orders]["cells"] == 2 * len(rows)
+
+    # the records table colours exactly the lineage's cells of the rows on show
+    send(widget, type="lineage_rows", node=f"d{orders}")
+    r = widget.records
+    on_page = [rec[0] for rec in r["rows"]]
+    assert on_page == rows[:PAGE_SIZE]
+    assert r["marks"] == {
+        "contributing": {"amount": on_page},
+        "influencing": {"cust_id": on_page, "amount": on_page},
+    }
+    widget.selected = f"d{cust}"
+    assert widget.records["marks"] == {"influencing": {"cust_id": [0, 2], "region": [0, 2]}}
+
+    # forward from a source cell: a south order's amount reaches the south total's value
+    south = next(i for i, (_, c, amount) in enumerate(ORDERS) if amount > 50 and c == "b")
+    send(widget, type="cell", row=south, column="amount", node=node_of(tracked, "orders"))
+    fwd = run.forward(tracked["orders"], rows=[south], columns=["amount"], to=drawn)
+    assert listed_cells(widget.lineage) == expected_cells(fwd, drawn)
+    totals = run.rows(tracked["out"])
+    south_total = int(totals.loc[totals["region"] == "south", "_row"].iloc[0])
+    assert expected_cells(fwd, drawn)[int(out[1:])]["contributing"] == {"total": [south_total]}
+    assert widget.lineage["direction"][out] == "forward"
+    # a cell of a record the filter dropped reaches nothing
+    dropped = next(i for i, (_, _, amount) in enumerate(ORDERS) if amount <= 50)
+    send(widget, type="cell", row=dropped, column="amount", node=node_of(tracked, "orders"))
+    assert widget.lineage["counts"] == {node_of(tracked, "orders"): 1}
+
+    # datasets only: the same cells, on the datasets
+    send(widget, type="cell", row=north, column="total", node=out)
+    widget.coarse = True
+    assert widget.lineage["counts"] == {k: v for k, v in counts.items() if k.startswith("d")}
+    widget.coarse = False
+
+    # a record click after a cell click: record counts again, no cell marks
+    send(widget, type="record", row=north, node=out)
+    assert widget.lineage["mode"] == "record" and "column" not in widget.lineage["origin"]
+    assert widget.records["marks"] == {}
+    send(widget, type="cell", row=north, column="nope", node=out)
+    assert "nope" in widget.error and widget.lineage == {"error": widget.error}
+
+
+def test_records_table_says_when_records_were_recomputed(
+    widget: LineageExplorer, tracked: dict
+) -> None:
+    run = tracked["run"]
+    for name, recomputed in (("orders", False), ("joined", True), ("out", False)):
+        widget.selected = node_of(tracked, name)
+        r = widget.records
+        table = run.rows(tracked[name], rows=[rec[0] for rec in r["rows"]])
+        assert r["recomputed"] is bool(table.attrs["recomputed"]) is recomputed, name
+        assert r["materialized"] == run.dataset(tracked[name]).materialized
+        assert r["rows"] == table.values.tolist()
+        # only sources' records can be dropped in a what-if preview
+        assert r["droppable"] is (name == "orders")
+    assert widget.records["materialized"] == "pipeline output"
+    assert widget.details["materialized"] == "pipeline output"
+
+
+# ---------------------------------------------------------------------------------------------
+# what-if
+
+
+def test_what_if_preview_of_dropped_records(widget: LineageExplorer, tracked: dict) -> None:
+    run = tracked["run"]
+    orders, cust, out = (node_of(tracked, n) for n in ("orders", "cust", "out"))
+    r = next(i for i, (_, c, amount) in enumerate(ORDERS) if amount > 50 and c == "c")
+    send(widget, type="drop", node=orders, row=r, on=True)
+    send(widget, type="drop", node=orders, row=0, on=True)
+    send(widget, type="drop", node=orders, row=0, on=False)
+    send(widget, type="drop", node=cust, row=1, on=True)  # customer b, the south region
+    assert widget.dropped == {orders: [r], cust: [1]}
+
+    send(widget, type="record", row=0, node=out)  # a lineage on show ...
+    send(widget, type="what_if")
+    assert widget.error == ""
+    assert widget.lineage == {}  # ... gives way to the preview
+    wi = widget.what_if
+    preview = run.what_if(drop={tracked["orders"]: [r], tracked["cust"]: [1]})
+    summary = preview.summary()
+    # WhatIf names datasets by their store label; the widget by their drawn name (the
+    # filter's output is drawn as `big`, the hidden dataset after it that the user named)
+    by_store = {run.store.datasets[d["id"]].label: d for d in wi["datasets"]}
+    by_label = {d["label"]: d for d in wi["datasets"]}
+    assert sorted(by_store) == sorted(summary["dataset"]) and len(by_store) == len(by_label)
+    assert set(by_label) == {"big", "joined", "out"}
+    for row in summary.itertuples(index=False):
+        shown = by_store[row.dataset]
+        assert shown["counts"] == {
+            "removed": row.removed,
+            "changed": row.changed,
+            "added": row.added,
+        }, row
+        for kind in ("removed", "changed", "added"):
+            assert [x[0] for x in shown[kind]["rows"]] == getattr(preview, kind)[row.dataset][
+                "_row"
+            ].tolist(), (row.dataset, kind)
+        assert shown["status"] == "changed" and shown["reason"] == row.note == ""
+
+    # from the data alone: dropping order r takes its amount off the north total; dropping
+    # customer b removes the south total and the joined records of b
+    before = run.rows(tracked["out"])
+    north = before.loc[before["region"] == "north"]
+    changed = by_label["out"]["changed"]
+    assert changed["rows"] == [
+        [int(north["_row"].iloc[0]), "north", int(north["total"].iloc[0]) - ORDERS[r][2]]
+    ]
+    assert changed["before"] == [{"total": int(north["total"].iloc[0])}]
+    assert [x[1:] for x in by_label["out"]["removed"]["rows"]] == [
+        ["south", int(before.loc[before["region"] == "south", "total"].iloc[0])]
+    ]
+    joined = by_label["joined"]
+    n_b = sum(1 for _, c, amount in ORDERS if amount > 50 and c == "b")
+    assert joined["counts"] == {"removed": n_b + 1, "changed": 0, "added": 0}
+    assert {x[1] for x in joined["removed"]["rows"]} == {"b", "c"}
+    assert [x[1:] for x in by_label["big"]["removed"]["rows"]] == [list(ORDERS[r])]
+
+    # the graph: dropped sources, changed datasets and the operations making them
+    ops = {op_node(widget, m) for m in ("filter", "join", "agg")}
+    changed_nodes = {by_label["big"]["node"], node_of(tracked, "joined"), out, *ops}
+    assert wi["nodes"] == {orders: "dropped", cust: "dropped"} | dict.fromkeys(
+        changed_nodes, "changed"
+    )
+    assert wi["drop"] == [
+        {"node": orders, "id": int(orders[1:]), "label": "orders", "rows": [r]},
+        {"node": cust, "id": int(cust[1:]), "label": "cust", "rows": [1]},
+    ]
+    widget.coarse = True  # the preview survives the toggle, on the datasets
+    assert set(widget.what_if["nodes"]) == {k for k in wi["nodes"] if k.startswith("d")}
+    widget.coarse = False
+
+    # a record click clears the preview (the marks stay); clear_what_if clears both
+    send(widget, type="record", row=0, node=out)
+    assert widget.what_if == {} and widget.dropped == {orders: [r], cust: [1]}
+    send(widget, type="clear_what_if")
+    assert widget.dropped == {} and widget.what_if == {}
+
+    # refused: records of a derived dataset, a preview with nothing marked
+    send(widget, type="drop", node=out, row=0, on=True)
+    assert "derived" in widget.error and widget.dropped == {}
+    send(widget, type="what_if")
+    assert "mark records" in widget.error
+
+
+def test_what_if_reports_what_cannot_be_previewed(spark: Any) -> None:
+    from pyspark.sql import Window
+
+    orders = spark.createDataFrame(ORDERS[:9], "order_id int, cust_id string, amount int")
+    with tensprov_lab.track(spark, name="widget-window") as run:
+        ranked = orders.withColumn(
+            "rk", F.row_number().over(Window.partitionBy("cust_id").orderBy("amount"))
+        )
+        top = ranked.filter("rk = 1")
+    w = run.explore()
+    src = f"d{run.dataset(orders).id}"
+    send(w, type="drop", node=src, row=4, on=True)
+    send(w, type="what_if")
+    expected = run.what_if(drop={orders: [4]})
+    assert expected.not_previewable  # a window: a dropped record changes others' ranks
+    shown = {d["label"]: d for d in w.what_if["datasets"]}
+    assert {k: v["reason"] for k, v in shown.items()} == expected.not_previewable
+    for label in expected.not_previewable:
+        assert shown[label]["status"] == "not_previewable"
+        assert w.what_if["nodes"][shown[label]["node"]] == "not_previewable"
+    assert {f"d{run.dataset(top).id}", f"d{run.dataset(ranked).id}"} <= {
+        d["node"] for d in shown.values()
+    }
+
+
 def test_coarse_toggle_and_focus(widget: LineageExplorer, tracked: dict) -> None:
     out = node_of(tracked, "out")
     widget.selected = out
@@ -189,8 +440,9 @@ def test_coarse_toggle_and_focus(widget: LineageExplorer, tracked: dict) -> None
     assert {n["id"] for n in g["nodes"]} == {n for n in fine if n.startswith("d")}
     assert sorted(e["label"] for e in g["edges"]) == ["agg", "filter", "join", "join"]
     # the lineage survives the toggle, now on datasets only
-    assert set(widget.lineage["counts"]) == {n for n in widget.lineage["counts"]
-                                              if n.startswith("d")}
+    assert set(widget.lineage["counts"]) == {
+        n for n in widget.lineage["counts"] if n.startswith("d")
+    }
     assert widget.lineage["counts"][node_of(tracked, "orders")] > 0
     widget.coarse = False
     assert {n["id"] for n in widget.graph["nodes"]} == fine
@@ -282,8 +534,9 @@ def test_bundle_is_an_esm_module_built_from_the_current_sources(tmp_path: Path) 
     assert recorded == source_hash(), "js/ sources changed: run `cd js && npm run build`"
     node = shutil.which("node")
     if node and (JS / "node_modules" / "esbuild").is_dir():
-        subprocess.run([node, "build.mjs", "--outdir", str(tmp_path)], cwd=JS, check=True,
-                       timeout=120)
+        subprocess.run(
+            [node, "build.mjs", "--outdir", str(tmp_path)], cwd=JS, check=True, timeout=120
+        )
         for name in ("explorer.js", "explorer.css", "explorer.js.sha256"):
             assert (tmp_path / name).read_bytes() == (STATIC / name).read_bytes(), name
 
@@ -294,5 +547,16 @@ def test_widget_class_points_at_the_bundle() -> None:
         (STATIC / "explorer.js").read_text(encoding="utf-8")[:100]
     )
     synced = set(LineageExplorer.class_trait_names(sync=lambda v: bool(v)))
-    assert {"graph", "selected", "details", "records", "lineage", "coarse", "focus",
-            "search", "matches"} <= synced
+    assert {
+        "graph",
+        "selected",
+        "details",
+        "records",
+        "lineage",
+        "coarse",
+        "focus",
+        "search",
+        "matches",
+        "dropped",
+        "what_if",
+    } <= synced

@@ -3,10 +3,13 @@
 // Python owns the state and runs every query (tensprov_lab/notebook/_widget.py); this
 // module only draws the synced traits and reports what the user clicked:
 //   traits it reads:  graph, selected, details, records, lineage, coarse, focus,
-//                     search, matches, error
+//                     search, matches, dropped, what_if, error
 //   traits it sets:   selected, coarse, focus, search
-//   messages it sends: {type: "page", page}, {type: "record", row, node},
-//                      {type: "lineage_rows", node}, {type: "clear"}
+//   messages it sends: {type: "page", page}, {type: "record", row, node} (a click on a
+//                      row number), {type: "cell", row, column, node} (a click on a
+//                      value), {type: "lineage_rows", node}, {type: "clear"},
+//                      {type: "drop", node, row, on} (a what-if checkbox),
+//                      {type: "what_if"}, {type: "clear_what_if"}
 // Node positions come from the Python Sugiyama layout (preset layout, never recomputed
 // here) so the widget and the static SVG show the same picture.
 
@@ -84,7 +87,7 @@ const STYLE = [
     selector: "node.picked",
     style: { "overlay-color": "#2563eb", "overlay-opacity": 0.18, "overlay-padding": 5 },
   },
-  { selector: ".dim", style: { opacity: 0.3 } },
+  { selector: ".dim, .wi-dim", style: { opacity: 0.3 } },
   {
     selector: "node.lin-backward",
     style: { "underlay-color": "#dc2626", "underlay-opacity": 0.35, "underlay-padding": 6 },
@@ -100,6 +103,23 @@ const STYLE = [
   {
     selector: "edge.lin",
     style: { width: 3, "line-color": "#dc2626", "target-arrow-color": "#dc2626" },
+  },
+  // what-if preview: the sources losing records, what changes downstream, what cannot be
+  // previewed (border styles too, so that the three read apart without colour)
+  {
+    selector: "node.wi-dropped",
+    style: { "border-width": 3, "border-color": "#9f1239", "border-style": "double",
+      "underlay-color": "#e11d48", "underlay-opacity": 0.3, "underlay-padding": 6 },
+  },
+  {
+    selector: "node.wi-changed",
+    style: { "border-width": 3, "border-color": "#b45309",
+      "underlay-color": "#f59e0b", "underlay-opacity": 0.45, "underlay-padding": 6 },
+  },
+  {
+    selector: "node.wi-not_previewable",
+    style: { "border-width": 2, "border-color": "#475569", "border-style": "dashed",
+      "underlay-color": "#64748b", "underlay-opacity": 0.3, "underlay-padding": 6 },
   },
 ];
 
@@ -137,7 +157,8 @@ function render({ model, el }) {
   side.append(detailsBox, lineageBox);
   main.append(canvas, side);
   const recordsBox = h("div", "tp-records");
-  el.append(toolbar, errorBar, main, recordsBox);
+  const whatIfBox = h("div", "tp-whatif");
+  el.append(toolbar, errorBar, main, recordsBox, whatIfBox);
 
   const cy = cytoscape({
     container: canvas,
@@ -161,7 +182,7 @@ function render({ model, el }) {
 
   // Test hooks (tests/test_browser.py): the cytoscape instance, to find where nodes are
   // drawn on the canvas, and data-highlight-ms / data-highlight-seq on the element: the
-  // time from a click on a record row to the first graph render showing its lineage.
+  // time from a click on a record or a cell to the first graph render showing its lineage.
   el.__tensprov_cy = cy;
   let clickedAt = null;
   let highlights = 0;
@@ -225,6 +246,30 @@ function render({ model, el }) {
     showSelected();
     showMatches();
     showLineage();
+    showWhatIf();
+  }
+
+  // A node's text: its label, the size of the lineage it holds ("● n": records, or cells
+  // for a picked cell) and the what-if change of its records ("−removed ~changed +added").
+  function relabel() {
+    const counts = (model.get("lineage") || {}).counts || {};
+    const wi = model.get("what_if") || {};
+    const delta = {};
+    for (const d of wi.datasets || []) {
+      const n = d.counts || {};
+      if (d.node && d.status === "changed") delta[d.node] = `−${n.removed} ~${n.changed} +${n.added}`;
+      if (d.node && d.status === "not_previewable") delta[d.node] = "? not previewable";
+    }
+    for (const d of wi.drop || []) if (d.node) delta[d.node] = `✕ ${d.rows.length} dropped`;
+    cy.batch(() => {
+      cy.nodes().forEach((n) => {
+        let text = n.data("label");
+        const c = counts[n.id()];
+        if (c !== undefined) text += `\n● ${fmtCount(c)}`;
+        if (delta[n.id()]) text += `\n${delta[n.id()]}`;
+        n.data("display", text);
+      });
+    });
   }
 
   function showSelected() {
@@ -308,6 +353,9 @@ function render({ model, el }) {
     }
     detailsBox.append(h("h4", "", `${d.label} (${d.kind})`));
     detailsBox.append(field("rows", fmtCount(d.rows)));
+    detailsBox.append(
+      field("records", d.materialized ? `kept (${d.materialized})` : d.droppable ? "read from the source" : "recomputed on demand"),
+    );
     if (d.origin) detailsBox.append(field("origin", d.origin));
     if (d.produced_by) {
       detailsBox.append(field("produced by", nodeLink(d.produced_by.node, d.produced_by.expression || d.produced_by.method)));
@@ -320,13 +368,43 @@ function render({ model, el }) {
   }
 
   // -- records table ---------------------------------------------------------------------
+  function droppedCount() {
+    return Object.values(model.get("dropped") || {}).reduce((n, rows) => n + rows.length, 0);
+  }
+
+  /** The lineage entry of a dataset (by id: a hidden dataset has no node on show). */
+  function lineageEntry(lin, dsId) {
+    return (lin.datasets || []).find((d) => d.id === dsId);
+  }
+
   function showRecords() {
     const r = model.get("records") || {};
     recordsBox.replaceChildren();
     if (!r.node) return;
     const head = h("div", "tp-records-head");
     const what = r.lineage_only ? "lineage records of" : "records of";
-    head.append(h("b", "", `${what} ${r.label}`), h("span", "tp-muted", ` — ${fmtCount(r.total)} rows; click a row for its lineage`));
+    head.append(h("b", "", `${what} ${r.label}`));
+    if (r.recomputed) {
+      const badge = h("span", "tp-badge tp-recomputed", "recomputed");
+      badge.title = "not materialized: these records were recomputed by replaying the operations on their provenance-related input records";
+      head.append(badge);
+    } else if (r.materialized) {
+      const badge = h("span", "tp-badge tp-kept", "materialized");
+      badge.title = `kept whole: ${r.materialized}`;
+      head.append(badge);
+    }
+    const hint = r.droppable
+      ? "click a row number for its record's lineage, a value for its cell's; tick records to drop"
+      : "click a row number for its record's lineage, a value for its cell's";
+    head.append(h("span", "tp-muted", ` — ${fmtCount(r.total)} rows; ${hint}`));
+    const marked = droppedCount();
+    if (r.droppable || marked) {
+      const preview = h("button", "tp-btn tp-preview", `preview dropping ${marked}`);
+      preview.disabled = !marked;
+      preview.title = "what-if: which downstream records disappear, change or appear without the ticked records";
+      preview.addEventListener("click", () => send({ type: "what_if" }));
+      head.append(preview);
+    }
     const prev = h("button", "tp-btn", "‹ prev");
     const next = h("button", "tp-btn", "next ›");
     prev.disabled = r.page <= 0;
@@ -342,25 +420,78 @@ function render({ model, el }) {
       return;
     }
     const lin = model.get("lineage") || {};
-    const picked = lin.origin && lin.origin.node === r.node ? lin.origin.row : null;
-    const reached = new Set();
-    for (const d of lin.datasets || []) if (d.node === r.node) d.rows.forEach((x) => reached.add(x));
+    const here = lin.origin && lin.origin.node === r.node;
+    const picked = here ? lin.origin.row : null;
+    const pickedCol = here ? lin.origin.column : undefined;
+    const entry = lineageEntry(lin, r.dataset);
+    const reached = new Set(entry ? entry.rows : []);
+    // cells of the picked cell's lineage on this page: "row\0column" -> classes
+    const marks = r.marks || {};
+    const cellClass = new Map();
+    for (const [kind, cls] of [["contributing", "tp-c"], ["influencing", "tp-i"]]) {
+      for (const [col, rows] of Object.entries(marks[kind] || {})) {
+        for (const x of rows) {
+          const key = `${x}\0${col}`;
+          cellClass.set(key, `${cellClass.get(key) || ""} ${cls}`.trim());
+        }
+      }
+    }
+    const colKind = {};
+    for (const kind of ["contributing", "influencing"]) {
+      for (const c of (entry && entry[kind]) || []) colKind[c.column] = `${colKind[c.column] || ""} tp-${kind[0]}`.trim();
+    }
+    const dropped = new Set((model.get("dropped") || {})[r.node] || []);
     const wrap = h("div", "tp-table-wrap");
     const table = h("table", "tp-table");
     const thead = h("thead");
     const htr = h("tr");
-    for (const c of r.columns || []) htr.append(h("th", "", c));
+    if (r.droppable) {
+      const th = h("th", "tp-drop", "drop");
+      th.title = "tick records to drop in a what-if preview";
+      htr.append(th);
+    }
+    for (const c of r.columns || []) htr.append(h("th", colKind[c] || "", c));
     thead.append(htr);
     const tbody = h("tbody");
+    const cols = r.columns || [];
     for (const row of r.rows || []) {
       const tr = h("tr", "tp-row");
       const idx = row[0];
       if (idx === picked) tr.classList.add("tp-picked");
       else if (reached.has(idx)) tr.classList.add("tp-reached");
-      for (const v of row) tr.append(h("td", v === null ? "tp-null" : "", fmtCell(v)));
-      tr.addEventListener("click", () => {
-        clickedAt = performance.now();
-        send({ type: "record", row: idx, node: r.node });
+      if (dropped.has(idx)) tr.classList.add("tp-dropped");
+      if (r.droppable) {
+        const td = h("td", "tp-drop");
+        const box = h("input");
+        box.type = "checkbox";
+        box.checked = dropped.has(idx);
+        box.title = `drop record ${idx} in the what-if preview`;
+        box.addEventListener("change", () => send({ type: "drop", node: r.node, row: idx, on: box.checked }));
+        td.append(box);
+        tr.append(td);
+      }
+      row.forEach((v, j) => {
+        const col = cols[j];
+        const td = h("td", v === null ? "tp-null" : "", fmtCell(v));
+        if (j === 0) {
+          // the row number: the whole record's lineage
+          td.classList.add("tp-rowhead");
+          td.title = "lineage of this record";
+          td.addEventListener("click", () => {
+            clickedAt = performance.now();
+            send({ type: "record", row: idx, node: r.node });
+          });
+        } else {
+          const cls = cellClass.get(`${idx}\0${col}`);
+          if (cls) td.className = `${td.className} ${cls}`.trim();
+          if (idx === picked && col === pickedCol) td.classList.add("tp-cell-picked");
+          td.title = `lineage of ${col} in record ${idx}`;
+          td.addEventListener("click", () => {
+            clickedAt = performance.now();
+            send({ type: "cell", row: idx, column: col, node: r.node });
+          });
+        }
+        tr.append(td);
       });
       tbody.append(tr);
     }
@@ -379,13 +510,8 @@ function render({ model, el }) {
       cy.elements().removeClass("lin lin-backward lin-forward lin-origin dim");
       cy.nodes().forEach((n) => {
         const c = counts[n.id()];
-        if (c !== undefined) {
-          n.addClass(`lin-${dir[n.id()]}`);
-          n.data("display", `${n.data("label")}\n● ${fmtCount(c)}`);
-        } else {
-          n.data("display", n.data("label"));
-          if (active) n.addClass("dim");
-        }
+        if (c !== undefined) n.addClass(`lin-${dir[n.id()]}`);
+        else if (active) n.addClass("dim");
       });
       const onPath = new Set(lin.edges || []);
       cy.edges().forEach((e) => {
@@ -393,6 +519,7 @@ function render({ model, el }) {
         else if (active) e.addClass("dim");
       });
     });
+    relabel();
     if (clickedAt !== null) {
       const t0 = clickedAt;
       clickedAt = null;
@@ -407,15 +534,23 @@ function render({ model, el }) {
       return;
     }
     if (!active) return;
+    const cells = lin.mode === "cell";
     const head = h("div", "tp-lineage-head");
-    head.append(h("b", "", `lineage of ${lin.origin.label} row ${lin.origin.row}`));
+    const of = cells ? `${lin.origin.label}.${lin.origin.column} row ${lin.origin.row}` : `${lin.origin.label} row ${lin.origin.row}`;
+    head.append(h("b", "", `lineage of ${of}`));
     const clear = h("button", "tp-btn", "clear");
     clear.addEventListener("click", () => send({ type: "clear" }));
     head.append(clear);
     lineageBox.append(head);
+    if (cells) {
+      const key = h("div", "tp-muted tp-key-line");
+      key.append(h("span", "tp-c", "contributing"), " values flow; ", h("span", "tp-i", "influencing"), " conditions, keys");
+      lineageBox.append(key);
+    }
     const list = h("ul", "tp-lineage-list");
     for (const d of lin.datasets || []) {
       const li = h("li", `tp-dir-${d.direction}`);
+      li.dataset.dataset = String(d.id);
       const arrow = { backward: "↑", forward: "↓", origin: "●" }[d.direction] || "";
       const name = h("a", "tp-link", `${arrow} ${d.label}`);
       name.href = "#";
@@ -424,14 +559,115 @@ function render({ model, el }) {
         ev.preventDefault();
         send({ type: "lineage_rows", node: `d${d.id}` });
       });
-      li.append(name, h("span", "tp-muted", `: ${fmtCount(d.count)} row(s) [${d.rows.join(", ")}${d.truncated ? ", …" : ""}]`));
+      const rows = `[${d.rows.join(", ")}${d.truncated ? ", …" : ""}]`;
+      li.append(name, h("span", "tp-muted", cells ? `: ${fmtCount(d.count)} row(s), ${fmtCount(d.cells)} cell(s)` : `: ${fmtCount(d.count)} row(s) ${rows}`));
+      if (cells) {
+        const sub = h("ul", "tp-cols");
+        for (const kind of ["contributing", "influencing"]) {
+          for (const c of d[kind] || []) {
+            const item = h("li", `tp-col-${kind}`);
+            item.append(
+              h("span", `tp-${kind[0]}`, c.column),
+              h("span", "tp-muted", ` ${kind}: ${fmtCount(c.count)} row(s) [${c.rows.join(", ")}${c.truncated ? ", …" : ""}]`),
+            );
+            sub.append(item);
+          }
+        }
+        li.append(sub);
+      }
       list.append(li);
     }
     lineageBox.append(list);
     for (const b of lin.blocked || []) {
       lineageBox.append(h("div", "tp-warn", `record lineage stops at opaque ${b.method}: ${b.expression}`));
     }
+    for (const b of lin.approximate || []) {
+      lineageBox.append(h("div", "tp-warn", `column lineage through ${b.method} is a superset (attribute map not exact): ${b.expression}`));
+    }
     showRecords(); // re-mark picked / reached rows
+  }
+
+  // -- what-if ---------------------------------------------------------------------------
+  function whatIfTable(t, title, cls) {
+    const box = h("div", `tp-wi-part ${cls}`);
+    box.append(h("div", "tp-wi-title", `${title}: ${fmtCount(t.total)}${t.truncated ? ` (first ${t.rows.length} shown)` : ""}`));
+    const table = h("table", "tp-table");
+    const thead = h("thead");
+    const htr = h("tr");
+    for (const c of t.columns) htr.append(h("th", "", c));
+    thead.append(htr);
+    const tbody = h("tbody");
+    t.rows.forEach((row, i) => {
+      const tr = h("tr");
+      const before = (t.before || [])[i] || {};
+      row.forEach((v, j) => {
+        const col = t.columns[j];
+        if (col in before) {
+          // a changed value: old → new
+          const td = h("td", "tp-wi-changed", `${fmtCell(before[col])} → ${fmtCell(v)}`);
+          td.title = `${col}: was ${fmtCell(before[col])}`;
+          tr.append(td);
+        } else tr.append(h("td", v === null ? "tp-null" : "", fmtCell(v)));
+      });
+      tbody.append(tr);
+    });
+    table.append(thead, tbody);
+    const wrap = h("div", "tp-table-wrap");
+    wrap.append(table);
+    box.append(wrap);
+    return box;
+  }
+
+  function showWhatIf() {
+    const wi = model.get("what_if") || {};
+    const status = wi.nodes || {};
+    const active = !!wi.datasets;
+    cy.batch(() => {
+      cy.elements().removeClass("wi-dropped wi-changed wi-not_previewable wi-same wi-dim");
+      if (active) {
+        cy.nodes().forEach((n) => {
+          const s = status[n.id()];
+          n.addClass(s ? `wi-${s}` : "wi-dim");
+        });
+        cy.edges().forEach((e) => {
+          if (!(status[e.source().id()] && status[e.target().id()])) e.addClass("wi-dim");
+        });
+      }
+    });
+    relabel();
+    whatIfBox.replaceChildren();
+    if (wi.error) {
+      whatIfBox.append(h("div", "tp-warn", wi.error));
+      return;
+    }
+    if (!active) return;
+    const head = h("div", "tp-lineage-head");
+    const what = (wi.drop || []).map((d) => `${d.label} row(s) [${d.rows.join(", ")}]`).join(", ");
+    head.append(h("b", "", `what-if: without ${what}`));
+    const clear = h("button", "tp-btn", "clear");
+    clear.addEventListener("click", () => send({ type: "clear_what_if" }));
+    head.append(clear);
+    whatIfBox.append(head);
+    if (!(wi.datasets || []).length) whatIfBox.append(h("div", "tp-muted", "no downstream record is reached"));
+    for (const d of wi.datasets || []) {
+      const sec = h("div", `tp-wi-ds tp-wi-${d.status}`);
+      sec.dataset.dataset = String(d.id);
+      const n = d.counts || {};
+      const title = h("div", "tp-wi-head");
+      title.append(nodeLink(d.node, d.label));
+      const text = {
+        changed: ` — ${fmtCount(n.removed)} removed, ${fmtCount(n.changed)} changed, ${fmtCount(n.added)} added`,
+        same: " — unchanged",
+        not_previewable: " — not previewable",
+      }[d.status];
+      title.append(h("span", "tp-muted", text));
+      sec.append(title);
+      if (d.status === "not_previewable") sec.append(h("div", "tp-warn", d.reason));
+      if (n.removed) sec.append(whatIfTable(d.removed, "removed", "tp-wi-removed"));
+      if (n.changed) sec.append(whatIfTable(d.changed, "changed (old → new)", "tp-wi-changed-part"));
+      if (n.added) sec.append(whatIfTable(d.added, "added", "tp-wi-added"));
+      whatIfBox.append(sec);
+    }
   }
 
   function showError() {
@@ -462,6 +698,8 @@ function render({ model, el }) {
     "change:details": showDetails,
     "change:records": showRecords,
     "change:lineage": showLineage,
+    "change:what_if": showWhatIf,
+    "change:dropped": showRecords,
     "change:error": showError,
     "change:coarse": () => (coarseBox.checked = !!model.get("coarse")),
   };

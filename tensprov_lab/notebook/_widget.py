@@ -5,10 +5,17 @@ into ``tensprov_lab/static/explorer.js``) only draws the synced traits and repor
 clicks, so every interaction can be tested without a browser:
 
 - the front end sets ``selected``, ``coarse``, ``focus`` and ``search`` (traits), and
-  sends ``{"type": "page", "page": n}``, ``{"type": "record", "row": r}``,
-  ``{"type": "lineage_rows", "node": id}`` and ``{"type": "clear"}`` messages;
-- Python answers by setting ``graph``, ``details``, ``records``, ``lineage`` and
-  ``matches``.
+  sends ``{"type": "page", "page": n}``, ``{"type": "record", "row": r}`` (a click on a
+  row number), ``{"type": "cell", "row": r, "column": c}`` (a click on a value),
+  ``{"type": "lineage_rows", "node": id}``, ``{"type": "clear"}``,
+  ``{"type": "drop", "node": id, "row": r, "on": bool}`` (a what-if checkbox of a
+  source's record), ``{"type": "what_if"}`` (the preview button) and
+  ``{"type": "clear_what_if"}`` messages;
+- Python answers by setting ``graph``, ``details``, ``records``, ``lineage``,
+  ``matches``, ``dropped`` and ``what_if``.
+
+A lineage highlight and a what-if preview are never on show together: both recolour the
+same nodes, so starting one clears the other (the records marked to drop stay marked).
 
 Where widgets cannot render (GitHub, nbviewer, exported HTML), the mimebundle also holds
 the static SVG of :mod:`._svg` and a text summary.
@@ -41,7 +48,8 @@ __all__ = ["LineageExplorer", "explore"]
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 PAGE_SIZE = 20
-#: reached row indices listed per dataset in the lineage panel (the count is exact)
+#: reached row indices listed per dataset (and per column) in the lineage panel, and
+#: records shown per what-if table (the counts are exact)
 LISTED_ROWS = 100
 
 
@@ -66,6 +74,8 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
     >>> w.selected = "d8"                      # what a click on dataset 8 does
     >>> w.records["rows"][0]                   # doctest: +SKIP
     >>> w.select_record(0)                     # backward + forward lineage of row 0
+    >>> w.select_cell(0, "total")              # ... of one cell: contributing/influencing
+    >>> w.mark_drop(3, node="d0"); w.preview_what_if()  # doctest: +SKIP
     """
 
     _esm = STATIC / "explorer.js"
@@ -89,6 +99,10 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
     search = traitlets.Unicode("").tag(sync=True)
     #: nodes whose schema holds the searched attribute
     matches = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    #: records of sources marked to drop in a what-if preview: node id -> sorted rows
+    dropped = traitlets.Dict().tag(sync=True)
+    #: the what-if preview of dropping them: per downstream dataset, what changes
+    what_if = traitlets.Dict().tag(sync=True)
     #: last error of a query, shown by the front end
     error = traitlets.Unicode("").tag(sync=True)
 
@@ -99,6 +113,8 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         # lineage of the picked record, per dataset id, kept so that it can be projected
         # again onto the nodes after a coarse/fine toggle or a focus change
         self._picked: dict[str, Any] | None = None
+        # the last what-if preview (dataset ids, not node ids), kept for the same reason
+        self._preview: dict[str, Any] | None = None
         super().__init__(coarse=coarse, **kwargs)
         self.on_msg(self._on_msg)
         self._refresh_graph()
@@ -127,6 +143,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         if self.selected and self.selected not in G:
             self.selected = self._visible_id(self.selected, G)
         self._project_lineage()
+        self._project_what_if()
 
     def _visible_id(self, nid: str, G: nx.DiGraph) -> str:
         """The node of ``G`` standing for ``nid`` ("" when there is none).
@@ -184,6 +201,8 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             "label": self._label(ds_id),
             "rows": ds.n_rows,
             "schema": [[c, t] for c, t in zip(ds.columns, ds.dtypes)],
+            # why its records are kept whole; "" when they are recomputed on demand
+            "materialized": ds.materialized,
         }
 
     def _label(self, ds_id: int) -> str:
@@ -241,7 +260,14 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             ],
             # hidden datasets (after repartition, cache ...) drawn as this node
             "aliases": [store.datasets[a].label for a in attrs.get("aliases", [])],
+            "droppable": self._droppable(ds_id),
         }
+
+    def _droppable(self, ds_id: int) -> bool:
+        """Whether a what-if preview can drop records of the dataset: only records of
+        sources (no producing operation in the store) can be dropped, since a derived
+        record is dropped by dropping the source records it comes from."""
+        return self._run.store.producer(ds_id) is None
 
     # -- records ---------------------------------------------------------------------------
     def show_records(self, nid: str, page: int = 0, *, only_lineage: bool = False) -> None:
@@ -289,7 +315,42 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         else:
             columns = [str(c) for c in table.columns]
             data = [[_jsonable(v) for v in rec] for rec in table.itertuples(index=False)]
-        self.records = {**base, "columns": columns, "rows": data}
+        self.records = {
+            **base,
+            "columns": columns,
+            "rows": data,
+            # not read but replayed from the provenance-related input records: the
+            # front end says so, since such a page costs a Spark job per page
+            "recomputed": bool(table is not None and table.attrs.get("recomputed", False)),
+            "materialized": ds.materialized,
+            "droppable": self._droppable(ds_id),
+            "marks": self._marks(ds_id, [int(r) for r in rows]),
+        }
+
+    def _marks(self, ds_id: int, rows: list[int]) -> dict[str, dict[str, list[int]]]:
+        """Cells of the picked cell's lineage among ``rows`` of the dataset, per kind and
+        column, so that the records table can colour them (empty without a cell pick)."""
+        p = self._picked
+        cells = None if p is None else p.get("cells", {}).get(ds_id)
+        if cells is None or not rows:
+            return {}
+        page = np.asarray(rows, dtype=np.int64)
+        out: dict[str, dict[str, list[int]]] = {}
+        for kind, by_col in cells.items():
+            for col, r in by_col.items():
+                hit = page[np.isin(page, r)]
+                if len(hit):
+                    out.setdefault(kind, {})[col] = [int(x) for x in hit]
+        return out
+
+    def _refresh_marks(self) -> None:
+        """Recolour the records on show after the lineage changed (no new Spark read)."""
+        r = self.records
+        if not r.get("node") or "rows" not in r:
+            return
+        marks = self._marks(int(r["dataset"]), [int(rec[0]) for rec in r["rows"]])
+        if marks != r.get("marks"):
+            self.records = {**r, "marks": marks}
 
     def show_page(self, page: int) -> None:
         """Another page of the records on show."""
@@ -299,6 +360,17 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             )
 
     # -- lineage ---------------------------------------------------------------------------
+    def _origin(self, node: str | None) -> tuple[str, int]:
+        nid = node or self.records.get("node") or self.selected
+        kind, ds_id = node_ref(nid)
+        if kind != "dataset":
+            raise ValueError(f"{nid} is not a dataset")
+        return nid, ds_id
+
+    def _targets(self) -> list[int]:
+        """Every dataset drawn in the full graph: the datasets a lineage query reports."""
+        return [int(a["ref"]) for _, a in self._full.nodes(data=True) if a["kind"] != "operation"]
+
     def select_record(self, row: int, node: str | None = None) -> None:
         """Backward and forward lineage of one record, highlighted on the graph.
 
@@ -309,21 +381,14 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         node : str, optional
             Its dataset node; default: the dataset whose records are on show.
         """
-        nid = node or self.records.get("node") or self.selected
-        kind, ds_id = node_ref(nid)
-        if kind != "dataset":
-            raise ValueError(f"{nid} is not a dataset")
+        _, ds_id = self._origin(node)
         self.error = ""
-        targets = [
-            int(a["ref"]) for n, a in self._full.nodes(data=True) if a["kind"] != "operation"
-        ]
+        targets = self._targets()
         try:
             back = self._run.backward(ds_id, rows=[int(row)], to=targets)
             fwd = self._run.forward(ds_id, rows=[int(row)], to=targets)
         except Exception as exc:  # an out-of-range row or an unreadable dataset
-            self.error = str(exc)
-            self._picked = None
-            self.lineage = {"error": str(exc)}
+            self._lineage_failed(exc)
             return
         rows: dict[int, np.ndarray] = {}
         direction: dict[int, str] = {}
@@ -335,36 +400,118 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         rows[ds_id] = np.asarray([int(row)], dtype=np.int64)
         direction[ds_id] = "origin"
         blocked = sorted(set(back.result.blocked) | set(fwd.result.blocked))
-        self._picked = {
-            "dataset": ds_id,
-            "row": int(row),
-            "rows": rows,
-            "direction": direction,
-            "blocked": blocked,
+        self._set_picked(
+            {
+                "dataset": ds_id,
+                "row": int(row),
+                "rows": rows,
+                "direction": direction,
+                "blocked": blocked,
+            }
+        )
+
+    def select_cell(self, row: int, column: str, node: str | None = None) -> None:
+        """Backward and forward lineage of one cell (attribute-value level).
+
+        Per reached dataset, the cells are split into *contributing* ones (their values
+        flow into the picked cell, or it flows into them) and *influencing* ones (filter
+        and join conditions, group and sort keys deciding whether or where it exists).
+
+        Parameters
+        ----------
+        row : int
+            Canonical row index (``_row``) of the record.
+        column : str
+            Column of the cell.
+        node : str, optional
+            Its dataset node; default: the dataset whose records are on show.
+        """
+        _, ds_id = self._origin(node)
+        self.error = ""
+        targets = self._targets()
+        try:
+            back = self._run.backward(ds_id, rows=[int(row)], columns=[column], to=targets)
+            fwd = self._run.forward(ds_id, rows=[int(row)], columns=[column], to=targets)
+        except Exception as exc:  # an unknown column, an out-of-range row ...
+            self._lineage_failed(exc)
+            return
+        names = self._run.store.datasets
+        cells: dict[int, dict[str, dict[str, np.ndarray]]] = {}
+        direction: dict[int, str] = {}
+        for res, name in ((back.result, "backward"), (fwd.result, "forward")):
+            for kind in ("contributing", "influencing"):
+                for d, by_col in getattr(res, kind).items():
+                    if d == ds_id or not by_col:
+                        continue  # the start cell is added below; {}: reached no cell
+                    cols = names[d].columns
+                    got = cells.setdefault(d, {"contributing": {}, "influencing": {}})
+                    for c, r in by_col.items():
+                        got[kind][cols[c]] = np.asarray(r, dtype=np.int64)
+                    direction[d] = name
+        start = np.asarray([int(row)], dtype=np.int64)
+        cells[ds_id] = {"contributing": {str(column): start}, "influencing": {}}
+        direction[ds_id] = "origin"
+        rows = {
+            d: np.unique(np.concatenate([r for k in c.values() for r in k.values()]))
+            for d, c in cells.items()
         }
+        self._set_picked(
+            {
+                "dataset": ds_id,
+                "row": int(row),
+                "column": str(column),
+                "rows": rows,
+                "cells": cells,
+                "direction": direction,
+                "blocked": sorted(set(back.result.blocked) | set(fwd.result.blocked)),
+                "approximate": sorted(set(back.result.approximate) | set(fwd.result.approximate)),
+            }
+        )
+
+    def _set_picked(self, picked: dict[str, Any]) -> None:
+        if self._preview is not None:  # one highlight at a time (see the module text)
+            self._preview = None
+            self.what_if = {}
+        self._picked = picked
         self._project_lineage()
+        self._refresh_marks()
+
+    def _lineage_failed(self, exc: Exception) -> None:
+        self.error = str(exc)
+        self._picked = None
+        self.lineage = {"error": str(exc)}
+        self._refresh_marks()
 
     def clear_lineage(self) -> None:
-        """Forget the picked record."""
+        """Forget the picked record or cell."""
         self._picked = None
         self.lineage = {}
+        self._refresh_marks()
 
     def _project_lineage(self) -> None:
-        """Counts of the picked record's lineage on the nodes and edges on show."""
+        """Counts of the picked record's (or cell's) lineage on the nodes and edges on show.
+
+        A node's count is the number of its records on the lineage, or for a picked cell
+        the number of its cells (a cell both contributing and influencing counts once).
+        """
         if self._picked is None or self._view is None:
             self.lineage = {}
             return
         G = self._view.graph
         p = self._picked
+        cells = p.get("cells")
+        size = {d: int(len(r)) for d, r in p["rows"].items()}
+        if cells is not None:
+            size = {d: _cell_count(c) for d, c in cells.items()}
         counts: dict[str, int] = {}
         where: dict[str, str] = {}
-        for d, r in p["rows"].items():
+        for d in p["rows"]:
             nid = dataset_node(d)
-            if nid in G and len(r):
-                counts[nid] = int(len(r))
+            if nid in G and size[d]:
+                counts[nid] = size[d]
                 where[nid] = p["direction"][d]
         # an operation is on the lineage when its output and one of its inputs are: its
-        # count is the number of its output records taking part
+        # count is the number of its output records (cells) taking part
         for nid, attrs in G.nodes(data=True):
             if attrs["kind"] != "operation":
                 continue
@@ -380,24 +527,43 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         store = self._run.store
         listed = []
         for d, r in sorted(p["rows"].items(), key=lambda kv: (kv[0] != p["dataset"], kv[0])):
-            listed.append(
-                {
-                    "node": dataset_node(d) if dataset_node(d) in G else "",
-                    "id": d,
-                    "label": self._label(d),
-                    "direction": p["direction"][d],
-                    "count": int(len(r)),
-                    "rows": [int(x) for x in r[:LISTED_ROWS]],
-                    "truncated": len(r) > LISTED_ROWS,
-                }
-            )
+            entry = {
+                "node": dataset_node(d) if dataset_node(d) in G else "",
+                "id": d,
+                "label": self._label(d),
+                "direction": p["direction"][d],
+                "count": int(len(r)),
+                "rows": [int(x) for x in r[:LISTED_ROWS]],
+                "truncated": len(r) > LISTED_ROWS,
+            }
+            if cells is not None:
+                entry["cells"] = size[d]
+                # in the dataset's column order, so the panel reads like its schema
+                order = store.datasets[d].columns
+                for kind in ("contributing", "influencing"):
+                    by_col = cells[d][kind]
+                    entry[kind] = [
+                        {
+                            "column": c,
+                            "count": int(len(by_col[c])),
+                            "rows": [int(x) for x in by_col[c][:LISTED_ROWS]],
+                            "truncated": len(by_col[c]) > LISTED_ROWS,
+                        }
+                        for c in order
+                        if c in by_col
+                    ]
+            listed.append(entry)
+        origin_info: dict[str, Any] = {
+            "node": origin,
+            "dataset": p["dataset"],
+            "row": p["row"],
+            "label": self._label(p["dataset"]),
+        }
+        if cells is not None:
+            origin_info["column"] = p["column"]
         self.lineage = {
-            "origin": {
-                "node": origin,
-                "dataset": p["dataset"],
-                "row": p["row"],
-                "label": self._label(p["dataset"]),
-            },
+            "mode": "cell" if cells is not None else "record",
+            "origin": origin_info,
             "counts": counts,
             "direction": where,
             "edges": edges,
@@ -410,6 +576,162 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
                 }
                 for o in p["blocked"]
             ],
+            # column lineage through these is a superset (their attribute maps are not exact)
+            "approximate": [
+                {
+                    "node": f"o{o}",
+                    "method": store.operations[o].method,
+                    "expression": store.operations[o].expression,
+                }
+                for o in p.get("approximate", [])
+            ],
+        }
+
+    # -- what-if ---------------------------------------------------------------------------
+    def mark_drop(self, row: int, on: bool = True, node: str | None = None) -> None:
+        """Mark (or unmark) a source record to drop in the next what-if preview.
+
+        Parameters
+        ----------
+        row : int
+            Canonical row index (``_row``) of the record.
+        on : bool
+            Mark (True) or unmark (False).
+        node : str, optional
+            Its dataset node (a source); default: the dataset whose records are on show.
+        """
+        nid, ds_id = self._origin(node)
+        ds = self._run.store.datasets[ds_id]
+        if not self._droppable(ds_id):
+            raise ValueError(
+                f"{self._label(ds_id)} is derived: what-if drops records of sources; drop "
+                "the source records it comes from"
+            )
+        if not 0 <= int(row) < (ds.n_rows or 0):
+            raise IndexError(f"row indices must be in 0..{(ds.n_rows or 0) - 1} for {ds.label}")
+        marked = set(self.dropped.get(nid, []))
+        if on:
+            marked.add(int(row))
+        else:
+            marked.discard(int(row))
+        dropped = {k: v for k, v in self.dropped.items() if k != nid}
+        if marked:
+            dropped[nid] = sorted(marked)
+        self.dropped = dropped
+
+    def preview_what_if(self) -> None:
+        """Preview dropping the marked records: ``run.what_if(drop=...)``, shown per
+        downstream dataset and highlighted on the graph."""
+        if not self.dropped:
+            raise ValueError("mark records of a source to drop first (the checkboxes)")
+        drop = {node_ref(nid)[1]: list(rows) for nid, rows in self.dropped.items()}
+        store = self._run.store
+        drawn = set(self._targets())
+        targets = [
+            d for d in _downstream(store, drop) if d in drawn and not store.datasets[d].hidden
+        ]
+        # WhatIf names its tables by dataset label, and labels repeat (a later run of the
+        # same pipeline binds the same variable names, and its datasets are downstream of
+        # the same sources too): ask for this run's drawn datasets only, in batches of
+        # distinct labels, so that every table belongs to one dataset (one batch as a rule)
+        batches: list[list[int]] = []
+        for d in targets:
+            label = store.datasets[d].label
+            free = [b for b in batches if all(store.datasets[x].label != label for x in b)]
+            if free:
+                free[0].append(d)
+            else:
+                batches.append([d])
+        self.error = ""
+        found: list[dict[str, Any]] = []
+        try:
+            for batch in batches:
+                preview = self._run.what_if(drop=drop, to=batch)
+                ids = {store.datasets[d].label: d for d in batch}
+                for label in dict.fromkeys(
+                    [*preview.removed, *preview.changed, *preview.added, *preview.not_previewable]
+                ):
+                    tables = {
+                        kind: getattr(preview, kind).get(label)
+                        for kind in ("removed", "changed", "added")
+                    }
+                    n = {k: 0 if t is None else int(len(t)) for k, t in tables.items()}
+                    reason = preview.not_previewable.get(label, "")
+                    status = (
+                        "not_previewable" if reason else "changed" if any(n.values()) else "same"
+                    )
+                    found.append(
+                        {"id": ids[label], "status": status, "reason": reason, "n": n, **tables}
+                    )
+        except Exception as exc:  # a Spark failure while replaying: shown, never raised
+            self.error = f"what-if: {exc}"
+            self._preview = None
+            self.what_if = {"error": self.error}
+            return
+        found.sort(key=lambda e: int(e["id"]))
+        if self._picked is not None:  # one highlight at a time (see the module text)
+            self._picked = None
+            self.lineage = {}
+            self._refresh_marks()
+        self._preview = {"drop": drop, "datasets": found}
+        self._project_what_if()
+
+    def clear_what_if(self, *, keep_marks: bool = False) -> None:
+        """Forget the preview (and, unless ``keep_marks``, the records marked to drop)."""
+        self._preview = None
+        self.what_if = {}
+        if not keep_marks:
+            self.dropped = {}
+
+    def _project_what_if(self) -> None:
+        """The preview on the nodes on show: the sources with dropped records, the datasets
+        whose records change (and the operations making them), those not previewable."""
+        if self._preview is None or self._view is None:
+            self.what_if = {}
+            return
+        G = self._view.graph
+        nodes: dict[str, str] = {}
+        datasets = []
+        for d in self._preview["drop"]:
+            if dataset_node(d) in G:
+                nodes[dataset_node(d)] = "dropped"
+        for e in self._preview["datasets"]:
+            d = e["id"]
+            nid = dataset_node(d)
+            if nid in G:
+                nodes[nid] = e["status"]
+            columns = self._run.store.datasets[d].columns
+            datasets.append(
+                {
+                    "node": nid if nid in G else "",
+                    "id": d,
+                    "label": self._label(d),
+                    "status": e["status"],
+                    "reason": e["reason"],
+                    "counts": e["n"],
+                    "removed": _table(e["removed"], columns),
+                    "changed": _table(e["changed"], columns, before=True),
+                    "added": _table(e["added"], columns),
+                }
+            )
+        for nid, attrs in G.nodes(data=True):
+            if attrs["kind"] == "operation" and nodes.get(attrs["output"]) in (
+                "changed",
+                "not_previewable",
+            ):
+                nodes[nid] = nodes[attrs["output"]]
+        self.what_if = {
+            "drop": [
+                {
+                    "node": dataset_node(d) if dataset_node(d) in G else "",
+                    "id": d,
+                    "label": self._label(d),
+                    "rows": [int(r) for r in rows],
+                }
+                for d, rows in self._preview["drop"].items()
+            ],
+            "datasets": datasets,
+            "nodes": nodes,
         }
 
     # -- messages from the front end -------------------------------------------------------
@@ -422,10 +744,19 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
                 self.show_page(int(content.get("page", 0)))
             elif kind == "record":
                 self.select_record(int(content["row"]), content.get("node"))
+            elif kind == "cell":
+                self.select_cell(int(content["row"]), str(content["column"]), content.get("node"))
             elif kind == "lineage_rows":
                 self.show_records(str(content["node"]), 0, only_lineage=True)
             elif kind == "clear":
                 self.clear_lineage()
+            elif kind == "drop":
+                self.mark_drop(int(content["row"]), bool(content.get("on", True)),
+                               content.get("node"))  # fmt: skip
+            elif kind == "what_if":
+                self.preview_what_if()
+            elif kind == "clear_what_if":
+                self.clear_what_if(keep_marks=bool(content.get("keep_marks", False)))
         except Exception as exc:  # a bad message must not kill the comm: show it instead
             self.error = f"{type(exc).__name__}: {exc}"
 
@@ -452,6 +783,58 @@ def _flows(a: str, b: str) -> bool:
     """Whether an edge from a node reached as ``a`` to one reached as ``b`` carries the
     lineage: both upstream of the record, both downstream, or through the record itself."""
     return (a == b) or (a == "backward" and b == "origin") or (a == "origin" and b == "forward")
+
+
+def _cell_count(cells: dict[str, dict[str, np.ndarray]]) -> int:
+    """Distinct cells of one dataset: a cell both contributing and influencing (``amount``
+    summed after ``amount > 50`` kept its record) is one cell."""
+    by_col: dict[str, list[np.ndarray]] = {}
+    for kind in cells.values():
+        for col, r in kind.items():
+            by_col.setdefault(col, []).append(r)
+    return sum(int(len(np.unique(np.concatenate(parts)))) for parts in by_col.values())
+
+
+def _downstream(store: Any, drop: dict[int, Any]) -> list[int]:
+    """Every dataset downstream of the given ones (by operations, not by records)."""
+    seen: set[int] = set()
+    stack = list(drop)
+    while stack:
+        for op in store.consumers(stack.pop()):
+            if op.output not in seen:
+                seen.add(op.output)
+                stack.append(op.output)
+    return sorted(seen)
+
+
+def _table(df: Any, columns: list[str], *, before: bool = False) -> dict[str, Any]:
+    """A what-if table for the front end: ``_row`` and the dataset's columns, at most
+    ``LISTED_ROWS`` records (``total`` is exact); with ``before``, the old values of the
+    changed cells of each record (the ``"<col> (before)"`` columns of ``WhatIf.changed``)."""
+    cols = ["_row", *columns]
+    if df is None or not len(df):
+        return {"columns": cols, "rows": [], "total": 0, "truncated": False}
+    head = df.head(LISTED_ROWS)
+    present = [c for c in cols if c in head.columns]
+    out: dict[str, Any] = {
+        "columns": present,
+        "rows": [[_jsonable(v) for v in rec] for rec in head[present].itertuples(index=False)],
+        "total": int(len(df)),
+        "truncated": len(df) > LISTED_ROWS,
+    }
+    if before:
+        old = [(c, f"{c} (before)") for c in columns if f"{c} (before)" in head.columns]
+        out["before"] = [
+            {c: _jsonable(rec[b]) for c, b in old if not _missing_before(rec, b)}
+            for _, rec in head.iterrows()
+        ]
+    return out
+
+
+def _missing_before(rec: Any, col: str) -> bool:
+    """Whether a changed record has no old value in ``col``: the column did not change
+    (pandas fills the ``(before)`` columns of the records where it did not with NaN)."""
+    return col not in rec.index or bool(_missing(rec[col]))
 
 
 def _jsonable(v: Any) -> Any:
