@@ -320,7 +320,7 @@ class Run:
             Records of source datasets to drop.
         edit : {source: {row: {column: new value}}}
             Values of source records to change.
-        to : dataset(s) to preview (default: every dataset downstream of the change)
+        to : dataset(s) to preview (default: this run's datasets downstream of the change)
 
         Only the records the change reaches (forward lineage) and the records they were
         computed with (backward lineage) are replayed.  A dataset behind an operation
@@ -344,7 +344,8 @@ class Run:
             raise ValueError("give drop={source: rows} and/or edit={source: {row: {col: value}}}")
         for d, rows in [*drops.items(), *((d, np.array(list(e))) for d, e in edits.items())]:
             self._select(d, rows, None)  # range check with a clear message
-        targets = None if to is None else self._targets(to, [])
+        # by default this run's datasets: later runs may read the same sources
+        targets = list(self._log.datasets) if to is None else self._targets(to, [])
         return what_if(self._tracker, drops, edits, to=targets)
 
     @property

@@ -159,3 +159,11 @@ def test_quickstart_story(kernel_env: Any) -> None:
     after = _text(_cell(nb, "after = tensprov_lab.last_run()"))
     lines = [ln for ln in after.splitlines() if "add up to" in ln or "shipped orders" in ln]
     assert len(lines) == 2 and lines[0].split()[-1] == lines[1].split()[-1] == "1,342.20"
+
+    # cell lineage of the west revenue: Dee's second record's amount contributes
+    cells = _text(_cell(nb, "columns=[\"revenue\"]"))
+    assert "contributing" in cells and "influencing" in cells and "amount" in cells
+
+    # what-if: dropping the stale record takes the east revenue back to the true figure
+    preview = _text(_cell(nb, "preview = run.what_if("))
+    assert "642.0" in preview and "90.0" in preview

@@ -351,10 +351,14 @@ def what_if(
         return jvm.project(out, lplan)
 
     result = WhatIf()
-    for t in sorted(reach) if to is None else [t for t in to if t in reach]:
+    chosen = sorted(reach) if to is None else [t for t in to if t in reach]
+    labels = [store.datasets[t].label for t in chosen]
+    for t in chosen:
         ds = store.datasets[t]
         if ds.hidden:
             continue
+        # results are keyed by name; a name used twice (re-run cells) gets its id
+        label = ds.label if labels.count(ds.label) == 1 else f"{ds.label}#{ds.id}"
         ops = _ops_between(store, set(changed), t)
         why = next((w for op in ops if (w := _blocker(op)) is not None), None)
         keyed = [op for op in ops if op.id in touched]
@@ -364,7 +368,7 @@ def what_if(
                 "outside the lineage may join or group with it"
             )
         if why is not None:
-            result.not_previewable[ds.label] = why
+            result.not_previewable[label] = why
             continue
         old_rows = np.unique(np.concatenate(reach[t]))
         old = replay_records(tracker, t, old_rows)
@@ -384,9 +388,9 @@ def what_if(
                 if not _same(a, b):
                     entry[f"{c} (before)"] = a
             changes.append(entry)
-        result.removed[ds.label] = old[~old[ROW].isin(known[ROW])].reset_index(drop=True)
-        result.changed[ds.label] = pd.DataFrame(changes, columns=None if changes else [ROW])
-        result.added[ds.label] = new[new[ROW] < 0].reset_index(drop=True)
+        result.removed[label] = old[~old[ROW].isin(known[ROW])].reset_index(drop=True)
+        result.changed[label] = pd.DataFrame(changes, columns=None if changes else [ROW])
+        result.added[label] = new[new[ROW] < 0].reset_index(drop=True)
     return result
 
 
