@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.bench.queries import latency
+
 __all__ = ["EngineResult", "run_engine_bench", "main"]
 
 
@@ -84,15 +86,6 @@ def pipeline(orders: Any, customers: Any) -> Any:
     )
 
 
-def _latency(fn: Any, args: list[Any]) -> tuple[float, float]:
-    times = []
-    for a in args:
-        t0 = time.perf_counter()
-        fn(a)
-        times.append((time.perf_counter() - t0) * 1000)
-    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
-
-
 def run_engine_bench(
     spark: Any,
     n_orders: int,
@@ -135,10 +128,10 @@ def run_engine_bench(
     # warm-up builds the inverse indexes once (counted in nbytes)
     run.backward(priced, rows=[0])
     run.forward(orders, rows=[0], to=out)
-    backward = _latency(
+    backward = latency(
         lambda r: run.backward(priced, rows=[r]), rng.integers(0, n_priced, queries).tolist()
     )
-    forward = _latency(
+    forward = latency(
         lambda r: run.forward(orders, rows=[r], to=out), rng.integers(0, n_src, queries).tolist()
     )
     del n_out

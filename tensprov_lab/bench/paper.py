@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.bench.queries import latency
+
 __all__ = ["PAPER", "PipelineResult", "JoinResult", "QueryResult", "main"]
 
 #: the paper's published figures (Tables IX–XI; the later implementation's memory as the
@@ -157,12 +159,7 @@ def _materialize_s(make: Callable[[], Any]) -> float:
 
 
 def _latency(fn: Callable[[int], Any], rows: Sequence[int]) -> tuple[float, float]:
-    times = []
-    for r in rows:
-        t0 = time.perf_counter()
-        fn(int(r))
-        times.append((time.perf_counter() - t0) * 1000)
-    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
+    return latency(lambda r: fn(int(r)), list(rows))
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["QueryFigure", "query_figures", "format_queries"]
+__all__ = ["QueryFigure", "query_figures", "format_queries", "latency"]
 
 
 @dataclass
@@ -28,7 +28,8 @@ class QueryFigure:
     target: str = ""
 
 
-def _times(fn: Callable[[Any], Any], args: list[Any]) -> tuple[float, float]:
+def latency(fn: Callable[[Any], Any], args: list[Any]) -> tuple[float, float]:
+    """p50 and p99 milliseconds of ``fn(a)`` over ``args``."""
     out = []
     for a in args:
         t0 = time.perf_counter()
@@ -83,7 +84,7 @@ def query_figures(
     for name, what, fn, args, target in cases:
         progress(f"  {name} {what} …")
         fn(args[0])  # inverse indexes are built once, on first use (counted in nbytes)
-        p50, p99 = _times(fn, args)
+        p50, p99 = latency(fn, args)
         figures.append(QueryFigure(name, what, p50, p99, len(args), target))
     t0 = time.perf_counter()
     rerun()
@@ -94,7 +95,7 @@ def query_figures(
         progress(f"  recompute {k} record(s) …")
         picks = [rng.choice(n["priced"], size=k, replace=False) for _ in range(replays)]
         run.rows(priced, rows=picks[0])  # first Spark job of a plan shape compiles code
-        p50, p99 = _times(lambda r: run.rows(priced, rows=r), picks)
+        p50, p99 = latency(lambda r: run.rows(priced, rows=r), picks)
         target = "≤ 150 ms, ≥ 20× faster than re-run"
         what = "records of priced (not materialized)"
         figures.append(QueryFigure(f"recompute {k}", what, p50, p99, replays, target))
@@ -103,7 +104,7 @@ def query_figures(
         picks = [rng.choice(n["orders"], size=k, replace=False) for _ in range(replays)]
         fn = lambda r: run.what_if(drop={o: r}, to=[out])  # noqa: E731
         fn(picks[0])
-        p50, p99 = _times(fn, picks)
+        p50, p99 = latency(fn, picks)
         figures.append(QueryFigure(f"what-if {k}", "drop orders, preview out", p50, p99,
                                    replays))  # fmt: skip
     return figures

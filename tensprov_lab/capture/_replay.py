@@ -33,6 +33,8 @@ import numpy as np
 
 from tensprov_lab.capture._keys import KeyError_, arrow_keys
 from tensprov_lab.query import backward, cell_lineage, forward
+from tensprov_lab.query._colineage import _down, _up
+from tensprov_lab.query._lineage import _topo
 from tensprov_lab.store import Operation
 
 if TYPE_CHECKING:
@@ -345,8 +347,7 @@ def what_if(
         jvm = tracker.jvm
         lplan = _analyzed(local)
         out = [
-            jvm.alias(a, str(o.name()), like=o)
-            for a, o in zip(jvm.output(lplan), jvm.output(plan))
+            jvm.alias(a, str(o.name()), like=o) for a, o in zip(jvm.output(lplan), jvm.output(plan))
         ]
         return jvm.project(out, lplan)
 
@@ -409,28 +410,12 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _downstream(store: Any, d: int) -> list[int]:
-    seen, stack = set(), [d]
-    while stack:
-        x = stack.pop()
-        for op in store.consumers(x):
-            if op.output not in seen:
-                seen.add(op.output)
-                stack.append(op.output)
-    return sorted(seen)
+    return sorted(set(_topo(d, lambda x: _down(store, x))) - {d})
 
 
 def _ops_between(store: Any, sources: set[int], target: int) -> list[Operation]:
     """Operations on some path from ``sources`` to ``target``."""
-    up: set[int] = set()
-    stack = [target]
-    while stack:
-        x = stack.pop()
-        if x in up:
-            continue
-        up.add(x)
-        op = store.producer(x)
-        if op is not None:
-            stack.extend(op.inputs)
+    up = set(_topo(target, lambda x: _up(store, x)))
     down: set[int] = set(sources)
     for s in sources:
         down |= set(_downstream(store, s))
