@@ -209,3 +209,214 @@ def _join(t: Table, b: Table, how: str) -> Table:
         lin.append(merge(t.lin[i] if i >= 0 else {}, b.lin[j] if j >= 0 else {}))
     cols = ["k", *t_other, *b_other]
     return Table(cols, {**t.types, **b.types}, rows, lin)
+
+
+# ---------------------------------------------------------------------------------------------
+# column dependencies and brute-force cell lineage
+#
+# The maps below are written from the step definitions (what the step reads and what it
+# computes), never from a Spark plan.  Per input of a step: ``out column -> input columns``
+# whose values flow into it (contributing) and ``out column -> input columns`` that decide
+# whether, where or in which group its record exists (influencing).
+
+Cols = dict[str, frozenset[str]]
+Cell = tuple[int, str]  # (row, column name)
+
+
+def _same(cols: list[str]) -> Cols:
+    return {c: frozenset([c]) for c in cols}
+
+
+def _every(cols: list[str], keys: list[str] | tuple[str, ...] | set[str]) -> Cols:
+    return {c: frozenset(keys) for c in cols}
+
+
+def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
+    """(contributing, influencing) per input of ``step``: input 0 is ``t``, input 1 the
+    other table (``b`` of a join or a union, or ``t`` again for a self-union)."""
+    kind = step[0]
+    if kind in ("filter_gt", "filter_eq", "filter_notnull", "orderBy"):
+        # the condition / sort key decides whether and where every output record exists
+        return [(_same(t.cols), _every(t.cols, [step[1]]))]
+    if kind == "with":
+        _, c, new = step
+        return [({**_same(t.cols), new: frozenset([c])}, {})]
+    if kind in ("select", "fillna", "limit"):
+        # fillna(0) reads only the column it fills; limit keeps a prefix by position
+        return [(_same(out.cols), {})]
+    if kind == "dropna":  # dropna() without a subset tests every column
+        return [(_same(t.cols), _every(t.cols, t.cols))]
+    if kind == "distinct":  # the whole record is the dedup key
+        return [(_same(t.cols), _every(t.cols, t.cols))]
+    if kind == "dropDuplicates":  # followed by select(subset) in the Spark pipeline
+        _, subset = step
+        return [(_same(list(subset)), _every(list(subset), subset))]
+    if kind == "groupBy":
+        _, c, s = step
+        # count(lit(1)) reads no column: n has no contributing column
+        return [({c: frozenset([c]), "n": frozenset(), "t": frozenset([s])}, _every(out.cols, [c]))]
+    if kind == "union_self":
+        return [(_same(t.cols), {}), (_same(t.cols), {})]
+    if kind == "union_b":  # unionByName(other.select(*cols)): matched by name
+        return [(_same(t.cols), {}), (_same(out.cols), {})]
+    if kind == "join":
+        how = step[1]
+        if how in ("semi", "anti"):
+            # only the left columns come out; both keys decide which left rows survive
+            return [(_same(t.cols), _every(t.cols, ["k"])), ({}, _every(t.cols, ["k"]))]
+        t_c = {c: frozenset([c]) for c in t.cols if c != "k"}
+        b_c = {c: frozenset([c]) for c in out.cols if c not in t.cols}
+        # USING join: k is the left key (inner, left), the right key (right), or
+        # coalesce(left k, right k) (full outer), so both contribute there
+        t_c["k"] = frozenset(["k"]) if how in ("inner", "left", "full") else frozenset()
+        b_c["k"] = frozenset(["k"]) if how in ("right", "full") else frozenset()
+        return [(t_c, _every(out.cols, ["k"])), (b_c, _every(out.cols, ["k"]))]
+    if kind == "explode":
+        # explode(array(x, y)) always yields two records: x and y decide no existence
+        _, x, y = step
+        return [({**_same(t.cols), "e": frozenset([x, y])}, {})]
+    if kind == "window_count":
+        # count(lit(1)) over (partition by c): c places the record in its window, which
+        # decides only the new column
+        _, c = step
+        return [({**_same(t.cols), "wc": frozenset()}, {"wc": frozenset([c])})]
+    raise ValueError(kind)
+
+
+def _relabel(t: Table, name: str) -> Table:
+    return Table(
+        list(t.cols),
+        dict(t.types),
+        list(t.rows),
+        [{name: frozenset([i])} for i in range(len(t.rows))],
+    )
+
+
+def step_rows(step: tuple, t: Table, b: Table) -> list[list[frozenset[int]]]:
+    """Per input of ``step``, per output row: the input rows it comes from.
+
+    The step is applied to its inputs relabelled as fresh sources, so these are the
+    model's own one-step why-provenance pairs."""
+    out = apply(step, _relabel(t, "@0"), _relabel(b, "@1"))
+    n_inputs = 2 if step[0] in ("union_self", "union_b", "join") else 1
+    # a self-union reads t twice: both blocks come back labelled @0, which is the
+    # same dataset as its second input
+    return [[li.get(f"@{k}", frozenset()) for li in out.lin] for k in range(n_inputs)]
+
+
+@dataclass
+class Step:
+    """One step of a linear pipeline: ``out = step(t, other)``.
+
+    ``other_source`` names the source the second input reads (``"a"``/``"b"``) when that
+    input is a source (or a projection of one, matched by column name); ``None`` when the
+    second input is ``t`` itself (self-union) or the step has one input.
+    """
+
+    step: tuple
+    t: Table
+    other: Table
+    other_source: str | None
+    out: Table
+    rows: list[list[frozenset[int]]] = field(init=False)
+    cols: list[tuple[Cols, Cols]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rows = step_rows(self.step, self.t, self.other)
+        self.cols = step_columns(self.step, self.t, self.out)
+
+
+def _back(
+    contrib: set[Cell], infl: set[Cell], rows: list[frozenset[int]], cm: Cols, im: Cols
+) -> tuple[set[Cell], set[Cell]]:
+    """One input of one step, cell by cell: a contributing output cell passes its value
+    on to the input cells of its contributing columns, and is placed by the cells of its
+    influencing columns; an influencing output cell is decided by all of them."""
+    c_in: set[Cell] = set()
+    i_in: set[Cell] = set()
+    for o, col in contrib:
+        for i in rows[o]:
+            c_in.update((i, x) for x in cm.get(col, ()))
+            i_in.update((i, x) for x in im.get(col, ()))
+    for o, col in infl:
+        for i in rows[o]:
+            i_in.update((i, x) for x in cm.get(col, frozenset()) | im.get(col, frozenset()))
+    return c_in, i_in
+
+
+def backward_cells(
+    chain: list[Step], row: int, col: str, head: str = "a"
+) -> dict[str, tuple[set[Cell], set[Cell]]]:
+    """Source cells (contributing, influencing) behind cell ``(row, col)`` of the last
+    step's output, by explicit cell sets pushed back one step at a time.  The first
+    step's ``t`` is source ``head``."""
+    found: dict[str, tuple[set[Cell], set[Cell]]] = {}
+    contrib: set[Cell] = {(row, col)}
+    infl: set[Cell] = set()
+    for st in reversed(chain):
+        prev_c: set[Cell] = set()
+        prev_i: set[Cell] = set()
+        for k, (cm, im) in enumerate(st.cols):
+            c, i = _back(contrib, infl, st.rows[k], cm, im)
+            if k == 0 or st.other_source is None:
+                prev_c |= c
+                prev_i |= i
+            else:
+                got = found.setdefault(st.other_source, (set(), set()))
+                got[0].update(c)
+                got[1].update(i)
+        contrib, infl = prev_c, prev_i
+    got = found.setdefault(head, (set(), set()))
+    got[0].update(contrib)
+    got[1].update(infl)
+    return found
+
+
+def _fwd(
+    contrib: set[Cell],
+    infl: set[Cell],
+    rows: list[frozenset[int]],
+    cm: Cols,
+    im: Cols,
+    out_cols: list[str],
+) -> tuple[set[Cell], set[Cell]]:
+    """:func:`_back` read the other way: from input cells to the output cells they reach."""
+    users: dict[int, list[int]] = {}
+    for o, ins in enumerate(rows):
+        for i in ins:
+            users.setdefault(i, []).append(o)
+    c_out: set[Cell] = set()
+    i_out: set[Cell] = set()
+    for i, x in contrib:
+        for o in users.get(i, ()):
+            c_out.update((o, oc) for oc in out_cols if x in cm.get(oc, ()))
+            i_out.update((o, oc) for oc in out_cols if x in im.get(oc, ()))
+    for i, x in infl:
+        for o in users.get(i, ()):
+            i_out.update((o, oc) for oc in out_cols if x in cm.get(oc, ()) or x in im.get(oc, ()))
+    return c_out, i_out
+
+
+def forward_cells(
+    chain: list[Step], source: str, row: int, col: str, head: str = "a"
+) -> tuple[set[Cell], set[Cell]]:
+    """Cells (contributing, influencing) of the last step's output that source cell
+    ``(row, col)`` flows into, by explicit cell sets pushed forward one step at a time."""
+    start: set[Cell] = {(row, col)}
+    contrib: set[Cell] = set(start) if source == head else set()
+    infl: set[Cell] = set()
+    for st in chain:
+        nxt_c: set[Cell] = set()
+        nxt_i: set[Cell] = set()
+        for k, (cm, im) in enumerate(st.cols):
+            if k == 0 or st.other_source is None:
+                c_in, i_in = contrib, infl  # the previous step's output (t)
+            elif st.other_source == source:
+                c_in, i_in = start, set()  # the source itself, read again
+            else:
+                continue
+            c, i = _fwd(c_in, i_in, st.rows[k], cm, im, st.out.cols)
+            nxt_c |= c
+            nxt_i |= i
+        contrib, infl = nxt_c, nxt_i
+    return contrib, infl

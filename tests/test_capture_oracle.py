@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
-from tests.oracle import ANY, Table, apply
+from tests.oracle import ANY, Step, Table, apply, backward_cells, forward_cells
 
 pytestmark = pytest.mark.spark
 
@@ -21,6 +22,10 @@ small = st.one_of(st.none(), st.integers(-3, 3))
 strs = st.one_of(st.none(), st.sampled_from(["x", "y", "z"]))
 a_rows = st.lists(st.tuples(ints, small, strs), max_size=7)
 b_rows = st.lists(st.tuples(ints, small), max_size=5)
+#: per dataset of a pipeline: its cells traced back (evenly spaced when there are more),
+#: and source cells traced forward to it per source
+MAX_CELLS = int(os.environ.get("TENSPROV_CELLS", "60"))
+MAX_SOURCE_CELLS = int(os.environ.get("TENSPROV_SOURCE_CELLS", "21"))
 
 
 def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool) -> tuple | None:
@@ -195,8 +200,6 @@ def check_dataset(run, df, t: Table, sources: dict, check_values: bool) -> None:
 )
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
-    a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
-    b_df = spark.createDataFrame(b, "k bigint, w bigint")
     t = Table.source("a", A_COLS, A_TYPES, a)
     tb = Table.source("b", B_COLS, B_TYPES, b)
     n_steps = data.draw(st.integers(1, 8))
@@ -214,9 +217,42 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
             tb if step[0] == "join" or "w" in t.cols else Table.source("a", A_COLS, A_TYPES, a),
         )
         t, prev = t_next, step
-    # rebuild the oracle tables step by step alongside Spark
+    run_pipeline(spark, a, b, steps)
+
+
+#: pipelines the random search found wrong once, kept as fixed regression cases
+KNOWN = [
+    # u.unionByName(a.select(...)) with u = a.union(a): Spark flattens the two unions
+    # into one node, and u's column maps came out empty (cells of u's rows lost)
+    pytest.param([(None, None, None)], [], [("union_self",), ("union_b",)], id="union-of-union"),
+    pytest.param(
+        [(1, 0, "b"), (1, 0, "a")],
+        [],
+        [("orderBy", "s", True), ("orderBy", "k", True)],
+        id="sort-of-a-sort",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="engine: ties of a sort whose input is itself sorted are broken by "
+            "source order, not by the input's order (see the report)",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("a, b, steps", KNOWN)
+def test_known_pipelines_match_oracle(spark, a, b, steps) -> None:  # noqa: ANN001
+    run_pipeline(spark, a, b, steps)
+
+
+def run_pipeline(spark, a: list[tuple], b: list[tuple], steps: list[tuple]) -> None:  # noqa: ANN001
+    """Run ``steps`` on sources ``a`` and ``b`` in Spark under tracking and in the
+    oracle, and compare records, record lineage and cell lineage of every dataset."""
+    a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
+    b_df = spark.createDataFrame(b, "k bigint, w bigint")
+    tb = Table.source("b", B_COLS, B_TYPES, b)
     t = Table.source("a", A_COLS, A_TYPES, a)
     frames = []
+    chain: list[Step] = []
     with tensprov_lab.track(spark, name="prop") as run:
         df = a_df
         for step in steps:
@@ -225,10 +261,99 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
                 if (step[0] == "join" or "w" in t.cols)
                 else Table.source("a", A_COLS, A_TYPES, a)
             )
+            # which source the step's second input reads (by name, through a select)
+            other_source = {"join": "b", "union_b": "b" if "w" in t.cols else "a"}.get(step[0])
             df = spark_step(step, df, a_df, b_df)
-            t = apply(step, t, other)
+            t_next = apply(step, t, other)
+            chain.append(Step(step, t, other, other_source, t_next))
+            t = t_next
             frames.append((df, t))
     assert not any(op.opaque for op in run.operations), [op.warnings for op in run.operations]
     sources = {"a": a_df, "b": b_df}
     for i, (df, tt) in enumerate(frames):
         check_dataset(run, df, tt, sources, check_values=i == len(frames) - 1)
+        # every intermediate dataset is the final one of a shorter pipeline
+        check_cells(run, df, chain[: i + 1], sources)
+
+
+def _spread(items: list, limit: int) -> list:
+    """At most ``limit`` items, evenly spaced, first and last included (deterministic)."""
+    if len(items) <= limit:
+        return items
+    picks = np.linspace(0, len(items) - 1, limit).round().astype(int)
+    return [items[i] for i in sorted(set(picks.tolist()))]
+
+
+def _cells(result, ds) -> tuple[set, set]:  # noqa: ANN001
+    """(contributing, influencing) of one dataset in a CellResult, as (row, name) sets."""
+    return tuple(
+        {(int(r), ds.columns[c]) for c, rows in kind.get(ds.id, {}).items() for r in rows}
+        for kind in (result.contributing, result.influencing)
+    )  # type: ignore[return-value]
+
+
+def _diff(what: str, got: set, want: set) -> str:
+    def fmt(cells: set) -> str:
+        return ", ".join(f"{r}:{c}" for r, c in sorted(cells)) or "-"
+
+    return f"{what}: engine lacks [{fmt(want - got)}], engine adds [{fmt(got - want)}]"
+
+
+#: datasets and cells compared over the session, and the seconds it took (read by
+#: whoever wants the numbers: a failure raises, so there are no mismatches to count)
+CELL_STATS = {"datasets": 0, "backward": 0, "forward": 0, "seconds": 0.0}
+
+
+def check_cells(run, df, chain: list[Step], sources: dict) -> None:  # noqa: ANN001
+    """Cell lineage (contributing / influencing) of ``df``, the output of the last step
+    of ``chain``: backward from its cells and forward from source cells, against the
+    oracle's brute force over explicit cell sets.  Every mismatch is collected and
+    reported with the pipeline."""
+    t0 = time.perf_counter()
+    final = chain[-1].out
+    ds = run.dataset(df)
+    assert ds.columns == final.cols, (ds.columns, final.cols)
+    used = {}
+    for name, src_df in sources.items():
+        try:
+            used[name] = run.dataset(src_df)
+        except KeyError:
+            pass
+    problems: list[str] = []
+    cells = [(r, c) for r in range(len(final.rows)) for c in final.cols]
+    for r, c in _spread(cells, MAX_CELLS):
+        want = backward_cells(chain, r, c)
+        got = run.backward(df, rows=[r], columns=[c]).result
+        for name in sources:
+            w_c, w_i = want.get(name, (set(), set()))
+            if name not in used:  # the source was never read: nothing may reach it
+                assert not w_c and not w_i, (name, w_c, w_i)
+                continue
+            g_c, g_i = _cells(got, used[name])
+            if (g_c, g_i) != (w_c, w_i):
+                problems.append(
+                    f"backward from cell {r}:{c} to source {name}: "
+                    f"{_diff('contributing', g_c, w_c)}; {_diff('influencing', g_i, w_i)}"
+                )
+        CELL_STATS["backward"] += 1
+    for name, src in used.items():
+        src_cells = [(r, c) for r in range(src.n_rows) for c in src.columns]
+        for r, c in _spread(src_cells, MAX_SOURCE_CELLS):
+            w_c, w_i = forward_cells(chain, name, r, c)
+            # a final dataset that does not derive from the source is simply not reached
+            got = run.forward(sources[name], rows=[r], columns=[c], to=df).result
+            g_c, g_i = _cells(got, ds)
+            if (g_c, g_i) != (w_c, w_i):
+                problems.append(
+                    f"forward from source {name} cell {r}:{c}: "
+                    f"{_diff('contributing', g_c, w_c)}; {_diff('influencing', g_i, w_i)}"
+                )
+            CELL_STATS["forward"] += 1
+    CELL_STATS["datasets"] += 1
+    CELL_STATS["seconds"] += time.perf_counter() - t0
+    if problems:
+        steps = " -> ".join(str(st.step) for st in chain)
+        raise AssertionError(
+            f"{len(problems)} cell-lineage mismatch(es) for pipeline {steps} "
+            f"(final columns {final.cols}):\n  " + "\n  ".join(problems[:12])
+        )

@@ -154,18 +154,40 @@ class _Walker:
             self.widths.append(len(ids))
             return {a: _Lin(frozenset({(pos, j)})) for j, a in enumerate(ids)}, ids
         kids = self.jvm.children(node)
+        n_kids = len(kids)
+        if self.jvm.cls(node) == "Union":
+            kids = self._regroup_union(node, kids)
         walked = [self.walk(k) for k in kids]
         envs = [e for e, _ in walked]
         kid_ids = [i for _, i in walked]
         # the node alone (children emptied): Catalyst writes ~0.4 ms per attribute
         # into JSON, so each attribute is written once
-        shallow = node.withNewChildren(self.jvm.seq([self._relation(self._empty) for _ in kids]))
+        shallow = node.withNewChildren(
+            self.jvm.seq([self._relation(self._empty) for _ in range(n_kids)])
+        )
         d = json.loads(str(shallow.toJSON()))[0]
         out_ids = self._node_ids(node, d, kid_ids)
         env: dict[int, _Lin] = {}
         for e in envs:
             env.update(e)
         return self._node(d, env, envs, kid_ids, out_ids), out_ids
+
+    def _regroup_union(self, node: JObject, kids: list[JObject]) -> list[JObject]:
+        """``u.union(b)`` with ``u`` itself a union flattens into one Union node: put the
+        children that make up ``u`` back under one node so that ``u`` is found as the
+        input it is (as the record-level rewrite does), instead of its children being
+        matched to other inputs with the same result."""
+        for q in self.inputs:
+            if self.jvm.cls(q) != "Union":
+                continue
+            m = len(self.jvm.children(q))
+            i = 0
+            while i + m <= len(kids) and len(kids) > m:
+                group = self.jvm.copy(node, children=self.jvm.seq(kids[i : i + m]))
+                if group.sameResult(q):
+                    kids = [*kids[:i], group, *kids[i + m :]]
+                i += 1
+        return kids
 
     def _node_ids(self, node: JObject, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int]:
         cls = str(d["class"]).rsplit(".", 1)[-1]
