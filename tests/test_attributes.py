@@ -379,11 +379,6 @@ def test_explode_and_posexplode(spark) -> None:  # noqa: ANN001
     check_maps(run, pex, [arrs], [{"id": {"id"}, "pos": {"id", "y"}, "col": {"id", "y"}}], [{}])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: a generator's input decides how many records exist (xs = [] gives "
-    "none) but is not recorded as influencing; see the attribute-map report",
-)
 def test_explode_of_a_variable_length_array_is_influenced_by_it(spark) -> None:  # noqa: ANN001
     arrs = spark.createDataFrame(
         [(1, [20, 10], 5), (2, [], 6), (4, [30], 7)], "id int, xs array<int>, y int"

@@ -212,6 +212,25 @@ def find_input(
     return None
 
 
+def regroup_union(
+    jvm: Jvm, node: JObject, kids: list[JObject], inputs: list[JObject]
+) -> list[JObject]:
+    """``a.union(b).union(c)`` flattens into one Union node: find the children that make
+    up an input which is itself a union, and put them back under one node (so that the
+    input is found as the input it is)."""
+    for q in inputs:
+        if jvm.cls(q) != "Union":
+            continue
+        m = len(jvm.children(q))
+        i = 0
+        while i + m <= len(kids) and len(kids) > m:
+            group = jvm.copy(node, children=jvm.seq(kids[i : i + m]))
+            if group.sameResult(q):
+                kids = [*kids[:i], group, *kids[i + m :]]
+            i += 1
+    return kids
+
+
 class _Rewriter:
     def __init__(self, jvm: Jvm, inputs: list[tuple[JObject, Annotated]]) -> None:
         self.jvm = jvm
@@ -259,7 +278,7 @@ class _Rewriter:
         kids = self.jvm.children(node)
         cls = self.jvm.cls(node)
         if cls == "Union":
-            kids = self._regroup_union(node, kids)
+            kids = regroup_union(self.jvm, node, kids, [q for q, _ in self.inputs])
         results = [self.walk(k) for k in kids]
         if not any(b for _, b in results):
             return node, []
@@ -275,21 +294,6 @@ class _Rewriter:
             plan = node.withNewChildren(self.jvm.seq([p for p, _ in results]))
             return plan, results[0][1]
         raise Unsupported(f"plan node {cls} is not traced record by record")
-
-    def _regroup_union(self, node: JObject, kids: list[JObject]) -> list[JObject]:
-        """``a.union(b).union(c)`` flattens into one Union node: find the children that
-        make up an input which is itself a union, and put them back under one node."""
-        for q, _ in self.inputs:
-            if self.jvm.cls(q) != "Union":
-                continue
-            m = len(self.jvm.children(q))
-            i = 0
-            while i + m <= len(kids) and len(kids) > m:
-                group = self.jvm.copy(node, children=self.jvm.seq(kids[i : i + m]))
-                if group.sameResult(q):
-                    kids = [*kids[:i], group, *kids[i + m :]]
-                i += 1
-        return kids
 
     @staticmethod
     def _attrs(blocks: list[Block]) -> list[JObject]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._annotate import find_input
+from tensprov_lab.capture._annotate import find_input, regroup_union
 from tensprov_lab.capture._jvm import Jvm
 
 __all__ = ["AttributeMaps", "attribute_maps"]
@@ -156,7 +156,7 @@ class _Walker:
         kids = self.jvm.children(node)
         n_kids = len(kids)
         if self.jvm.cls(node) == "Union":
-            kids = self._regroup_union(node, kids)
+            kids = regroup_union(self.jvm, node, kids, self.inputs)
         walked = [self.walk(k) for k in kids]
         envs = [e for e, _ in walked]
         kid_ids = [i for _, i in walked]
@@ -171,23 +171,6 @@ class _Walker:
         for e in envs:
             env.update(e)
         return self._node(d, env, envs, kid_ids, out_ids), out_ids
-
-    def _regroup_union(self, node: JObject, kids: list[JObject]) -> list[JObject]:
-        """``u.union(b)`` with ``u`` itself a union flattens into one Union node: put the
-        children that make up ``u`` back under one node so that ``u`` is found as the
-        input it is (as the record-level rewrite does), instead of its children being
-        matched to other inputs with the same result."""
-        for q in self.inputs:
-            if self.jvm.cls(q) != "Union":
-                continue
-            m = len(self.jvm.children(q))
-            i = 0
-            while i + m <= len(kids) and len(kids) > m:
-                group = self.jvm.copy(node, children=self.jvm.seq(kids[i : i + m]))
-                if group.sameResult(q):
-                    kids = [*kids[:i], group, *kids[i + m :]]
-                i += 1
-        return kids
 
     def _node_ids(self, node: JObject, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int]:
         cls = str(d["class"]).rsplit(".", 1)[-1]
@@ -269,6 +252,10 @@ class _Walker:
             gen = _exprs(d["generator"])
             lin = self._lin(env, gen[0].refs()) if gen else _Lin()
             new = {i: lin for i in _ids(d["generatorOutput"])}
+            # a stored array decides how many records exist (none when it is empty);
+            # an array built from columns, explode(array(a, b)), always gives its size
+            if gen and not all(k.cls in ("CreateArray", "CreateMap") for k in gen[0].kids):
+                self.row |= lin.all()
         elif cls == "Expand":
             cols: list[set[int]] = [set() for _ in out_ids]
             for proj in d["projections"]:

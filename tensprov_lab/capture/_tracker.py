@@ -616,6 +616,10 @@ class Tracker:
             if m.occurrences == positions:
                 c, f = m.contributing[k], m.influencing[k]
             else:  # occurrences counted differently: OR over every occurrence of input i
+                if i not in m.occurrences:
+                    # an all-False map would claim "nothing flows": say "unknown" instead
+                    self._note(f"{p.expression}: column lineage not captured (input not found)")
+                    return {}
                 c = np.zeros((n_out, len(in_cols[k])), dtype=bool)
                 f = c.copy()
                 for pos, j in enumerate(m.occurrences):
