@@ -136,7 +136,18 @@ def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str,
     values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
     df = tracker.jvm.to_df(node.ann.plan)
     key = node.ann.key_names()[0]
-    return df.where(F.col(key).isin([int(v) for v in values])), key, node.ki
+    if len(values) <= _IN_LIST:
+        return df.where(F.col(key).isin([int(v) for v in values])), key, node.ki
+    # a long IN list makes a huge plan: join with the keys instead (a small local table)
+    import pyarrow as pa
+
+    want = tracker.spark.createDataFrame(pa.table({"__tp_want": values}).to_pandas())
+    kept = df.join(F.broadcast(want), df[key] == want["__tp_want"], "left_semi")
+    return kept, key, node.ki
+
+
+#: most keys filtered with an IN list; more are joined against a local table
+_IN_LIST = 1000
 
 
 def _analyzed(df: Any) -> JObject:
