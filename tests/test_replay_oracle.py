@@ -55,6 +55,17 @@ def _build(spark: Any, steps: list[tuple], a_df: Any, b_df: Any) -> list[Any]:
     return frames
 
 
+def _tracked(spark: Any, a: list, b: list, data: st.DataObject, name: str) -> tuple:
+    """A random pipeline over sources ``a`` and ``b``, built inside a tracked block:
+    (run, steps, its DataFrames, a, b)."""
+    steps = _steps(data, a, b)
+    a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
+    b_df = spark.createDataFrame(b, "k bigint, w bigint")
+    with tensprov_lab.track(spark, name=name) as run:
+        frames = _build(spark, steps, a_df, b_df)
+    return run, steps, frames, a_df, b_df
+
+
 def _records(pdf: pd.DataFrame, cols: list[str]) -> list[tuple]:
     vals = pdf[cols].astype(object).where(pdf[cols].notna(), None)
     return sorted((tuple(r) for r in vals.itertuples(index=False)), key=repr)
@@ -74,11 +85,7 @@ def _settings() -> Any:
 @_settings()
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_recomputed_records_equal_full_evaluation(spark, a, b, data) -> None:  # noqa: ANN001
-    steps = _steps(data, a, b)
-    a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
-    b_df = spark.createDataFrame(b, "k bigint, w bigint")
-    with tensprov_lab.track(spark, name="replay-prop") as run:
-        frames = _build(spark, steps, a_df, b_df)
+    run, steps, frames, a_df, b_df = _tracked(spark, a, b, data, "replay-prop")
     for df in frames:
         ds = run.dataset(df)
         if run.store.producer(ds.id).nondeterministic:  # type: ignore[union-attr]
@@ -99,11 +106,7 @@ def test_recomputed_records_equal_full_evaluation(spark, a, b, data) -> None:  #
 @_settings()
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_what_if_equals_rerun_on_changed_inputs(spark, a, b, data) -> None:  # noqa: ANN001
-    steps = _steps(data, a, b)
-    a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
-    b_df = spark.createDataFrame(b, "k bigint, w bigint")
-    with tensprov_lab.track(spark, name="whatif-prop") as run:
-        frames = _build(spark, steps, a_df, b_df)
+    run, steps, frames, a_df, b_df = _tracked(spark, a, b, data, "whatif-prop")
     if not a:
         return
     drop = data.draw(st.lists(st.integers(0, len(a) - 1), max_size=2, unique=True))
@@ -142,4 +145,3 @@ def test_what_if_equals_rerun_on_changed_inputs(spark, a, b, data) -> None:  # n
         assert got == rerun, (label, steps, drop, edit and (edit_row, column, value))
     # previews that say "cannot" must give a reason
     assert all(isinstance(w, str) and w for w in preview.not_previewable.values())
-

@@ -367,6 +367,19 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             raise ValueError(f"{nid} is not a dataset")
         return nid, ds_id
 
+    def _trace(
+        self, ds_id: int, row: int, targets: list[int], columns: list[str] | None = None
+    ) -> tuple[Any, Any] | None:
+        """Backward and forward lineage of one record (or cell); None after reporting why
+        it failed (an out-of-range row, an unknown column, an unreadable dataset)."""
+        try:
+            back = self._run.backward(ds_id, rows=[row], columns=columns, to=targets)
+            fwd = self._run.forward(ds_id, rows=[row], columns=columns, to=targets)
+        except Exception as exc:
+            self._lineage_failed(exc)
+            return None
+        return back, fwd
+
     def _targets(self) -> list[int]:
         """Every dataset drawn in the full graph: the datasets a lineage query reports."""
         return [int(a["ref"]) for _, a in self._full.nodes(data=True) if a["kind"] != "operation"]
@@ -384,12 +397,10 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         _, ds_id = self._origin(node)
         self.error = ""
         targets = self._targets()
-        try:
-            back = self._run.backward(ds_id, rows=[int(row)], to=targets)
-            fwd = self._run.forward(ds_id, rows=[int(row)], to=targets)
-        except Exception as exc:  # an out-of-range row or an unreadable dataset
-            self._lineage_failed(exc)
+        traced = self._trace(ds_id, int(row), targets)
+        if traced is None:
             return
+        back, fwd = traced
         rows: dict[int, np.ndarray] = {}
         direction: dict[int, str] = {}
         for res, name in ((back.result, "backward"), (fwd.result, "forward")):
@@ -429,12 +440,10 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         _, ds_id = self._origin(node)
         self.error = ""
         targets = self._targets()
-        try:
-            back = self._run.backward(ds_id, rows=[int(row)], columns=[column], to=targets)
-            fwd = self._run.forward(ds_id, rows=[int(row)], columns=[column], to=targets)
-        except Exception as exc:  # an unknown column, an out-of-range row ...
-            self._lineage_failed(exc)
+        traced = self._trace(ds_id, int(row), targets, columns=[column])
+        if traced is None:
             return
+        back, fwd = traced
         names = self._run.store.datasets
         cells: dict[int, dict[str, dict[str, np.ndarray]]] = {}
         direction: dict[int, str] = {}
