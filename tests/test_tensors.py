@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tensprov_lab.store import (
+    AllTensor,
     BlockTensor,
     CSRTensor,
     IdentityTensor,
@@ -16,7 +17,9 @@ from tensprov_lab.store import (
     PackedInts,
     Tensor,
     make_tensor,
+    tensor_from_pairs,
 )
+from tensprov_lab.store._tensors import _ef_layout, _EliasFano
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -163,17 +166,22 @@ def test_mask_lazy_indexes_are_counted() -> None:
 def index_case(draw: st.DrawFn) -> tuple[list[int], int]:
     n_in = draw(st.integers(0, 40))
     idx = draw(st.lists(st.integers(-1, n_in - 1), max_size=60))
-    if draw(st.booleans()):
+    shape = draw(st.sampled_from(["random", "sorted", "runs"]))
+    if shape == "runs" and n_in:
+        # a join's left side: a few -1 (outer join) first, then groups of equal input rows
+        lens = draw(st.lists(st.integers(0, 6), min_size=n_in, max_size=n_in))
+        idx = [-1] * draw(st.integers(0, 3)) + [i for i, k in enumerate(lens) for _ in range(k)]
+    elif shape != "random":
         idx.sort()
     return idx, n_in
 
 
 @SETTINGS
-@given(case=index_case(), form=st.sampled_from([None, "packed", "sorted"]), data=st.data())
+@given(case=index_case(), form=st.sampled_from([None, "packed", "sorted", "ef"]), data=st.data())
 def test_index(case: tuple[list[int], int], form: str | None, data: st.DataObject) -> None:
     idx, n_in = case
     monotone = all(a <= b for a, b in zip(idx, idx[1:], strict=False))
-    if form == "sorted" and not monotone:
+    if form in ("sorted", "ef") and not monotone:
         with pytest.raises(ValueError, match="non-decreasing"):
             IndexTensor.from_index(idx, n_in, form=form)
         return
@@ -182,7 +190,179 @@ def test_index(case: tuple[list[int], int], form: str | None, data: st.DataObjec
     if form is not None:
         assert t.form == form
     assert np.array_equal(t.to_index(), np.asarray(idx, dtype=np.int64))
-    check_against_dense(t, dense_from_index(idx, n_in), data)
+    d = dense_from_index(idx, n_in)
+    check_against_dense(t, d, data)
+    if form == "ef":
+        # from_index codes the smaller sequence: check the other one on the same case too
+        other = "offsets" if t.ef_over == "values" else "values"
+        t2 = IndexTensor._build_ef(np.asarray(idx, dtype=np.int64), n_in, over=other)
+        assert t2.ef_over == other and t2.nbytes >= t.nbytes and t2.index_nbytes == 0
+        check_against_dense(t2, d, data)
+
+
+def test_index_picks_smallest_form() -> None:
+    cases = [
+        ([2, 0, 1] * 20, 3),
+        (sorted([0, 0, 0, 1, 1, 2] * 10), 3),
+        (np.repeat(np.arange(1000), 50), 1000),  # many rows per input row
+        (np.arange(0, 20_000, 40), 20_000),  # few output rows, spread out
+        (np.repeat(np.arange(5000), np.arange(5000) % 3), 5000),  # a join's left side
+        ([], 0),
+        ([-1], 0),
+        ([-1, -1, 0], 1),
+    ]
+    chosen = []
+    for idx, n_in in cases:
+        t = IndexTensor.from_index(idx, n_in)
+        monotone = bool(np.all(np.diff(np.asarray(idx, dtype=np.int64)) >= 0))
+        forms = ("packed", "sorted", "ef") if monotone else ("packed",)
+        sizes = {f: IndexTensor.from_index(idx, n_in, form=f).nbytes for f in forms}
+        assert t.nbytes == min(sizes.values()) == sizes[t.form], (idx, n_in, t, sizes)
+        chosen.append(t.form)
+    assert set(chosen) == {"packed", "sorted", "ef"}
+    assert IndexTensor.from_index(np.repeat(np.arange(1000), 50), 1000).form == "ef"
+
+
+@st.composite
+def monotone_index_case(draw: st.DrawFn) -> tuple[np.ndarray, int]:
+    """Larger sorted idx arrays, made by numpy from a few drawn parameters."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n_in = draw(st.sampled_from([1, 2, 7, 300, 5_000, 40_000, 1 << 16]))
+    n_out = draw(st.sampled_from([0, 1, 5, 200, 4_000, 30_000]))
+    shape = draw(st.sampled_from(["uniform", "runs", "gaps", "top", "one"]))
+    if shape == "uniform":
+        idx = rng.integers(0, n_in, n_out)
+    elif shape == "runs":  # a Zipf tail: long runs of one input row, many input rows unused
+        groups = rng.choice(n_in, size=min(n_in, max(n_out // 20, 1)), replace=False)
+        idx = rng.choice(groups, n_out, p=rng.dirichlet(np.full(len(groups), 0.2)))
+    elif shape == "gaps":  # clusters far apart
+        idx = np.minimum(
+            rng.integers(0, 4, n_out) * (n_in // 4) + rng.integers(0, 3, n_out), n_in - 1
+        )
+    elif shape == "top":  # values near n_in
+        idx = n_in - 1 - np.minimum(rng.geometric(0.3, n_out) - 1, n_in - 1)
+    else:
+        idx = np.full(n_out, rng.integers(0, n_in))
+    idx = np.sort(idx.astype(np.int64))
+    missing = draw(st.sampled_from([0, 0, 1, 50]))
+    idx[: min(missing, n_out)] = -1  # an outer join's missing side comes first
+    return idx, n_in
+
+
+def _oracle_forward(idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    u = np.unique(rows)
+    lo, hi = np.searchsorted(idx, u, "left"), np.searchsorted(idx, u, "right")
+    return np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)] + [np.empty(0, np.int64)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=monotone_index_case(), over=st.sampled_from(["values", "offsets"]), data=st.data())
+def test_ef_index_against_numpy(
+    case: tuple[np.ndarray, int], over: str, data: st.DataObject
+) -> None:
+    idx, n_in = case
+    n_out = len(idx)
+    t = IndexTensor._build_ef(idx, n_in, over=over)
+    assert t.form == "ef" and t.ef_over == over
+    assert t.nnz == int(np.count_nonzero(idx >= 0))
+    assert np.array_equal(t.to_index(), idx)
+    # the size from_index compares is exactly the size built
+    m, last = (n_out, int(idx[-1]) + 1 if n_out else 0) if over == "values" else (n_in + 2, n_out)
+    assert t.nbytes == _ef_layout(m, last)[0]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    for k in (1, 2, 3, 5, 64, 700):  # a few rows take the Python-int path, more take numpy
+        if n_out:
+            rows = rng.integers(0, n_out, k)
+            got = t.backward(rows)
+            v = idx[np.unique(rows)]
+            assert np.array_equal(got, np.unique(v[v >= 0]))
+            po, pi = t.backward_pairs(rows)
+            keep = v >= 0
+            assert np.array_equal(po, np.unique(rows)[keep]) and np.array_equal(pi, v[keep])
+        rows = rng.integers(0, n_in, k)
+        rows[:1] = data.draw(st.sampled_from([0, n_in - 1, int(rows[0])]))
+        assert np.array_equal(t.forward(rows), _oracle_forward(idx, rows))
+    assert t.index_nbytes == 0  # the code answers forward by itself
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=monotone_index_case(), low_bits=st.integers(0, 17), data=st.data())
+def test_elias_fano_against_searchsorted(
+    case: tuple[np.ndarray, int], low_bits: int, data: st.DataObject
+) -> None:
+    x = case[0] + 1
+    last = int(x[-1]) if len(x) else 0
+    low_bits = min(low_bits, last.bit_length())  # any split is a valid code
+    ef = _EliasFano.from_sorted(x, low_bits)
+    assert ef.low_bits == low_bits and ef.size == len(x)
+    assert np.array_equal(ef.to_numpy(), x)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    for k in (1, 4, 300):
+        if len(x):
+            p = rng.integers(0, len(x), k)
+            assert np.array_equal(ef.get(p), x[p])
+        v = np.concatenate([rng.integers(0, last + 3, k), [0, last, last + 1, max(last - 1, 0)]])
+        for vv in (v, v[:1]):
+            lt, le = ef.equal_range(vv)
+            assert np.array_equal(lt, np.searchsorted(x, vv, "left"))
+            assert np.array_equal(le, np.searchsorted(x, vv, "right"))
+
+
+@pytest.mark.parametrize("n_high", [63, 64, 65, 2047, 2048, 2049, 4096, 4097, 6200])
+@pytest.mark.parametrize("share", [0.05, 0.5, 0.95])
+def test_elias_fano_block_edges(n_high: int, share: float) -> None:
+    # with no low bits, size + last + 1 = n_high: a bitvector ending on, before or after a
+    # word / 2048-bit block boundary; every position and every value is checked
+    size = max(int(n_high * share), 1)
+    last = n_high - 1 - size
+    rng = np.random.default_rng(n_high)
+    x = np.sort(np.concatenate([rng.integers(0, last + 1, size - 1), [last]]))
+    ef = _EliasFano.from_sorted(x, 0)
+    assert ef.high.size == (n_high + 63) // 64
+    assert ef.rank1.size == (ef.high.size - 1) // 32 == ef.rank0.size
+    assert np.array_equal(ef.get(np.arange(size)), x)
+    v = np.arange(last + 3)
+    lt, le = ef.equal_range(v)
+    assert np.array_equal(lt, np.searchsorted(x, v, "left"))
+    assert np.array_equal(le, np.searchsorted(x, v, "right"))
+    for one in (0, size - 1):
+        assert ef.get(np.array([one]))[0] == x[one]
+    for one in (0, last, last + 1):
+        lt1, le1 = ef.equal_range(np.array([one]))
+        assert (lt1[0], le1[0]) == (lt[one], le[one])
+
+
+def sf20_like_left(n_customers: int, n_out: int, seed: int = 0) -> np.ndarray:
+    """A customers x accounts join's left idx: Zipf counts (<= 500), many zero, sum n_out."""
+    rng = np.random.default_rng(seed)
+    counts = np.zeros(n_customers, dtype=np.int64)
+    holders = rng.random(n_customers) < n_out / n_customers / 1.95
+    counts[holders] = np.minimum(rng.zipf(2.5, int(holders.sum())), 500)
+    diff = n_out - int(counts.sum())
+    if diff > 0:
+        np.add.at(counts, rng.integers(0, n_customers, diff), 1)
+    else:
+        over = np.repeat(np.arange(n_customers), counts)
+        np.subtract.at(counts, rng.choice(over, -diff, replace=False), 1)
+    assert int(counts.sum()) == n_out and int(counts.max()) <= 501
+    return np.repeat(np.arange(n_customers), counts)
+
+
+def test_join_left_side_picks_elias_fano() -> None:
+    # SF20 is 2,411,006 customers x 2,601,648 accounts; the same ratio at 1/12 the size
+    n_c = 200_000
+    n_out = round(n_c * 2_601_648 / 2_411_006)
+    left = sf20_like_left(n_c, n_out)
+    t = make_tensor(left, n_c)
+    assert isinstance(t, IndexTensor) and t.form == "ef"
+    assert t.nbytes * 8 / n_out < 2.5
+    assert t.nbytes * 8 < IndexTensor.from_index(left, n_c, form="packed").nbytes
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, n_out, 100)
+    assert np.array_equal(t.backward(rows), np.unique(left[rows]))
+    cust = rng.integers(0, n_c, 100)
+    assert np.array_equal(t.forward(cust), _oracle_forward(left, cust))
+    assert np.array_equal(t.to_index(), left)
 
 
 def test_index_forward_builds_counted_inverse() -> None:
@@ -193,6 +373,9 @@ def test_index_forward_builds_counted_inverse() -> None:
     s = IndexTensor.from_index([-1, 0, 0, 2], 4, form="sorted")
     assert np.array_equal(s.forward([0, 1, 2]), [1, 2, 3])
     assert s.index_nbytes == 0  # the offsets already answer forward
+    e = IndexTensor.from_index([-1, 0, 0, 2], 4, form="ef")
+    assert np.array_equal(e.forward([0, 1, 2]), [1, 2, 3])
+    assert e.index_nbytes == 0  # so does the Elias-Fano code
 
 
 @st.composite
@@ -220,6 +403,28 @@ def test_csr_from_pairs(case: tuple[list[tuple[int, int]], int, int], data: st.D
     if t.nnz:
         t.forward([0])
         assert t.index_nbytes > 0
+
+
+@SETTINGS
+@given(case=pairs_case(), full=st.booleans(), data=st.data())
+def test_tensor_from_pairs_picks_all_only_when_full(
+    case: tuple[list[tuple[int, int]], int, int], full: bool, data: st.DataObject
+) -> None:
+    pairs, n_out, n_in = case
+    if full:  # every pair, in a scrambled order and repeated: an ML fit, a global aggregate
+        pairs = [(o, i) for i in range(n_in) for o in range(n_out)] * 2
+    t = tensor_from_pairs([p[0] for p in pairs], [p[1] for p in pairs], n_out, n_in)
+    d = dense_from_pairs(pairs, n_out, n_in)
+    check_against_dense(t, d, data)
+    assert (t.kind == "all") == (d.size > 0 and bool(d.all()))
+    if t.kind == "all":
+        assert t.nbytes == 0
+
+
+@SETTINGS
+@given(n_out=st.integers(0, 6), n_in=st.integers(0, 12), data=st.data())
+def test_all(n_out: int, n_in: int, data: st.DataObject) -> None:
+    check_against_dense(AllTensor(n_out, n_in), np.ones((n_out, n_in), dtype=bool), data)
 
 
 @SETTINGS
@@ -304,10 +509,13 @@ def test_make_tensor_kind(idx: list[int], n_in: int, kind: str) -> None:
     assert np.array_equal(t.to_sparse().toarray(), dense_from_index(idx, n_in))
 
 
-def test_make_tensor_sorted_index_form() -> None:
-    t = make_tensor(np.repeat(np.arange(1000), 50), 1000)
-    assert isinstance(t, IndexTensor) and t.form == "sorted"
-    assert t.nbytes == 1002 * 2  # offsets up to 50_000 fit uint16
+def test_make_tensor_monotone_index_forms() -> None:
+    idx = np.repeat(np.arange(1000), 50)
+    t = make_tensor(idx, 1000)
+    assert isinstance(t, IndexTensor) and t.form == "ef" and t.ef_over == "offsets"
+    # offsets 50 rows apart: 5 low bits + ~2.6 high bits each, vs 16 bits as uint16
+    assert t.nbytes <= 1002 * 8 / 8
+    assert IndexTensor.from_index(idx, 1000, form="sorted").nbytes == 1002 * 2
 
 
 @st.composite
@@ -368,8 +576,8 @@ def test_join_bytes_budget_customers_left() -> None:
     order = np.argsort(customer, kind="stable")  # output ordered by (customer, order)
     left = make_tensor(customer[order], N_CUSTOMERS)
     right = make_tensor(order, N_ORDERS)
-    assert isinstance(left, IndexTensor) and left.form == "sorted"
-    assert left.nbytes <= (N_CUSTOMERS + 2) * 4  # per-customer offsets
+    assert isinstance(left, IndexTensor) and left.form == "ef"
+    assert left.nbytes <= (N_CUSTOMERS + 2) * 8 / 8 + 2048  # ~8 bits per customer, not 32
     assert (left.nbytes + right.nbytes) / N_ORDERS <= 5
     # spot-check the big tensors against the arrays they were built from
     for o in (0, 123_456, N_ORDERS - 1):
@@ -390,6 +598,8 @@ def test_join_bytes_budget_customers_left() -> None:
         MaskTensor.from_kept([0, 2], 4, form="bitset"),
         IndexTensor.from_index([2, 0], 3, form="packed"),
         IndexTensor.from_index([0, 2], 3, form="sorted"),
+        IndexTensor.from_index([-1, 0, 2], 3, form="ef"),
+        IndexTensor._build_ef(np.array([-1, 0, 2]), 3, over="offsets"),
         CSRTensor.from_pairs([0, 1], [1, 2], 2, 3),
     ],
     ids=lambda t: repr(t),
@@ -426,6 +636,10 @@ def test_construction_errors() -> None:
         MaskTensor.from_kept([1], 4, form="dense")
     with pytest.raises(ValueError, match="-1 or lie in 0..2"):
         IndexTensor.from_index([3], 3)
+    with pytest.raises(ValueError, match="unknown index form"):
+        IndexTensor.from_index([0], 3, form="elias")
+    with pytest.raises(ValueError, match="'ef' form needs a non-decreasing"):
+        IndexTensor.from_index([2, 1], 3, form="ef")
     with pytest.raises(ValueError, match="-1 or lie in 0..2"):
         make_tensor([-2], 3)
     with pytest.raises(TypeError, match="integers"):

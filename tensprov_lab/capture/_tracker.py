@@ -40,7 +40,7 @@ from tensprov_lab.capture._keys import (
     UniqueKeyIndex,
     arrow_keys,
 )
-from tensprov_lab.store import CSRTensor, IdentityTensor, Store, make_tensor
+from tensprov_lab.store import IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["Tracker", "TensProvWarning", "DATAFRAME_METHODS", "GROUPED_METHODS"]
 
@@ -775,7 +775,7 @@ class Tracker:
             n_in = occ[b.pos].n
             assert n_in is not None
             if rw.semi.pairs_plan is None:
-                tensors[b.pos] = CSRTensor.from_pairs(
+                tensors[b.pos] = tensor_from_pairs(
                     np.zeros(0, np.int64), np.zeros(0, np.int64), n_out, n_in
                 )
                 continue
@@ -790,7 +790,7 @@ class Tracker:
             ri = rki.lookup(raw[:, lw:])
             # a semi join keeps left records in their order: output row = rank among kept
             outs = np.searchsorted(left_idx, li).astype(np.int64)
-            tensors[b.pos] = CSRTensor.from_pairs(outs, ri, n_out, n_in)
+            tensors[b.pos] = tensor_from_pairs(outs, ri, n_out, n_in)
         return tensors
 
     def _group_tensors(self, rw: Rewrite, occ: list[Node]) -> tuple[int, list[Any], KeyIndex]:
@@ -836,7 +836,7 @@ class Tracker:
         out_rows = rank[parent]
         empty = np.flatnonzero(np.bincount(parent, minlength=n_groups) == 0)
         null_row = int(rank[empty[0]]) if len(empty) else None
-        tensor = CSRTensor.from_pairs(out_rows, member, n_groups, node.n)
+        tensor = tensor_from_pairs(out_rows, member, n_groups, node.n)
         ki: KeyIndex
         if gid is not None:
             ki = GroupSetKeyIndex(node.ki, member, gid, out_rows, n_groups)

@@ -2,6 +2,7 @@
 
 from tensprov_lab.store._graph import Dataset, Operation, Store, StoreError
 from tensprov_lab.store._tensors import (
+    AllTensor,
     BlockTensor,
     CSRTensor,
     IdentityTensor,
@@ -10,9 +11,11 @@ from tensprov_lab.store._tensors import (
     PackedInts,
     Tensor,
     make_tensor,
+    tensor_from_pairs,
 )
 
 __all__ = [
+    "AllTensor",
     "BlockTensor",
     "CSRTensor",
     "Dataset",
@@ -25,4 +28,5 @@ __all__ = [
     "StoreError",
     "Tensor",
     "make_tensor",
+    "tensor_from_pairs",
 ]

@@ -9,10 +9,14 @@ stores one family of matrices in its cheapest exact form (DESIGN.md §4):
 class              matrices                              storage
 =================  ====================================  =====================================
 IdentityTensor     row-preserving ops                    O(1)
+AllTensor          every output from every input (ML     O(1)
+                   fit, a global aggregate)
 BlockTensor        one side of an append/union           O(1)
 MaskTensor         filter, sample, limit                 bitset or sorted ints, the smaller
-IndexTensor        at most one input row per output row  bit-packed ints, or group offsets
-                   (joins, permutations, explode)        when non-decreasing, the smaller
+IndexTensor        at most one input row per output row  bit-packed ints; if non-decreasing
+                   (joins, permutations, explode)        also group offsets or Elias-Fano
+                                                         (~2 bits per row for a join's left
+                                                         side): the smallest
 CSRTensor          many-to-many (aggregates, dedup)      CSR with the smallest dtypes
 =================  ====================================  =====================================
 
@@ -27,6 +31,7 @@ Pure numpy/scipy: no pyspark, no IPython.
 
 from __future__ import annotations
 
+import bisect
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -34,6 +39,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 __all__ = [
+    "AllTensor",
     "BlockTensor",
     "CSRTensor",
     "IdentityTensor",
@@ -43,6 +49,7 @@ __all__ = [
     "Tensor",
     "make_tensor",
     "normalize_rows",
+    "tensor_from_pairs",
 ]
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -331,6 +338,257 @@ class PackedInts:
 
 
 # ---------------------------------------------------------------------------------------------
+# Elias-Fano
+
+
+# A rank sample every 2048 bits of the high bitvector: about 3% on top of it, and a select
+# scans one 256-byte block, which numpy does in a few vectorised calls.
+_EF_BLOCK_WORDS = 32
+_EF_BLOCK_BITS = 64 * _EF_BLOCK_WORDS
+
+
+def _byte_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Popcount of each byte, and position of the ``r``-th set bit of each byte (8 x 256)."""
+    bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+    rank_in_byte = np.cumsum(bits, axis=1) - 1
+    sel = np.zeros((256, 8), dtype=np.int64)
+    b, p = np.nonzero(bits)
+    sel[b, rank_in_byte[b, p]] = p
+    return bits.sum(axis=1).astype(np.int32), sel
+
+
+_POP8, _SEL8 = _byte_tables()
+
+
+def _ef_nbytes(size: int, last: int, low_bits: int) -> int:
+    """Bytes of :class:`_EliasFano` for ``size`` values in ``0..last`` (exact, not built)."""
+    n_high = size + (last >> low_bits) + 1
+    n_words = (n_high + 63) // 64
+    n_samples = (n_words - 1) // _EF_BLOCK_WORDS  # block 0 needs none: it starts at 0
+    sample_bytes = _uint_dtype(size).itemsize + _uint_dtype(n_high - size).itemsize
+    return (size * low_bits + 63) // 64 * 8 + n_words * 8 + n_samples * sample_bytes
+
+
+def _ef_layout(size: int, last: int) -> tuple[int, int]:
+    """``(nbytes, low_bits)`` of the smallest Elias-Fano code of ``size`` values in ``0..last``.
+
+    The textbook ``floor(log2(last / size))`` is within a few bytes of the optimum, but the
+    word rounding and the directory make an exhaustive search (at most 64 widths) exact.
+    """
+    return min((_ef_nbytes(size, last, low), low) for low in range(last.bit_length() + 1))
+
+
+class _EliasFano:
+    """Elias-Fano code of a non-decreasing sequence ``x`` of ``size`` integers in ``0..last``.
+
+    Each value is split at ``low_bits``: the low bits go to a :class:`PackedInts`, and the
+    high part ``h = x[i] >> low_bits`` sets bit ``h + i`` of the ``high`` bitvector, so
+    bucket ``h``'s ones are followed by the ``h``-th zero (the bucket sizes in unary).
+    That is ``size * low_bits + size + (last >> low_bits) + 1`` bits, about
+    ``2 + log2(last / size)`` bits per value at the best ``low_bits``.
+
+    ``rank1[b - 1]`` / ``rank0[b - 1]`` hold the number of ones / zeros before 2048-bit
+    block ``b >= 1``.  A select is then a binary search in the samples and a table-driven
+    scan of one block, so ``get`` (select1) and ``equal_range`` (select0, then a binary
+    search of the low bits inside one bucket) are vectorised and need no other index.
+
+    Examples
+    --------
+    >>> ef = _EliasFano.from_sorted(np.array([0, 3, 3, 9, 20]))
+    >>> ef.get(np.array([1, 4]))
+    array([ 3, 20])
+    >>> ef.equal_range(np.array([3, 4, 21]))
+    (array([1, 3, 5]), array([3, 3, 5]))
+    >>> ef.to_numpy()
+    array([ 0,  3,  3,  9, 20])
+    """
+
+    def __init__(
+        self,
+        low: PackedInts,
+        high: np.ndarray,
+        rank1: np.ndarray,
+        rank0: np.ndarray,
+        last: int,
+    ) -> None:
+        self.low = low
+        self.high = high
+        self.rank1 = rank1
+        self.rank0 = rank0
+        self.size = len(low)
+        self.low_bits = low.width
+        self.last = int(last)
+
+    @classmethod
+    def from_sorted(cls, x: np.ndarray, low_bits: int | None = None) -> _EliasFano:
+        """Code a non-decreasing ``int64`` array of non-negative values (not checked)."""
+        size = len(x)
+        last = int(x[-1]) if size else 0
+        if low_bits is None:
+            low_bits = _ef_layout(size, last)[1]
+        low = PackedInts.from_array(x & ((1 << low_bits) - 1), width=low_bits)
+        n_high = size + (last >> low_bits) + 1
+        n_words = (n_high + 63) // 64
+        bits = np.zeros(n_words * 64, dtype=bool)
+        bits[(x >> low_bits) + np.arange(size, dtype=np.int64)] = True
+        high = np.packbits(bits, bitorder="little").view("<u8")
+        # ones per block, from the words padded to whole blocks for the count only
+        n_blocks = (n_words + _EF_BLOCK_WORDS - 1) // _EF_BLOCK_WORDS
+        padded = np.zeros(n_blocks * _EF_BLOCK_WORDS, dtype="<u8")
+        padded[:n_words] = high
+        per_block = _popcount64(padded).reshape(n_blocks, _EF_BLOCK_WORDS).sum(axis=1)
+        ones = np.cumsum(per_block[:-1])
+        zeros = np.arange(1, n_blocks, dtype=np.int64) * _EF_BLOCK_BITS - ones
+        return cls(
+            low,
+            high,
+            ones.astype(_uint_dtype(size)),
+            zeros.astype(_uint_dtype(n_high - size)),
+            last,
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the low bits, the high bitvector and both rank samples."""
+        arrays = (self.high, self.rank1, self.rank0)
+        return self.low.nbytes + sum(int(a.nbytes) for a in arrays)
+
+    def _select(self, ks: np.ndarray, bit: int) -> np.ndarray:
+        """Bit positions of the ``ks``-th (0-based) ones (``bit=1``) or zeros (``bit=0``).
+
+        Every ``k`` must be below the number of such bits.  Zeros past the end of the
+        bitvector read as ones here, which is harmless: callers only ask for zeros that end
+        a bucket, and those all come before.
+        """
+        if ks.size <= 4:
+            return self._select_few(ks, bit)
+        rank = self.rank1 if bit else self.rank0
+        if rank.size:
+            block = np.searchsorted(rank, ks.astype(rank.dtype), side="right")
+            before = np.where(block > 0, rank[np.maximum(block - 1, 0)], 0)
+            r = ks - before.astype(np.int64)
+        else:
+            block = np.zeros(ks.size, dtype=np.int64)
+            r = ks
+        n_words = len(self.high)
+        wi = block[:, None] * _EF_BLOCK_WORDS + np.arange(_EF_BLOCK_WORDS)
+        words = self.high[np.minimum(wi, n_words - 1)]
+        if n_words % _EF_BLOCK_WORDS:  # the last block is short: blank the repeated word
+            words[wi >= n_words] = 0
+        if not bit:
+            words = ~words
+        # word in the block by popcounts, then byte in the word, then bit by table
+        rows = np.arange(ks.size)
+        cum = np.cumsum(_popcount64(words), axis=1)
+        wj = np.count_nonzero(cum <= r[:, None], axis=1)
+        r = r - np.where(wj > 0, cum[rows, np.maximum(wj - 1, 0)], 0)
+        by = words[rows, wj].astype("<u8").view(np.uint8).reshape(ks.size, 8)
+        cum8 = np.cumsum(_POP8[by], axis=1)
+        bj = np.count_nonzero(cum8 <= r[:, None], axis=1)
+        r = r - np.where(bj > 0, cum8[rows, np.maximum(bj - 1, 0)], 0)
+        bit_in_byte = _SEL8[by[rows, bj], r]
+        return block.astype(np.int64) * _EF_BLOCK_BITS + wj * 64 + bj * 8 + bit_in_byte
+
+    def _select_few(self, ks: np.ndarray, bit: int) -> np.ndarray:
+        return np.array([self._select_one(k, bit) for k in ks.tolist()], dtype=np.int64)
+
+    def _select_one(self, k: int, bit: int) -> int:
+        """:meth:`_select` with Python ints: a few queries skip two dozen tiny numpy calls."""
+        rank = self.rank1 if bit else self.rank0
+        block = bisect.bisect_right(rank, k)
+        r = k - (int(rank[block - 1]) if block else 0)
+        first = block * _EF_BLOCK_WORDS
+        flip = 0 if bit else (1 << 64) - 1
+        w = 0
+        for w in self.high[first : first + _EF_BLOCK_WORDS].tolist():
+            w ^= flip
+            c = w.bit_count()
+            if r < c:
+                break
+            first += 1
+            r -= c
+        for _ in range(r):
+            w &= w - 1  # drop the lowest set bit
+        return first * 64 + (w & -w).bit_length() - 1
+
+    def get(self, positions: np.ndarray) -> np.ndarray:
+        """``x[positions]`` (``int64``; positions in ``0..size-1``, not checked)."""
+        p = positions.astype(np.int64, copy=False)
+        if p.size == 0:
+            return _EMPTY
+        hi = self._select(p, 1) - p
+        if self.low_bits == 0:
+            return hi
+        return (hi << self.low_bits) | self.low.get(p)
+
+    def _bisect_low(self, lo: np.ndarray, hi: np.ndarray, want: np.ndarray) -> np.ndarray:
+        """First position in ``[lo, hi)`` whose low bits are ``>= want`` (one bucket each)."""
+        # a run of equal values sits in one bucket: bisect its low bits, all rows at once
+        for _ in range(int((hi - lo).max()).bit_length()):
+            active = lo < hi
+            mid = (lo + hi) >> 1
+            below = active & (self.low.get(np.where(active, mid, 0)) < want)
+            lo = np.where(below, mid + 1, lo)
+            hi = np.where(active & ~below, mid, hi)
+        return lo
+
+    def equal_range(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(# entries < v, # entries <= v)`` for each value (``int64``, any ``v >= 0``).
+
+        The entries equal to ``v`` are ``x[lt:le]``: ``np.searchsorted`` left and right.
+        """
+        v = values.astype(np.int64, copy=False)
+        if v.size == 0:
+            return _EMPTY, _EMPTY
+        if v.size == 1:
+            lt1, le1 = self._equal_range_one(int(v[0]))
+            return np.array([lt1]), np.array([le1])
+        vc = np.minimum(v, self.last)  # buckets past the last one end in no zero
+        h = vc >> self.low_bits
+        # bucket h holds entries [select0(h - 1) + 1 - h, select0(h) - h)
+        ends = self._select(np.concatenate([h, np.maximum(h - 1, 0)]), 0)
+        end = ends[: h.size] - h
+        start = np.where(h > 0, ends[h.size :] + 1 - h, 0)
+        if self.low_bits:
+            want = vc & ((1 << self.low_bits) - 1)
+            lt = self._bisect_low(start, end, want)
+            le = self._bisect_low(lt, end, want + 1)
+        else:  # a bucket is one value
+            lt, le = start, end
+        return np.where(v > self.last, self.size, lt), le
+
+    def _equal_range_one(self, v: int) -> tuple[int, int]:
+        """:meth:`equal_range` of one value, with Python ints."""
+        vc = min(v, self.last)
+        h = vc >> self.low_bits
+        start = self._select_one(h - 1, 0) + 1 - h if h else 0
+        end = self._select_one(h, 0) - h
+        if not self.low_bits:
+            return (self.size if v > self.last else start), end
+        want = vc & ((1 << self.low_bits) - 1)
+        bounds = []
+        for target in (want, want + 1):
+            lo, hi = start, end
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if int(self.low.get(mid)[0]) < target:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            bounds.append(lo)
+            start = lo
+        return (self.size if v > self.last else bounds[0]), bounds[1]
+
+    def to_numpy(self) -> np.ndarray:
+        """All values, O(size)."""
+        bits = np.unpackbits(self.high.view(np.uint8), bitorder="little")
+        hi = np.flatnonzero(bits) - np.arange(self.size, dtype=np.int64)
+        if self.low_bits == 0:
+            return hi
+        return (hi << self.low_bits) | self.low.to_numpy()
+
+
+# ---------------------------------------------------------------------------------------------
 # Tensor base class
 
 
@@ -463,6 +721,41 @@ class IdentityTensor(Tensor):
 
     def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return u, u.copy()
+
+
+class AllTensor(Tensor):
+    """All ones ``n_out x n_in``: every output record derives from every input record.
+
+    SystemL's *all* mapping: the fitted model of an ML estimator, the single row of a
+    global aggregate.  Stores no arrays, so ``nbytes`` is 0.
+
+    Examples
+    --------
+    >>> t = AllTensor(1, 4)
+    >>> t.backward([0])
+    array([0, 1, 2, 3])
+    >>> t.forward([2]), t.nnz, t.nbytes
+    (array([0]), 4, 0)
+    """
+
+    kind = "all"
+
+    @property
+    def nnz(self) -> int:
+        return self.n_out * self.n_in
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    def _backward(self, u: np.ndarray) -> np.ndarray:
+        return np.arange(self.n_in if u.size else 0, dtype=np.int64)
+
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        return np.arange(self.n_out if u.size else 0, dtype=np.int64)
+
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.repeat(u, self.n_in), np.tile(np.arange(self.n_in, dtype=np.int64), u.size)
 
 
 class BlockTensor(Tensor):
@@ -688,7 +981,7 @@ class IndexTensor(Tensor):
     """Functional map: output row ``o`` comes from input row ``idx[o]``, or none if ``-1``.
 
     One side of a join (``-1`` on the missing side of an outer join), a permutation
-    (orderBy), explode.  Two exact forms, the smaller is chosen by :meth:`from_index`:
+    (orderBy), explode.  Three exact forms, the smallest is chosen by :meth:`from_index`:
 
     * ``"packed"``: ``idx + 1`` bit-packed with ``bit_length(n_in)`` bits per output row
       (:class:`PackedInts`).  backward O(k); forward uses an inverse index built on first use
@@ -701,6 +994,15 @@ class IndexTensor(Tensor):
       ``v = -1..n_in`` (``n_in + 2`` ints in the smallest dtype that holds ``n_out``): this is
       the count of output rows per input row, in prefix-sum form so that both directions
       need no extra index.  backward is a binary search, O(k log n_in); forward O(k + out).
+    * ``"ef"``: only for a non-decreasing ``idx``.  An Elias-Fano code of ``idx + 1``
+      (``ef_over == "values"``: ``n_out`` values in ``0..n_in``) or of the offsets above
+      (``"offsets"``: ``n_in + 2`` values in ``0..n_out``), whichever is smaller.  ``m``
+      values in ``0..u`` take about ``m * (2 + log2(u / m))`` bits plus ~3% of rank
+      samples, so when ``n_out`` and ``n_in`` are of the same order (a join's left side)
+      this is about ``n_out + n_in`` bits in all.  Both directions are a select on the
+      code's bitvector (a binary search in the samples, then a one-block scan) and, for
+      a lower bound, a bisection of one bucket's low bits: O(k log n), vectorised, and
+      with no inverse index.
 
     Examples
     --------
@@ -715,6 +1017,12 @@ class IndexTensor(Tensor):
     'packed'
     >>> IndexTensor.from_index(sorted([0, 0, 0, 1, 1, 2] * 10), n_in=3).form
     'sorted'
+    >>> idx = np.repeat(np.arange(5000), np.arange(5000) % 3)  # 0, 1 or 2 rows per input
+    >>> left = IndexTensor.from_index(idx, n_in=5000)
+    >>> left.form, left.ef_over, left.nbytes, IndexTensor.from_index(idx, 5000, "packed").nbytes
+    ('ef', 'values', 1272, 8128)
+    >>> left.backward([0, 4998]), left.forward([1, 2, 3])
+    (array([   1, 4999]), array([0, 1, 2]))
     """
 
     kind = "index"
@@ -726,13 +1034,17 @@ class IndexTensor(Tensor):
         *,
         values: PackedInts | None = None,
         offsets: np.ndarray | None = None,
+        ef: _EliasFano | None = None,
+        ef_over: str = "values",
         nnz: int | None = None,
     ) -> None:
         super().__init__(n_out, n_in)
-        if (values is None) == (offsets is None):
-            raise ValueError("give exactly one of values= or offsets=")
+        if sum(x is not None for x in (values, offsets, ef)) != 1:
+            raise ValueError("give exactly one of values=, offsets= or ef=")
         self._values = values
         self._offsets = offsets
+        self._ef = ef
+        self.ef_over: str | None = None
         self._inv_indptr: np.ndarray | None = None
         self._inv_order: np.ndarray | None = None
         self._inv_packed: PackedInts | None = None
@@ -742,12 +1054,26 @@ class IndexTensor(Tensor):
             self.form = "packed"
             # counting needs a full unpack, so take it from the builder when it knows it
             self._nnz = -1 if nnz is None else int(nnz)
-        else:
-            assert offsets is not None
+        elif offsets is not None:
             if len(offsets) != self.n_in + 2 or int(offsets[-1]) != self.n_out:
                 raise ValueError("offsets must have n_in + 2 entries ending at n_out")
             self.form = "sorted"
             self._nnz = self.n_out - int(offsets[1])
+        else:
+            assert ef is not None
+            self.form = "ef"
+            self.ef_over = ef_over
+            one = np.ones(1, dtype=np.int64)
+            if ef_over == "values":
+                if ef.size != self.n_out or ef.last > self.n_in:
+                    raise ValueError("an 'ef' code of idx + 1 needs n_out values in 0..n_in")
+                self._nnz = self.n_out - int(ef.equal_range(one)[0][0])
+            elif ef_over == "offsets":
+                if ef.size != self.n_in + 2 or ef.last != self.n_out:
+                    raise ValueError("an 'ef' code of offsets needs n_in + 2 values to n_out")
+                self._nnz = self.n_out - int(ef.get(one)[0])
+            else:
+                raise ValueError(f"ef_over must be 'values' or 'offsets', got {ef_over!r}")
 
     @classmethod
     def from_index(cls, idx: ArrayLike, n_in: int, form: str | None = None) -> IndexTensor:
@@ -759,35 +1085,60 @@ class IndexTensor(Tensor):
             Input row of each output row, ``-1`` for none.
         n_in : int
             Number of input rows.
-        form : {None, "packed", "sorted"}
-            Force a storage form; ``None`` picks the one with fewer bytes ("sorted" is only
-            possible for a non-decreasing ``idx``).
+        form : {None, "packed", "sorted", "ef"}
+            Force a storage form; ``None`` picks the one with the fewest bytes ("sorted" and
+            "ef" are only possible for a non-decreasing ``idx``; ties go to the first of
+            "packed", "sorted", "ef").
 
         Raises
         ------
         ValueError
-            If a value is out of range, or ``form="sorted"`` for an unsorted ``idx``.
+            If a value is out of range, or ``form`` is "sorted" or "ef" for an unsorted
+            ``idx``.
         """
         n_in = _check_size(n_in, "n_in")
         a = _as_int_array(idx, "idx").astype(np.int64, copy=False)
         n_out = len(a)
         if n_out and (int(a.min()) < -1 or int(a.max()) >= n_in):
             raise ValueError(f"idx values must be -1 or lie in 0..{n_in - 1}")
+        if form not in (None, "packed", "sorted", "ef"):
+            raise ValueError(f"unknown index form {form!r}; use 'packed', 'sorted' or 'ef'")
         monotone = n_out <= 1 or bool(np.all(a[1:] >= a[:-1]))
+        if form in ("sorted", "ef") and not monotone:
+            raise ValueError(f"the {form!r} form needs a non-decreasing idx")
         width = n_in.bit_length()
-        packed_bytes = (n_out * width + 63) // 64 * 8
-        sorted_bytes = (n_in + 2) * _uint_dtype(n_out).itemsize
         if form is None:
-            form = "sorted" if monotone and sorted_bytes < packed_bytes else "packed"
+            nbytes = {"packed": (n_out * width + 63) // 64 * 8}
+            if monotone:
+                nbytes["sorted"] = (n_in + 2) * _uint_dtype(n_out).itemsize
+                nbytes["ef"] = min(_ef_index_layouts(a, n_in).values())[0]
+            form = min(nbytes, key=nbytes.__getitem__)  # dicts keep order: ties go first
         if form == "sorted":
-            if not monotone:
-                raise ValueError("the 'sorted' form needs a non-decreasing idx")
             offsets = np.searchsorted(a + 1, np.arange(n_in + 2, dtype=np.int64))
             return cls(n_out, n_in, offsets=offsets.astype(_uint_dtype(n_out)))
-        if form == "packed":
-            values = PackedInts.from_array(a + 1, width=width)
-            return cls(n_out, n_in, values=values, nnz=int(np.count_nonzero(a >= 0)))
-        raise ValueError(f"unknown index form {form!r}; use 'packed' or 'sorted'")
+        if form == "ef":
+            return cls._build_ef(a, n_in)
+        values = PackedInts.from_array(a + 1, width=width)
+        return cls(n_out, n_in, values=values, nnz=int(np.count_nonzero(a >= 0)))
+
+    @classmethod
+    def _build_ef(cls, a: np.ndarray, n_in: int, over: str | None = None) -> IndexTensor:
+        """The "ef" form of a non-decreasing ``int64`` ``idx``, over the smaller sequence.
+
+        ``over`` forces ``"values"`` or ``"offsets"`` (tests reach both codes through it).
+        """
+        layouts = _ef_index_layouts(a, n_in)
+        if over is None:
+            # ties go to the values: backward, the usual lineage query, is then one select
+            over = "offsets" if layouts["offsets"][0] < layouts["values"][0] else "values"
+        low_bits = layouts[over][1]
+        if over == "values":
+            ef = _EliasFano.from_sorted(a + 1, low_bits)
+        else:
+            offsets = np.zeros(n_in + 2, dtype=np.int64)
+            np.cumsum(np.bincount(a + 1, minlength=n_in + 1), out=offsets[1:])
+            ef = _EliasFano.from_sorted(offsets, low_bits)
+        return cls(len(a), n_in, ef=ef, ef_over=over)
 
     @property
     def nnz(self) -> int:
@@ -799,6 +1150,8 @@ class IndexTensor(Tensor):
     def nbytes(self) -> int:
         if self._values is not None:
             return self._values.nbytes
+        if self._ef is not None:
+            return self._ef.nbytes
         assert self._offsets is not None
         return int(self._offsets.nbytes)
 
@@ -812,14 +1165,22 @@ class IndexTensor(Tensor):
         """The full ``idx`` array (int64, ``-1`` for no input row), O(n_out)."""
         if self._values is not None:
             return self._values.to_numpy() - 1
-        assert self._offsets is not None
-        off = self._offsets.astype(np.int64)
+        if self._ef is not None and self.ef_over == "values":
+            return self._ef.to_numpy() - 1
+        off = self._ef.to_numpy() if self._ef is not None else self._offsets
+        assert off is not None
+        off = off.astype(np.int64, copy=False)
         return np.repeat(np.arange(-1, self.n_in, dtype=np.int64), off[1:] - off[:-1])
 
     def _lookup(self, u: np.ndarray) -> np.ndarray:
-        """``idx[u]`` for sorted unique u (non-decreasing result in the sorted form)."""
+        """``idx[u]`` for sorted unique u (non-decreasing result unless "packed")."""
         if self._values is not None:
             return self._values.get(u) - 1
+        if self._ef is not None:
+            if self.ef_over == "values":
+                return self._ef.get(u) - 1
+            # offsets <= u: the 0 before the -1 group, then one per group started by u
+            return self._ef.equal_range(u)[1] - 2
         assert self._offsets is not None
         off = self._offsets
         return np.searchsorted(off, u.astype(off.dtype), side="right").astype(np.int64) - 2
@@ -827,14 +1188,19 @@ class IndexTensor(Tensor):
     def _backward(self, u: np.ndarray) -> np.ndarray:
         v = self._lookup(u)
         v = v[v >= 0]
-        return _dedup_sorted(v) if self._offsets is not None else _sorted_unique(v)
+        return _sorted_unique(v) if self._values is not None else _dedup_sorted(v)
 
     def _forward(self, u: np.ndarray) -> np.ndarray:
         if u.size == 0:
             return _EMPTY
+        # the monotone forms lay groups out in input order, so the ranges come out sorted
         if self._offsets is not None:
-            # groups are laid out in input order, so the ranges come out sorted
             return _ranges(self._offsets[u + 1], self._offsets[u + 2])
+        if self._ef is not None:
+            if self.ef_over == "values":
+                return _ranges(*self._ef.equal_range(u + 1))  # the rows with idx + 1 == u + 1
+            bounds = self._ef.get(np.concatenate([u + 1, u + 2]))
+            return _ranges(bounds[: u.size], bounds[u.size :])
         if self._inv_order is None and self._inv_packed is None:
             self._build_inverse()
         if self._inv_packed is not None:
@@ -863,7 +1229,17 @@ class IndexTensor(Tensor):
         return u[keep], v[keep]
 
     def _repr_extra(self) -> str:
-        return f", form={self.form!r}"
+        over = f", ef_over={self.ef_over!r}" if self.ef_over is not None else ""
+        return f", form={self.form!r}{over}"
+
+
+def _ef_index_layouts(a: np.ndarray, n_in: int) -> dict[str, tuple[int, int]]:
+    """``{"values" | "offsets": (nbytes, low_bits)}`` of the two "ef" codes of a sorted idx."""
+    n_out = len(a)
+    return {
+        "values": _ef_layout(n_out, int(a[-1]) + 1 if n_out else 0),
+        "offsets": _ef_layout(n_in + 2, n_out),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1021,8 +1397,9 @@ def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
 
     Tried in order: :class:`IdentityTensor` (``idx == arange(n_in)``), :class:`BlockTensor`
     (one contiguous run ``0..n_in-1`` with ``-1`` elsewhere), :class:`MaskTensor` (strictly
-    increasing, no ``-1``), else :class:`IndexTensor` in its smaller form ("sorted" group
-    offsets for a non-decreasing ``idx``, or bit-packed values).
+    increasing, no ``-1``), else :class:`IndexTensor` in its smallest form (bit-packed
+    values, or for a non-decreasing ``idx`` "sorted" group offsets or an "ef" Elias-Fano
+    code).
 
     Parameters
     ----------
@@ -1068,3 +1445,22 @@ def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
     if n_valid == n_out and (n_out <= 1 or bool(np.all(a[1:] > a[:-1]))):
         return MaskTensor.from_kept(a, n_in)
     return IndexTensor.from_index(a, n_in)
+
+
+def tensor_from_pairs(out_rows: ArrayLike, in_rows: ArrayLike, n_out: int, n_in: int) -> Tensor:
+    """The cheapest exact tensor for many-to-many ``(out_rows, in_rows)`` pairs.
+
+    :class:`AllTensor` when every output row derives from every input row (no arrays),
+    else :class:`CSRTensor` (see :meth:`CSRTensor.from_pairs` for the arguments).
+
+    Examples
+    --------
+    >>> tensor_from_pairs([0, 0, 0], [2, 0, 1], n_out=1, n_in=3).kind
+    'all'
+    >>> tensor_from_pairs([0, 1], [0, 0], n_out=2, n_in=3).kind
+    'csr'
+    """
+    t = CSRTensor.from_pairs(out_rows, in_rows, n_out, n_in)
+    if t.n_out and t.n_in and t.nnz == t.n_out * t.n_in:
+        return AllTensor(t.n_out, t.n_in)
+    return t
