@@ -85,6 +85,10 @@ class Rewrite:
     nodes: list[str] = field(default_factory=list)
     group: Group | None = None
     sort: bool = False
+    #: a global sort at the root of the plan, and its user-given order expressions: what
+    #: a caller reads to find ties when the input's keys are not in its canonical order
+    sort_node: JObject = None
+    sort_exprs: list[JObject] = field(default_factory=list)
     semi: Semi | None = None
     n_branches: int = 0
     contextual: bool = False
@@ -321,9 +325,12 @@ class _Rewriter:
         # break ties by input order so the numbering does not depend on partitioning
         tie = self.jvm.to_df(child).orderBy(*[F.col(n).asc_nulls_first() for n in names])
         extra = self.jvm.lst(tie._jdf.queryExecution().analyzed().order())
-        order = [*self.jvm.lst(node.order()), *extra]
+        user = self.jvm.lst(node.order())
         self.info.sort = True
-        return self.jvm.copy(node, order=self.jvm.seq(order), child=child), blocks
+        new = self.jvm.copy(node, order=self.jvm.seq([*user, *extra]), child=child)
+        self.info.sort_node = new
+        self.info.sort_exprs = [o.child() for o in user]
+        return new, blocks
 
     def _group_plan(self, child: JObject, blocks: list[Block]) -> Any:
         """A representative member per group (flat key columns, nullable: a global
@@ -532,6 +539,8 @@ def rewrite(jvm: Jvm, plan: JObject, inputs: list[tuple[JObject, Annotated]]) ->
     # branch first, exploded position last: the raw key layout KeyIndex expects
     blocks = sorted(blocks, key=lambda b: {"branch": 0, "input": 1, "genpos": 2, "gid": 2}[b.kind])
     keys = [a for b in blocks for a in b.attrs]
+    if rw.info.sort_node is not None and jvm.ident(rw.info.sort_node) != jvm.ident(new):
+        rw.info.sort_node = None  # not at the root: its order expressions may be out of scope
     new = jvm.project([*jvm.output(plan), *keys], new)
     rw.info.plan = new
     rw.info.blocks = blocks

@@ -56,11 +56,13 @@ class Jvm:
     def expr_ids(self, node: JObject) -> list[int]:
         return [int(a.exprId().id()) for a in self.output(node)]
 
-    def to_df(self, plan: JObject) -> Any:
+    def to_df(self, plan: JObject, spark: Any = None) -> Any:
+        """A DataFrame of ``plan`` in ``spark`` (default: the tracked session)."""
         from pyspark.sql import DataFrame
 
-        jds = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.spark._jsparkSession, plan)
-        return DataFrame(jds, self.spark)
+        spark = self.spark if spark is None else spark
+        jds = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+        return DataFrame(jds, spark)
 
     def copy(self, node: JObject, **replace: JObject) -> JObject:
         """``node`` with some constructor arguments replaced (by position name)."""

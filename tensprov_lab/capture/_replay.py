@@ -76,8 +76,11 @@ def _substitute(tracker: Tracker, plan: JObject, repl: dict[int, JObject]) -> JO
 
 
 def _cached(tracker: Tracker, ds_id: int) -> bool:
+    """A materialized derived dataset (a replay reads it whole from Spark's cache);
+    sources and opaque outputs cached for recomputation are still read by key."""
     node = tracker.by_ds.get(ds_id)
-    return node is not None and node.cached is not None
+    op = tracker.store.producer(ds_id)
+    return node is not None and node.cached is not None and op is not None and not op.opaque
 
 
 def frontier(tracker: Tracker, ds_id: int, stop_at_cached: bool = True) -> list[int]:
@@ -134,7 +137,7 @@ def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str,
     node = _node(tracker, ds_id)
     assert node.ann is not None and node.ki is not None
     values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
-    df = tracker.jvm.to_df(node.ann.plan)
+    df = tracker.jvm.to_df(tracker.source_plan(node))
     key = node.ann.key_names()[0]
     if len(values) <= _IN_LIST:
         return df.where(F.col(key).isin([int(v) for v in values])), key, node.ki
@@ -159,13 +162,16 @@ def _keyed_filter(tracker: Tracker, ds_id: int, rows: np.ndarray) -> JObject:
     return _analyzed(_keyed_df(tracker, ds_id, rows)[0])
 
 
-def _read(tracker: Tracker, ds_id: int, plan: JObject) -> tuple[pd.DataFrame, np.ndarray]:
+def _read(
+    tracker: Tracker, ds_id: int, plan: JObject, small: bool = False
+) -> tuple[pd.DataFrame, np.ndarray]:
     """Records of a (replayed) annotated plan of ``ds_id`` and their canonical rows;
-    ``-1`` for a record the capture did not see (it appears only after a what-if)."""
+    ``-1`` for a record the capture did not see (it appears only after a what-if).
+    ``small``: the plan reads only a few records (run it in the replay session)."""
     node = _node(tracker, ds_id)
     assert node.ann is not None and node.ki is not None
     names = node.ann.key_names()
-    table = tracker.jvm.to_df(plan).toArrow()
+    table = tracker.jvm.to_df(plan, tracker.replay_spark if small else None).toArrow()
     raw = arrow_keys(table, names)
     try:
         idx = node.ki.lookup(raw)
@@ -188,17 +194,19 @@ def _restricted(
     ds_id: int,
     rows: np.ndarray,
     edit: Callable[[int, np.ndarray], JObject] | None = None,
-) -> JObject:
-    """Annotated plan of ``ds_id`` whose frontier holds only what ``rows`` need;
-    ``edit(source, rows)`` builds a source's plan instead of the plain key filter."""
+) -> tuple[JObject, bool]:
+    """Annotated plan of ``ds_id`` whose frontier holds only what ``rows`` need, and
+    whether it reads only those records (nothing whole); ``edit(source, rows)`` builds a
+    source's plan instead of the plain key filter."""
     node = _node(tracker, ds_id)
     assert node.ann is not None
     front = frontier(tracker, ds_id, stop_at_cached=edit is None)
     if front == [ds_id]:
-        return node.ann.plan
+        return node.ann.plan, False
     back = backward(tracker.store, ds_id, rows, to=front).rows
     whole = _whole(tracker, ds_id)
     repl: dict[int, JObject] = {}
+    small = True
     for d in front:
         fnode = _node(tracker, d)
         assert fnode.ann is not None
@@ -210,9 +218,10 @@ def _restricted(
             # a contextual operation needs every record of its input (served from
             # Spark's cache when the input is materialized)
             repl[ident] = fnode.ann.plan
+            small = False
         else:
             repl[ident] = _keyed_filter(tracker, d, keep)
-    return _substitute(tracker, node.ann.plan, repl)
+    return _substitute(tracker, node.ann.plan, repl), small
 
 
 def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
@@ -220,8 +229,8 @@ def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFra
     from tensprov_lab._run import ROW
 
     rows = np.unique(np.asarray(rows, dtype=np.int64))
-    plan = _restricted(tracker, ds_id, rows)
-    pdf, idx = _read(tracker, ds_id, plan)
+    plan, small = _restricted(tracker, ds_id, rows)
+    pdf, idx = _read(tracker, ds_id, plan, small)
     pdf.insert(0, ROW, idx)
     pdf = pdf[np.isin(idx, rows)]
     pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
@@ -384,7 +393,7 @@ def what_if(
             continue
         old_rows = np.unique(np.concatenate(reach[t]))
         old = replay_records(tracker, t, old_rows)
-        new, new_idx = _read(tracker, t, _restricted(tracker, t, old_rows, edit=edited))
+        new, new_idx = _read(tracker, t, *_restricted(tracker, t, old_rows, edit=edited))
         new.insert(0, ROW, new_idx)
         cols = ds.columns
         old_by = {int(r): rec for r, rec in zip(old[ROW], old[cols].itertuples(index=False))}

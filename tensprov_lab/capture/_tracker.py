@@ -24,6 +24,7 @@ from tensprov_lab.capture._annotate import (
     Rewrite,
     Unsupported,
     annotate_source,
+    key_name,
     plan_is_stable,
     rewrite,
 )
@@ -80,6 +81,15 @@ class Node:
     name: str | None = None
     #: the persisted annotated DataFrame when the dataset is materialized
     cached: Any = None
+    #: whether sorting its raw keys gives its canonical order (false below a global
+    #: sort, which permutes records but keeps their keys)
+    key_ordered: bool = True
+    #: whether Spark itself returns its records in canonical order where a sort ties
+    #: (false downstream of a sort of records that were not key-ordered)
+    ties_exact: bool = True
+    #: a source (or opaque output) may be cached for recomputation: the policy of the
+    #: run that captured it
+    cacheable: bool = True
 
 
 @dataclass
@@ -399,6 +409,30 @@ class Tracker:
                             self.store.datasets[node.ds_id].name = var
 
     # -- reading records back -------------------------------------------------------
+    @functools.cached_property
+    def replay_spark(self) -> Any:
+        """A session of the same application (same cache) for replays of a few records:
+        adaptive execution and hundreds of shuffle partitions only add latency there."""
+        session = self.spark.newSession()
+        session.conf.set("spark.sql.adaptive.enabled", "false")
+        parallel = max(int(self.spark.sparkContext.defaultParallelism), 1)
+        session.conf.set("spark.sql.shuffle.partitions", str(parallel))
+        return session
+
+    def source_plan(self, node: Node) -> Any:
+        """The annotated plan of a source for reading some of its records.
+
+        Unless its run said ``materialize="none"``, the keyed source is cached on first
+        use: reading a few records then scans only the in-memory batches holding their
+        keys (the keys increase in scan order), instead of the whole source each time.
+        """
+        assert node.ann is not None and node.ds_id is not None
+        if node.cacheable and node.cached is None:
+            node.cached = self.jvm.to_df(node.ann.plan).persist()
+            what = "source" if self.store.producer(node.ds_id) is None else "opaque output"
+            self.store.datasets[node.ds_id].materialized = f"{what}, cached for recomputation"
+        return node.ann.plan
+
     def node_of(self, df: Any) -> Node | None:
         try:
             return self.nodes.get(self.jvm.ident(self.jvm.plan(df)))
@@ -458,6 +492,10 @@ class Tracker:
         ):
             # sources: fetch just the requested records
             wanted = ki.values(np.asarray(rows, dtype=np.int64))
+            if where is None:
+                keyed = op is None or op.opaque  # read by key, not kept whole
+                plan = self.source_plan(node) if keyed else node.ann.plan
+                df = self.jvm.to_df(plan, self.replay_spark)
             df = df.where(F.col(names[0]).isin([int(v) for v in wanted]))
         table = df.toArrow()
         raw = arrow_keys(table, names)
@@ -500,6 +538,7 @@ class Tracker:
             run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
         )  # fmt: skip
         node.ann, node.ki, node.n, node.ds_id = ann, ki, ki.n, ds.id
+        node.cacheable = self.materialize != "none"
         self.by_ds[ds.id] = node
         run.datasets.append(ds.id)
 
@@ -552,6 +591,16 @@ class Tracker:
             rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]
             if sorted(set(rw.occurrences)) != list(range(len(in_nodes))):
                 raise Unsupported("an input of the call does not appear in its plan")
+            if {"GlobalLimit", "LocalLimit", "Offset"} & set(rw.nodes) and not all(
+                in_nodes[i].key_ordered if rw.sort else in_nodes[i].ties_exact
+                for i in rw.occurrences
+            ):
+                # Spark breaks the sort's ties by raw keys, not by the order we number
+                # records in, so the records a limit keeps could be other ones
+                raise Unsupported(
+                    "a limit on the output of a sort of already sorted records: which of "
+                    "the tied records it keeps cannot be traced exactly"
+                )
             n_out, tensors, ki = self._tensors(rw, in_nodes, p.out.ident)
         except (Unsupported, KeyError_) as exc:
             self._opaque(p, run, str(exc), cols, types, time.perf_counter() - t0)
@@ -595,6 +644,8 @@ class Tracker:
             raise
         p.out.ann = Annotated(rw.plan, rw.keys, rw.width)
         p.out.ki, p.out.n, p.out.ds_id = ki, n_out, ds.id
+        p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
+        p.out.ties_exact = all(n.key_ordered if rw.sort else n.ties_exact for n in occ_nodes)
         self.by_ds[ds.id] = p.out
         run.operations.append(op.id)
         run.datasets.append(ds.id)
@@ -672,6 +723,7 @@ class Tracker:
             **attrs,
         )  # fmt: skip
         p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
+        p.out.cacheable = self.materialize != "none"
         self.by_ds[ds.id] = p.out
         run.operations.append(op.id)
         run.datasets.append(ds.id)
@@ -699,11 +751,37 @@ class Tracker:
         # cached while this capture runs when a later capture reads it again, and kept
         # afterwards when it must stay materialized (a non-deterministic result)
         keep = out_ident in self._reused or rw.nondeterministic
+        if rw.sort and not all(n.key_ordered for n in occ):
+            raw, runs = self._sorted_keys(rw, names)
+            return self._functional(rw, occ, raw, runs)
         raw = self._collect_keys(rw.plan, names, keep=keep, ident=out_ident)
         return self._functional(rw, occ, raw)
 
+    def _sorted_keys(self, rw: Rewrite, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Keys of a global sort's output in sorted order, and the run of equal sort
+        values each record belongs to.
+
+        Spark breaks ties by raw keys, which is the canonical order of the input only
+        when the input was not itself sorted; the runs let the caller re-order ties by
+        canonical index instead.
+        """
+        if rw.sort_node is None:
+            raise Unsupported(
+                "a sort of an already sorted input, inside a call that also does other "
+                "steps: its ties cannot be ordered exactly"
+            )
+        ties = [key_name("t") for _ in rw.sort_exprs]
+        exprs = [*rw.keys, *(self.jvm.alias(e, n) for e, n in zip(rw.sort_exprs, ties))]
+        table = self.jvm.to_df(self.jvm.project(exprs, rw.sort_node)).toArrow()
+        raw = arrow_keys(table.select(names), names)
+        same = np.ones(max(table.num_rows - 1, 0), dtype=bool)
+        for n in ties:
+            same &= _equal_to_previous(table.column(n))
+        runs = np.concatenate([[0], np.cumsum(~same)]) if table.num_rows else np.zeros(0, np.int64)
+        return raw, runs.astype(np.int64)
+
     def _functional(
-        self, rw: Rewrite, occ: list[Node], raw: np.ndarray
+        self, rw: Rewrite, occ: list[Node], raw: np.ndarray, runs: np.ndarray | None = None
     ) -> tuple[int, list[Any], KeyIndex]:
         m = len(raw)
         parts: list[np.ndarray] = []
@@ -732,7 +810,10 @@ class Tracker:
         if fits:
             radix = ComposedKeyIndex.radix(blocks_ki, n_br)
             codes = ComposedKeyIndex.encode([branch] + [p + 1 for p in all_parts], radix)
-        if rw.sort:
+        if rw.sort and runs is not None:
+            # sorted order, ties in the input's canonical order
+            order = np.lexsort([*all_parts[::-1], branch, runs])
+        elif rw.sort:
             order = np.arange(m)
         elif codes is not None:
             # the code sorts like (branch, input indices..., position): canonical order;
@@ -957,3 +1038,25 @@ def _category(
 
 def _records_error(label: str, why: str) -> ValueError:
     return ValueError(f"the records of {label} cannot be read: {why}")
+
+
+def _equal_to_previous(col: Any) -> np.ndarray:
+    """For rows ``1..m-1`` of an Arrow column: equal to the row before under Spark's
+    sort semantics (nulls equal each other, NaN equals NaN)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if len(col) < 2:
+        return np.zeros(0, dtype=bool)
+    t = col.type
+    if pa.types.is_nested(t) or pa.types.is_dictionary(t):
+        raise Unsupported(f"ties of a sort on a {t} value cannot be compared exactly")
+    a, b = col.slice(1), col.slice(0, len(col) - 1)
+    eq = pc.fill_null(pc.equal(a, b), False)
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    out = pc.or_(eq, both_null)
+    if pa.types.is_floating(t):
+        both_nan = pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)
+        out = pc.or_(out, both_nan)
+    return np.asarray(out.to_numpy(zero_copy_only=False), dtype=bool)
