@@ -88,7 +88,9 @@ def test_recomputation_reads_only_lineage_related_source_records(pipeline: dict)
     run = pipeline["run"]
     tracker = run._tracker
     big = run.dataset(pipeline["big"]).id
-    plan = str(_restricted(tracker, big, np.array([0, 2])).treeString())
+    restricted, small = _restricted(tracker, big, np.array([0, 2]))
+    assert small  # a few records only: replayed in the low-latency session
+    plan = str(restricted.treeString())
     # the source is cut down to the keys of the two records' backward lineage
     assert plan.count(" IN (") == 1
     assert run.backward(pipeline["big"], rows=[0, 2])[pipeline["orders"]].tolist() == [1, 3]
@@ -96,7 +98,41 @@ def test_recomputation_reads_only_lineage_related_source_records(pipeline: dict)
     assert in_list.count("cast(") == 2
     # past a materialized dataset (the window's input) the replay reads Spark's cache
     per_region = run.dataset(pipeline["per_region"]).id
-    assert " IN (" not in str(_restricted(tracker, per_region, np.array([0])).treeString())
+    restricted, small = _restricted(tracker, per_region, np.array([0]))
+    assert " IN (" not in str(restricted.treeString()) and not small
+
+
+def test_sources_are_cached_for_recomputation_unless_told_not_to(spark: Any) -> None:
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    results = {}
+    for policy in ("auto", "none"):
+        src = spark.createDataFrame([(i, i % 3) for i in range(30)], "id int, g int")
+        other = spark.createDataFrame([(g, f"g{g}") for g in range(3)], "g int, name string")
+        with tensprov_lab.track(spark, materialize=policy) as run:
+            joined = src.filter(F.col("id") > 4).join(other, "g")
+            out = joined.groupBy("name").count()
+        assert run.dataset(src).materialized == ""
+        got = run.rows(joined, rows=[0, 7])
+        everything = run.rows(joined)
+        want = everything[everything[ROW].isin([0, 7])].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+        assert got.attrs["recomputed"] is True
+        results[policy] = run
+        reasons = run.materialized.set_index("dataset")["reason"].to_dict()
+        if policy == "auto":
+            # the first replay caches the keyed sources it reads, and says so
+            assert reasons["src"] == "source, cached for recomputation"
+            assert reasons["other"] == "source, cached for recomputation"
+            assert run._tracker.by_ds[run.dataset(src).id].cached.is_cached
+        else:
+            assert "src" not in reasons and "other" not in reasons
+            assert run._tracker.by_ds[run.dataset(src).id].cached is None
+        del out
+    # replays run in a session of their own: the user's settings are untouched
+    assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive
+    replay = results["auto"]._tracker.replay_spark
+    assert replay.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert replay.sparkContext is spark.sparkContext
 
 
 def test_window_replay_sees_the_whole_partition(spark: Any) -> None:
