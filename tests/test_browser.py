@@ -3,9 +3,10 @@
 ``test_quickstart_in_the_browser`` opens ``notebooks/quickstart.ipynb`` in JupyterLab, runs
 all cells from the *Run* menu, then clicks the way a user would in the ``run.explore()``
 widget: an operation (the join) on the cytoscape canvas, a dataset (totals), a record (the
-``east`` total's row number), a cell (the ``east`` revenue value), and ticks a source record
-for a what-if preview; it checks what the details panel, the records tables, the lineage
-list, the what-if panel and the highlighted nodes show. A screenshot is saved (its path is
+``east`` total's row number), a cell (the ``east`` revenue value), ticks a source record
+for a what-if preview, then double-clicks a source value, types a new one and previews
+the drop and the edit together; it checks what the details panel, the records tables, the
+lineage list, the what-if panel and the highlighted nodes show. A screenshot is saved (its path is
 printed), and the click -> highlight time of the cell click.
 
 ``test_quickstart_in_notebook7`` runs the same quickstart in Notebook 7 (the ``notebook``
@@ -614,7 +615,7 @@ def _preview_without_stale_customer(page: Any, el: Any, nodes: list[dict[str, An
     rows = el.locator(".tp-records tbody tr")
     stale = next(i for i, t in enumerate(rows.all_inner_texts()) if "Dee" in t and "east" in t)
     rows.nth(stale).locator("td.tp-drop input").click()
-    preview = el.locator("button.tp-preview", has_text="preview dropping 1")
+    preview = el.locator("button.tp-preview", has_text="preview 1 drop")
     preview.wait_for()
     assert "tp-dropped" in (rows.nth(stale).get_attribute("class") or "")
     preview.click()
@@ -636,6 +637,60 @@ def _preview_without_stale_customer(page: Any, el: Any, nodes: list[dict[str, An
         assert "wi-changed" in classes[name], (name, classes)
     for name in ("orders", "shipped", "filter"):
         assert "wi-dim" in classes[name], (name, classes)
+    assert el.locator(".tp-error").inner_text().strip() == ""
+
+
+def _preview_with_edited_amount(page: Any, el: Any, nodes: list[dict[str, Any]]) -> None:
+    """What-if with an edit: double-click Fay's order 11 amount (75) in orders, type 100,
+    Enter; with Dee's stale record still ticked, preview both: the east total becomes
+    1 order of 120 (100 * 1.2), her priced record changes 75 -> 100 and 90 -> 120."""
+    orders = _node_by(nodes, None, "orders")
+    _click_node(page, el, orders["id"])
+    el.locator(".tp-records-head", has_text=re.compile(r"^records of orders")).wait_for()
+    _wait_rows(el, 11)
+    heads = el.locator(".tp-records thead th").all_inner_texts()
+    rows = el.locator(".tp-records tbody tr")
+    texts = [t.split("\t") for t in rows.all_inner_texts()]
+    k = next(i for i, t in enumerate(texts) if t[heads.index("order_id")].strip() == "11")
+    row = texts[k][heads.index("_row")].strip()
+    cell = rows.nth(k).locator("td").nth(heads.index("amount"))
+    assert cell.inner_text() == "75", texts[k]
+    cell.dblclick()  # its first click traces the cell's lineage, as a single click does
+    box = el.locator(".tp-records input.tp-edit-input")
+    box.wait_for()
+    assert box.input_value() == "75"
+    # the box opens with its text selected; the lineage reply redraws the table meanwhile
+    page.keyboard.type("100", delay=80)
+    page.keyboard.press("Enter")
+    edited = el.locator(".tp-records td.tp-edited")
+    edited.wait_for(timeout=60_000)
+    assert box.count() == 0
+    assert edited.count() == 1 and edited.inner_text() == "100"
+    assert "was 75" in (edited.get_attribute("title") or "")
+    preview = el.locator("button.tp-preview", has_text="preview 1 drop, 1 edit")
+    preview.wait_for()
+    assert el.locator(".tp-error").inner_text().strip() == ""
+    preview.click()
+    el.locator(
+        ".tp-whatif .tp-lineage-head",
+        has_text=f"with orders row {row} amount 75 → 100",
+    ).wait_for(timeout=120_000)
+    head = el.locator(".tp-whatif .tp-lineage-head").inner_text()
+    assert "without customers" in head, head
+    part = {
+        t: el.locator(f".tp-wi-ds:has(a:text-is('{t}'))").inner_text()
+        for t in ("shipped", "joined", "priced", "totals")
+    }
+    assert "0 removed, 1 changed, 0 added" in part["totals"], part
+    assert "3 → 1" in part["totals"] and "642 → 120" in part["totals"], part
+    assert "2 removed, 1 changed, 0 added" in part["priced"], part
+    assert "75 → 100" in part["priced"] and "90 → 120" in part["priced"], part
+    assert "0 removed, 1 changed, 0 added" in part["shipped"], part
+    classes = {n["label"].split("\n")[0]: n["classes"] for n in _nodes(el)}
+    assert "wi-edited" in classes["orders"], classes
+    assert "wi-dropped" in classes["customers"], classes
+    for name in ("shipped", "filter", "joined", "priced", "totals"):
+        assert "wi-changed" in classes[name], (name, classes)
     assert el.locator(".tp-error").inner_text().strip() == ""
 
 
@@ -663,6 +718,7 @@ def test_quickstart_in_the_browser(
         cell_ms = _click_east_revenue(page, el)
         el.screenshot(path=str(lab["tmp"] / "quickstart-cell-lineage.png"))
         _preview_without_stale_customer(page, el, nodes)
+        _preview_with_edited_amount(page, el, nodes)
 
         shot = lab["tmp"] / "quickstart-explorer.png"
         el.screenshot(path=str(shot))

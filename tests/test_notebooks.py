@@ -161,7 +161,7 @@ def test_quickstart_story(kernel_env: Any) -> None:
     assert len(lines) == 2 and lines[0].split()[-1] == lines[1].split()[-1] == "1,342.20"
 
     # cell lineage of the west revenue: Dee's second record's amount contributes
-    cells = _text(_cell(nb, "columns=[\"revenue\"]"))
+    cells = _text(_cell(nb, 'columns=["revenue"]'))
     assert "contributing" in cells and "influencing" in cells and "amount" in cells
 
     # what-if: dropping the stale record takes the east revenue back to the true figure

@@ -26,36 +26,90 @@ def retail_store() -> Store:
     """orders -filter-> (repartition, trivial) -> big -join(customers)-> joined -agg-> totals
     -udf (opaque)-> scored; and orders -sample (non-deterministic)-> sampled."""
     s = Store()
-    orders = s.add_dataset("orders", n_rows=4, role="source",
-                           columns=["id", "cust", "amount"], dtypes=["int", "string", "int"])
-    customers = s.add_dataset("customers", n_rows=3, role="source",
-                              columns=["cust", "region"], dtypes=["string", "string"])
+    orders = s.add_dataset(
+        "orders",
+        n_rows=4,
+        role="source",
+        columns=["id", "cust", "amount"],
+        dtypes=["int", "string", "int"],
+    )
+    customers = s.add_dataset(
+        "customers",
+        n_rows=3,
+        role="source",
+        columns=["cust", "region"],
+        dtypes=["string", "string"],
+    )
     kept = s.add_dataset(None, n_rows=2, columns=orders.columns, dtypes=orders.dtypes)
-    s.add_operation("filter", "horizontal_reduction", [orders.id], kept.id,
-                    [MaskTensor.from_kept([1, 3], 4)], expression="filter(amount > 50)")
-    big = s.add_dataset("big", n_rows=2, columns=orders.columns, dtypes=orders.dtypes,
-                        hidden=True)
-    s.add_operation("repartition", "trivial", [kept.id], big.id, [IdentityTensor(2)],
-                    trivial=True, expression="repartition(3)")
-    joined = s.add_dataset("joined", n_rows=2, columns=["cust", "id", "amount", "region"],
-                           dtypes=["string", "int", "int", "string"])
-    s.add_operation("join", "join", [big.id, customers.id], joined.id,
-                    [CSRTensor.from_pairs([0, 1], [0, 1], 2, 2),
-                     CSRTensor.from_pairs([0, 1], [1, 0], 2, 3)],
-                    expression="join(customers, 'cust')")
-    totals = s.add_dataset("totals", n_rows=1, columns=["region", "total"],
-                           dtypes=["string", "bigint"])
-    s.add_operation("agg", "aggregate", [joined.id], totals.id,
-                    [CSRTensor.from_pairs([0, 0], [0, 1], 1, 2)], contextual=True,
-                    expression="agg(sum(amount) AS total)")
-    scored = s.add_dataset("scored", n_rows=1, columns=["region", "total", "score"],
-                           dtypes=["string", "bigint", "double"])
-    s.add_operation("udf", "opaque", [totals.id], scored.id, None, opaque=True,
-                    expression="withColumn('score', score_udf(total))")
+    s.add_operation(
+        "filter",
+        "horizontal_reduction",
+        [orders.id],
+        kept.id,
+        [MaskTensor.from_kept([1, 3], 4)],
+        expression="filter(amount > 50)",
+    )
+    big = s.add_dataset("big", n_rows=2, columns=orders.columns, dtypes=orders.dtypes, hidden=True)
+    s.add_operation(
+        "repartition",
+        "trivial",
+        [kept.id],
+        big.id,
+        [IdentityTensor(2)],
+        trivial=True,
+        expression="repartition(3)",
+    )
+    joined = s.add_dataset(
+        "joined",
+        n_rows=2,
+        columns=["cust", "id", "amount", "region"],
+        dtypes=["string", "int", "int", "string"],
+    )
+    s.add_operation(
+        "join",
+        "join",
+        [big.id, customers.id],
+        joined.id,
+        [CSRTensor.from_pairs([0, 1], [0, 1], 2, 2), CSRTensor.from_pairs([0, 1], [1, 0], 2, 3)],
+        expression="join(customers, 'cust')",
+    )
+    totals = s.add_dataset(
+        "totals", n_rows=1, columns=["region", "total"], dtypes=["string", "bigint"]
+    )
+    s.add_operation(
+        "agg",
+        "aggregate",
+        [joined.id],
+        totals.id,
+        [CSRTensor.from_pairs([0, 0], [0, 1], 1, 2)],
+        contextual=True,
+        expression="agg(sum(amount) AS total)",
+    )
+    scored = s.add_dataset(
+        "scored",
+        n_rows=1,
+        columns=["region", "total", "score"],
+        dtypes=["string", "bigint", "double"],
+    )
+    s.add_operation(
+        "udf",
+        "opaque",
+        [totals.id],
+        scored.id,
+        None,
+        opaque=True,
+        expression="withColumn('score', score_udf(total))",
+    )
     sampled = s.add_dataset("sampled", n_rows=2, columns=orders.columns, dtypes=orders.dtypes)
-    s.add_operation("sample", "horizontal_reduction", [orders.id], sampled.id,
-                    [MaskTensor.from_kept([0, 2], 4)], nondeterministic=True,
-                    expression="sample(0.5)")
+    s.add_operation(
+        "sample",
+        "horizontal_reduction",
+        [orders.id],
+        sampled.id,
+        [MaskTensor.from_kept([0, 2], 4)],
+        nondeterministic=True,
+        expression="sample(0.5)",
+    )
     return s
 
 
@@ -93,16 +147,34 @@ def text_of(g: ET.Element) -> str:
 
 def shape_of(g: ET.Element) -> tuple[str | None, ...]:
     shape = next(c for c in g if c.tag in (f"{SVG}rect", f"{SVG}polygon"))
-    return (shape.tag, shape.get("rx"), shape.get("fill"), shape.get("stroke"),
-            shape.get("stroke-width"), shape.get("stroke-dasharray"))
+    return (
+        shape.tag,
+        shape.get("rx"),
+        shape.get("fill"),
+        shape.get("stroke"),
+        shape.get("stroke-width"),
+        shape.get("stroke-dasharray"),
+    )
 
 
 def test_every_dataset_and_visible_operation_is_drawn_with_its_label(svg: ET.Element) -> None:
     nodes = nodes_of(svg)
     labels = {g.get("data-label") for g in nodes.values()}
     # the hidden dataset "big" is spliced into the filter output, which takes its name
-    assert labels == {"orders", "customers", "big", "joined", "totals", "scored", "sampled",
-                      "filter", "join", "agg", "udf", "sample"}
+    assert labels == {
+        "orders",
+        "customers",
+        "big",
+        "joined",
+        "totals",
+        "scored",
+        "sampled",
+        "filter",
+        "join",
+        "agg",
+        "udf",
+        "sample",
+    }
     assert "repartition" not in labels
     for g in nodes.values():
         assert g.get("data-label") in text_of(g)
@@ -161,12 +233,19 @@ def test_boxes_do_not_overlap_and_fit_in_the_picture(svg: ET.Element) -> None:
         shape = next(c for c in g if c.tag in (f"{SVG}rect", f"{SVG}polygon"))
         if shape.tag == f"{SVG}rect":
             x, y = float(shape.get("x", 0)), float(shape.get("y", 0))
-            boxes.append((x, y, x + float(shape.get("width", 0)),
-                          y + float(shape.get("height", 0))))
+            boxes.append(
+                (x, y, x + float(shape.get("width", 0)), y + float(shape.get("height", 0)))
+            )
         else:
             pts = [tuple(map(float, p.split(","))) for p in (shape.get("points") or "").split()]
-            boxes.append((min(p[0] for p in pts), min(p[1] for p in pts),
-                          max(p[0] for p in pts), max(p[1] for p in pts)))
+            boxes.append(
+                (
+                    min(p[0] for p in pts),
+                    min(p[1] for p in pts),
+                    max(p[0] for p in pts),
+                    max(p[1] for p in pts),
+                )
+            )
     for x0, y0, x1, y1 in boxes:
         assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height
     for a, b in itertools.combinations(boxes, 2):
@@ -255,9 +334,13 @@ def test_long_edges_get_bend_points_between_layers() -> None:
     c = s.add_dataset("c", n_rows=2, columns=["k"], dtypes=["int"])
     s.add_operation("select", "transformation", [b.id], c.id, [IdentityTensor(2)])
     d = s.add_dataset("d", n_rows=4, columns=["k"], dtypes=["int"])
-    s.add_operation("union", "append", [c.id, a.id], d.id,
-                    [CSRTensor.from_pairs([0, 1], [0, 1], 4, 2),
-                     CSRTensor.from_pairs([2, 3], [0, 1], 4, 2)])
+    s.add_operation(
+        "union",
+        "append",
+        [c.id, a.id],
+        d.id,
+        [CSRTensor.from_pairs([0, 1], [0, 1], 4, 2), CSRTensor.from_pairs([2, 3], [0, 1], 4, 2)],
+    )
     view = layout_view(build_graph(s))
     long_edges = [e for e, pts in view.bends.items() if pts]
     assert long_edges  # a -> union spans four layers

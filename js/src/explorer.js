@@ -3,12 +3,15 @@
 // Python owns the state and runs every query (tensprov_lab/notebook/_widget.py); this
 // module only draws the synced traits and reports what the user clicked:
 //   traits it reads:  graph, selected, details, records, lineage, coarse, focus,
-//                     search, matches, dropped, what_if, error
+//                     search, matches, dropped, edited, what_if, error
 //   traits it sets:   selected, coarse, focus, search
 //   messages it sends: {type: "page", page}, {type: "record", row, node} (a click on a
 //                      row number), {type: "cell", row, column, node} (a click on a
 //                      value), {type: "lineage_rows", node}, {type: "clear"},
 //                      {type: "drop", node, row, on} (a what-if checkbox),
+//                      {type: "edit", node, row, column, value} (a value typed into a
+//                      source's records table after a double-click; Python converts the
+//                      text to the column's type, the original value undoes the edit),
 //                      {type: "what_if"}, {type: "clear_what_if"}
 // Node positions come from the Python Sugiyama layout (preset layout, never recomputed
 // here) so the widget and the static SVG show the same picture.
@@ -33,6 +36,15 @@ function fmtCell(v) {
   if (v === null || v === undefined) return "null";
   if (typeof v === "object") return JSON.stringify(v);
   return String(v);
+}
+
+/** A value as the text of an edit box: null is the empty text. */
+function editText(v) {
+  return v === null || v === undefined ? "" : fmtCell(v);
+}
+
+function plural(n, word) {
+  return `${fmtCount(n)} ${word}${n === 1 ? "" : "s"}`;
 }
 
 const STYLE = [
@@ -110,6 +122,11 @@ const STYLE = [
     selector: "node.wi-dropped",
     style: { "border-width": 3, "border-color": "#9f1239", "border-style": "double",
       "underlay-color": "#e11d48", "underlay-opacity": 0.3, "underlay-padding": 6 },
+  },
+  {
+    selector: "node.wi-edited",
+    style: { "border-width": 3, "border-color": "#6d28d9", "border-style": "double",
+      "underlay-color": "#8b5cf6", "underlay-opacity": 0.3, "underlay-padding": 6 },
   },
   {
     selector: "node.wi-changed",
@@ -261,6 +278,11 @@ function render({ model, el }) {
       if (d.node && d.status === "not_previewable") delta[d.node] = "? not previewable";
     }
     for (const d of wi.drop || []) if (d.node) delta[d.node] = `✕ ${d.rows.length} dropped`;
+    const edits = {};
+    for (const e of wi.edit || []) if (e.node) edits[e.node] = (edits[e.node] || 0) + 1;
+    for (const [node, n] of Object.entries(edits)) {
+      delta[node] = `${delta[node] ? `${delta[node]} ` : ""}✎ ${n} edited`;
+    }
     cy.batch(() => {
       cy.nodes().forEach((n) => {
         let text = n.data("label");
@@ -372,6 +394,123 @@ function render({ model, el }) {
     return Object.values(model.get("dropped") || {}).reduce((n, rows) => n + rows.length, 0);
   }
 
+  // What-if edits. A double-click on a value of a source's record opens an edit box in its
+  // cell (Enter commits, Escape cancels, leaving the box commits). The records table is
+  // rebuilt on every reply from Python — the lineage of the double-click's first click
+  // arrives while the user types — so the box lives in `editing` and is drawn again,
+  // with its text, caret and focus, by each rebuild.
+  let editing = null; // {node, row, column, initial, text, start, end}
+  let editor = null; // its <input> while drawn; a stale one's blur is ignored
+  // committed edits Python has not confirmed yet, "node\0row\0column" -> text: shown
+  // (and counted) until `edited` or `error` changes
+  let pending = new Map();
+
+  /** The edited value of a cell as {value} (JSON rows are strings), or null. */
+  function editedValue(node, row, column) {
+    const cols = ((model.get("edited") || {})[node] || {})[String(row)];
+    return cols && Object.prototype.hasOwnProperty.call(cols, column) ? { value: cols[column] } : null;
+  }
+
+  function editCount() {
+    let n = 0;
+    for (const rows of Object.values(model.get("edited") || {})) {
+      for (const cols of Object.values(rows)) n += Object.keys(cols).length;
+    }
+    // committed or being typed, not yet in `edited`: counted, so the button is ready
+    const keys = new Set(pending.keys());
+    if (editing && editing.text !== editing.initial) keys.add(`${editing.node}\0${editing.row}\0${editing.column}`);
+    for (const key of keys) {
+      const [node, row, column] = key.split("\0");
+      if (!editedValue(node, row, column)) n += 1;
+    }
+    return n;
+  }
+
+  // one button, kept across rebuilds: a press that ends an edit (the box's blur commits
+  // it and rebuilds the table) still lands on it
+  const previewBtn = h("button", "tp-btn tp-preview");
+  previewBtn.title = "what-if: which downstream records disappear, change or appear without the ticked records and with the edited values";
+  previewBtn.addEventListener("click", () => send({ type: "what_if" }));
+
+  function updatePreview() {
+    const parts = [];
+    const drops = droppedCount();
+    const edits = editCount();
+    if (drops) parts.push(plural(drops, "drop"));
+    if (edits) parts.push(plural(edits, "edit"));
+    previewBtn.textContent = parts.length ? `preview ${parts.join(", ")}` : "preview";
+    previewBtn.disabled = !parts.length;
+    return drops + edits;
+  }
+
+  function startEdit(node, row, column, text) {
+    editing = { node, row, column, initial: text, text, start: 0, end: text.length };
+    showRecords();
+  }
+
+  function commitEdit() {
+    const e = editing;
+    editing = null;
+    editor = null;
+    if (e && e.text !== e.initial) {
+      pending.set(`${e.node}\0${e.row}\0${e.column}`, e.text);
+      send({ type: "edit", node: e.node, row: e.row, column: e.column, value: e.text });
+    }
+    showRecords();
+  }
+
+  function cancelEdit() {
+    editing = null;
+    editor = null;
+    showRecords();
+  }
+
+  /** The edit box of the cell being edited (a rebuild draws it again). */
+  function editBox(type) {
+    const input = h("input", "tp-edit-input");
+    input.type = "text";
+    input.value = editing.text;
+    input.placeholder = "null";
+    input.setAttribute("aria-label", `new ${editing.column} of record ${editing.row}`);
+    input.title = `${type || ""} value; Enter: mark the edit, Escape: cancel, empty: null`.trim();
+    input.dataset.lmSuppressShortcuts = "true"; // notebook shortcuts stay out of the box
+    const remember = () => {
+      if (!editing || editor !== input) return;
+      editing.text = input.value;
+      editing.start = input.selectionStart;
+      editing.end = input.selectionEnd;
+    };
+    input.addEventListener("input", () => {
+      remember();
+      updatePreview();
+    });
+    input.addEventListener("keyup", remember);
+    input.addEventListener("select", remember);
+    input.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") {
+        ev.preventDefault();
+        ev.stopPropagation();
+        remember();
+        commitEdit();
+      } else if (ev.key === "Escape") {
+        ev.preventDefault();
+        ev.stopPropagation();
+        cancelEdit();
+      }
+    });
+    input.addEventListener("blur", () => {
+      if (editor === input) {
+        remember();
+        commitEdit();
+      }
+    });
+    // clicks in the box move the caret: neither a cell lineage nor another edit
+    for (const name of ["click", "dblclick", "mousedown"]) {
+      input.addEventListener(name, (ev) => ev.stopPropagation());
+    }
+    return input;
+  }
+
   /** The lineage entry of a dataset (by id: a hidden dataset has no node on show). */
   function lineageEntry(lin, dsId) {
     return (lin.datasets || []).find((d) => d.id === dsId);
@@ -379,7 +518,9 @@ function render({ model, el }) {
 
   function showRecords() {
     const r = model.get("records") || {};
+    editor = null; // the box about to be removed: its blur is not a commit
     recordsBox.replaceChildren();
+    if (editing && editing.node !== r.node) editing = null;
     if (!r.node) return;
     const head = h("div", "tp-records-head");
     const what = r.lineage_only ? "lineage records of" : "records of";
@@ -394,17 +535,11 @@ function render({ model, el }) {
       head.append(badge);
     }
     const hint = r.droppable
-      ? "click a row number for its record's lineage, a value for its cell's; tick records to drop"
+      ? "click a row number for its record's lineage, a value for its cell's; tick records to drop, double-click a value to edit it"
       : "click a row number for its record's lineage, a value for its cell's";
     head.append(h("span", "tp-muted", ` — ${fmtCount(r.total)} rows; ${hint}`));
-    const marked = droppedCount();
-    if (r.droppable || marked) {
-      const preview = h("button", "tp-btn tp-preview", `preview dropping ${marked}`);
-      preview.disabled = !marked;
-      preview.title = "what-if: which downstream records disappear, change or appear without the ticked records";
-      preview.addEventListener("click", () => send({ type: "what_if" }));
-      head.append(preview);
-    }
+    const marked = updatePreview();
+    if (r.droppable || marked) head.append(previewBtn);
     const prev = h("button", "tp-btn", "‹ prev");
     const next = h("button", "tp-btn", "next ›");
     prev.disabled = r.page <= 0;
@@ -454,6 +589,8 @@ function render({ model, el }) {
     thead.append(htr);
     const tbody = h("tbody");
     const cols = r.columns || [];
+    const types = r.types || [];
+    let box = null;
     for (const row of r.rows || []) {
       const tr = h("tr", "tp-row");
       const idx = row[0];
@@ -462,12 +599,12 @@ function render({ model, el }) {
       if (dropped.has(idx)) tr.classList.add("tp-dropped");
       if (r.droppable) {
         const td = h("td", "tp-drop");
-        const box = h("input");
-        box.type = "checkbox";
-        box.checked = dropped.has(idx);
-        box.title = `drop record ${idx} in the what-if preview`;
-        box.addEventListener("change", () => send({ type: "drop", node: r.node, row: idx, on: box.checked }));
-        td.append(box);
+        const check = h("input");
+        check.type = "checkbox";
+        check.checked = dropped.has(idx);
+        check.title = `drop record ${idx} in the what-if preview`;
+        check.addEventListener("change", () => send({ type: "drop", node: r.node, row: idx, on: check.checked }));
+        td.append(check);
         tr.append(td);
       }
       row.forEach((v, j) => {
@@ -486,10 +623,39 @@ function render({ model, el }) {
           if (cls) td.className = `${td.className} ${cls}`.trim();
           if (idx === picked && col === pickedCol) td.classList.add("tp-cell-picked");
           td.title = `lineage of ${col} in record ${idx}`;
-          td.addEventListener("click", () => {
+          // the second click of a double-click is no new lineage query: the first one's
+          // lineage is on its way
+          td.addEventListener("click", (ev) => {
+            if (ev.detail > 1) return;
             clickedAt = performance.now();
             send({ type: "cell", row: idx, column: col, node: r.node });
           });
+          if (r.droppable) {
+            const key = `${r.node}\0${idx}\0${col}`;
+            const marked = editedValue(r.node, idx, col);
+            const shown = pending.has(key) ? { value: pending.get(key) } : marked;
+            if (shown) {
+              // the new value on show, the old one in the tooltip
+              td.textContent = fmtCell(shown.value);
+              td.classList.toggle("tp-null", shown.value === null);
+              td.classList.add(pending.has(key) ? "tp-edit-pending" : "tp-edited");
+              td.dataset.old = fmtCell(v);
+              td.title = `edited: was ${fmtCell(v)} — click for the lineage of ${col} in record ${idx}, double-click to change it (type ${editText(v) || "nothing"} to undo)`;
+            } else {
+              td.title += "; double-click to edit the value for a what-if preview";
+            }
+            td.addEventListener("dblclick", (ev) => {
+              ev.preventDefault();
+              window.getSelection()?.removeAllRanges(); // the double-click selected a word
+              startEdit(r.node, idx, col, editText(shown ? shown.value : v));
+            });
+            if (editing && editing.row === idx && editing.column === col) {
+              box = editBox(types[j]);
+              td.replaceChildren(box);
+              td.classList.add("tp-editing");
+              editor = box;
+            }
+          }
         }
         tr.append(td);
       });
@@ -498,6 +664,11 @@ function render({ model, el }) {
     table.append(thead, tbody);
     wrap.append(table);
     recordsBox.append(wrap);
+    if (editing && !box) editing = null; // its record is not on this page any more
+    if (box) {
+      box.focus({ preventScroll: true });
+      box.setSelectionRange(editing.start, editing.end);
+    }
   }
 
   // -- lineage ---------------------------------------------------------------------------
@@ -623,7 +794,7 @@ function render({ model, el }) {
     const status = wi.nodes || {};
     const active = !!wi.datasets;
     cy.batch(() => {
-      cy.elements().removeClass("wi-dropped wi-changed wi-not_previewable wi-same wi-dim");
+      cy.elements().removeClass("wi-dropped wi-edited wi-changed wi-not_previewable wi-same wi-dim");
       if (active) {
         cy.nodes().forEach((n) => {
           const s = status[n.id()];
@@ -642,8 +813,14 @@ function render({ model, el }) {
     }
     if (!active) return;
     const head = h("div", "tp-lineage-head");
-    const what = (wi.drop || []).map((d) => `${d.label} row(s) [${d.rows.join(", ")}]`).join(", ");
-    head.append(h("b", "", `what-if: without ${what}`));
+    const what = [];
+    if ((wi.drop || []).length) {
+      what.push(`without ${wi.drop.map((d) => `${d.label} row(s) [${d.rows.join(", ")}]`).join(", ")}`);
+    }
+    if ((wi.edit || []).length) {
+      what.push(`with ${wi.edit.map((e) => `${e.label} row ${e.row} ${e.column} ${fmtCell(e.old)} → ${fmtCell(e.new)}`).join(", ")}`);
+    }
+    head.append(h("b", "", `what-if: ${what.join("; ")}`));
     const clear = h("button", "tp-btn", "clear");
     clear.addEventListener("click", () => send({ type: "clear_what_if" }));
     head.append(clear);
@@ -700,7 +877,17 @@ function render({ model, el }) {
     "change:lineage": showLineage,
     "change:what_if": showWhatIf,
     "change:dropped": showRecords,
-    "change:error": showError,
+    "change:edited": () => {
+      pending = new Map(); // Python has answered the edits sent so far
+      showRecords();
+    },
+    "change:error": () => {
+      showError();
+      if (model.get("error") && pending.size) {
+        pending = new Map(); // a refused edit: the cell shows its value again
+        showRecords();
+      }
+    },
     "change:coarse": () => (coarseBox.checked = !!model.get("coarse")),
   };
   for (const [name, fn] of Object.entries(handlers)) model.on(name, fn);

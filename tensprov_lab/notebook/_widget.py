@@ -9,13 +9,18 @@ clicks, so every interaction can be tested without a browser:
   row number), ``{"type": "cell", "row": r, "column": c}`` (a click on a value),
   ``{"type": "lineage_rows", "node": id}``, ``{"type": "clear"}``,
   ``{"type": "drop", "node": id, "row": r, "on": bool}`` (a what-if checkbox of a
-  source's record), ``{"type": "what_if"}`` (the preview button) and
+  source's record), ``{"type": "edit", "node": id, "row": r, "column": c, "value":
+  text}`` (a value typed into a source's records table: converted to the column's
+  type, ``""`` is null, the original value forgets the edit; ``"unmark": true`` instead
+  of a value forgets it too), ``{"type": "what_if"}`` (the preview button) and
   ``{"type": "clear_what_if"}`` messages;
 - Python answers by setting ``graph``, ``details``, ``records``, ``lineage``,
-  ``matches``, ``dropped`` and ``what_if``.
+  ``matches``, ``dropped``, ``edited``, ``what_if`` and ``error`` (a refused edit says
+  why there, never raises into the comm).
 
 A lineage highlight and a what-if preview are never on show together: both recolour the
-same nodes, so starting one clears the other (the records marked to drop stay marked).
+same nodes, so starting one clears the other (the records marked to drop and the values
+edited stay marked).
 
 Where widgets cannot render (GitHub, nbviewer, exported HTML), the mimebundle also holds
 the static SVG of :mod:`._svg` and a text summary.
@@ -23,8 +28,11 @@ the static SVG of :mod:`._svg` and a text summary.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import math
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +84,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
     >>> w.select_record(0)                     # backward + forward lineage of row 0
     >>> w.select_cell(0, "total")              # ... of one cell: contributing/influencing
     >>> w.mark_drop(3, node="d0"); w.preview_what_if()  # doctest: +SKIP
+    >>> w.mark_edit(5, "region", "west", node="d2"); w.preview_what_if()  # doctest: +SKIP
     """
 
     _esm = STATIC / "explorer.js"
@@ -101,7 +110,11 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
     matches = traitlets.List(traitlets.Unicode()).tag(sync=True)
     #: records of sources marked to drop in a what-if preview: node id -> sorted rows
     dropped = traitlets.Dict().tag(sync=True)
-    #: the what-if preview of dropping them: per downstream dataset, what changes
+    #: values of source records edited in a what-if preview: node id -> {row: {column:
+    #: value}} (values converted to the column's type, as JSON: dates as ISO text; the
+    #: front end sees the rows as strings)
+    edited = traitlets.Dict().tag(sync=True)
+    #: the what-if preview of dropping and editing them: per downstream dataset, what changes
     what_if = traitlets.Dict().tag(sync=True)
     #: last error of a query, shown by the front end
     error = traitlets.Unicode("").tag(sync=True)
@@ -115,6 +128,8 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         self._picked: dict[str, Any] | None = None
         # the last what-if preview (dataset ids, not node ids), kept for the same reason
         self._preview: dict[str, Any] | None = None
+        # original values of the edited cells, (dataset, row, column) -> JSON value
+        self._originals: dict[tuple[int, int, str], Any] = {}
         super().__init__(coarse=coarse, **kwargs)
         self.on_msg(self._on_msg)
         self._refresh_graph()
@@ -202,7 +217,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             "rows": ds.n_rows,
             "schema": [[c, t] for c, t in zip(ds.columns, ds.dtypes)],
             # why its records are kept whole; "" when they are recomputed on demand
-            "materialized": ds.materialized,
+            "materialized": _kept(ds),
         }
 
     def _label(self, ds_id: int) -> str:
@@ -315,14 +330,17 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         else:
             columns = [str(c) for c in table.columns]
             data = [[_jsonable(v) for v in rec] for rec in table.itertuples(index=False)]
+        types = dict(zip(ds.columns, ds.dtypes))
         self.records = {
             **base,
             "columns": columns,
+            # Spark type of each column (None for _row): what an edited value becomes
+            "types": [types.get(c) for c in columns],
             "rows": data,
             # not read but replayed from the provenance-related input records: the
             # front end says so, since such a page costs a Spark job per page
             "recomputed": bool(table is not None and table.attrs.get("recomputed", False)),
-            "materialized": ds.materialized,
+            "materialized": _kept(ds),
             "droppable": self._droppable(ds_id),
             "marks": self._marks(ds_id, [int(r) for r in rows]),
         }
@@ -597,6 +615,21 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         }
 
     # -- what-if ---------------------------------------------------------------------------
+    def _source(self, node: str | None, row: int, verb: str) -> tuple[str, int, Any]:
+        """The node id, dataset id and dataset of a source record a what-if may change;
+        a clear error for a derived dataset or a row out of range."""
+        nid, ds_id = self._origin(node)
+        ds = self._run.store.datasets[ds_id]
+        if not self._droppable(ds_id):
+            raise ValueError(
+                f"{self._label(ds_id)} is derived: what-if {verb}s records of sources; "
+                f"{verb} the source records it comes from (a click on a row number lists "
+                "them)"
+            )
+        if not 0 <= int(row) < (ds.n_rows or 0):
+            raise IndexError(f"row indices must be in 0..{(ds.n_rows or 0) - 1} for {ds.label}")
+        return nid, ds_id, ds
+
     def mark_drop(self, row: int, on: bool = True, node: str | None = None) -> None:
         """Mark (or unmark) a source record to drop in the next what-if preview.
 
@@ -609,15 +642,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         node : str, optional
             Its dataset node (a source); default: the dataset whose records are on show.
         """
-        nid, ds_id = self._origin(node)
-        ds = self._run.store.datasets[ds_id]
-        if not self._droppable(ds_id):
-            raise ValueError(
-                f"{self._label(ds_id)} is derived: what-if drops records of sources; drop "
-                "the source records it comes from"
-            )
-        if not 0 <= int(row) < (ds.n_rows or 0):
-            raise IndexError(f"row indices must be in 0..{(ds.n_rows or 0) - 1} for {ds.label}")
+        nid, _, _ = self._source(node, row, "drop")
         marked = set(self.dropped.get(nid, []))
         if on:
             marked.add(int(row))
@@ -628,16 +653,158 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             dropped[nid] = sorted(marked)
         self.dropped = dropped
 
+    def mark_edit(self, row: int, column: str, value: Any, node: str | None = None) -> None:
+        """Mark a new value of a source record's cell for the next what-if preview.
+
+        The value is converted to the column's Spark type, the way the front end's text
+        arrives: ``"42"`` for an ``int``, ``"3.5"`` for a ``double``, ``"true"`` for a
+        ``boolean``, ``"2024-03-02"`` for a ``date``; ``""`` (or None) is null. The
+        cell's original value forgets the edit (as :meth:`unmark_edit` does).
+
+        Parameters
+        ----------
+        row : int
+            Canonical row index (``_row``) of the record.
+        column : str
+            Column of the cell.
+        value : str or a value of the column's type
+            The new value.
+        node : str, optional
+            Its dataset node (a source); default: the dataset whose records are on show.
+
+        Raises
+        ------
+        ValueError
+            For a derived dataset, an unknown column or a value that is not of the
+            column's type; the message says what to give instead.
+
+        Examples
+        --------
+        >>> w.mark_edit(5, "region", "west", node="d2")    # doctest: +SKIP
+        >>> w.edited                                        # doctest: +SKIP
+        {'d2': {5: {'region': 'west'}}}
+        >>> w.mark_edit(3, "amount", "120.5", node="d0")    # a double column: 120.5
+        >>> w.preview_what_if()                             # doctest: +SKIP
+        """
+        nid, ds_id, ds = self._source(node, row, "edit")
+        col = self._edit_column(ds_id, column)
+        where = f"{self._label(ds_id)}.{col}"
+        dtype = ds.dtypes[ds.columns.index(col)]
+        new = _edit_json(_convert(value, dtype, where))
+        old = self._original(nid, ds_id, int(row), col)
+        try:
+            same = new == _edit_json(_convert(old, dtype, where))
+        except ValueError:  # an original no edit could give (a type the widget cannot edit)
+            same = False
+        if same:
+            self._set_edit(nid, ds_id, int(row), col, None)
+        else:
+            self._originals[(ds_id, int(row), col)] = old
+            self._set_edit(nid, ds_id, int(row), col, (new,))
+
+    def unmark_edit(self, row: int, column: str, node: str | None = None) -> None:
+        """Forget the edit of a source record's cell (nothing happens without one).
+
+        Parameters
+        ----------
+        row : int
+            Canonical row index (``_row``) of the record.
+        column : str
+            Column of the cell.
+        node : str, optional
+            Its dataset node; default: the dataset whose records are on show.
+
+        Examples
+        --------
+        >>> w.mark_edit(5, "region", "west", node="d2")    # doctest: +SKIP
+        >>> w.unmark_edit(5, "region", node="d2"); w.edited  # doctest: +SKIP
+        {}
+        """
+        nid, ds_id = self._origin(node)
+        self._set_edit(nid, ds_id, int(row), str(column), None)
+
+    def _set_edit(
+        self, nid: str, ds_id: int, row: int, column: str, value: tuple[Any] | None
+    ) -> None:
+        """Set (a 1-tuple holding the JSON value) or forget (None) one edited cell."""
+        by_row = {r: dict(cols) for r, cols in self.edited.get(nid, {}).items()}
+        cols = by_row.setdefault(row, {})
+        if value is None:
+            cols.pop(column, None)
+            self._originals.pop((ds_id, row, column), None)
+        else:
+            cols[column] = value[0]
+        edited = {k: v for k, v in self.edited.items() if k != nid}
+        kept = {r: c for r, c in sorted(by_row.items()) if c}
+        if kept:
+            edited[nid] = kept
+        self.edited = edited
+
+    def _edit_column(self, ds_id: int, column: Any) -> str:
+        """The column of an edit; a clear error naming the dataset's columns otherwise."""
+        ds = self._run.store.datasets[ds_id]
+        col = str(column)
+        if col not in ds.columns:
+            raise ValueError(
+                f"{self._label(ds_id)} has no column {col!r}: edit one of {', '.join(ds.columns)}"
+            )
+        return col
+
+    def _original(self, nid: str, ds_id: int, row: int, column: str) -> Any:
+        """The unedited value of a source cell (JSON): from the records on show when the
+        row is there (a click in the table), else read from the source."""
+        r = self.records
+        if r.get("node") == nid and column in r.get("columns", []):
+            j = r["columns"].index(column)
+            for rec in r.get("rows", []):
+                if rec[0] == row:
+                    return rec[j]
+        try:
+            table = self._run.rows(ds_id, rows=[row])
+            return _jsonable(table[column].iloc[0])
+        except Exception as exc:  # a failed read: said in one line, not as a JVM trace
+            raise ValueError(
+                f"could not read row {row} of {self._label(ds_id)} to edit it: {_short(exc)}"
+            ) from exc
+
+    def _edits(self) -> dict[int, dict[int, dict[str, Any]]]:
+        """The marked edits for the engine: dataset id -> {row: {column: typed value}}."""
+        store = self._run.store
+        out: dict[int, dict[int, dict[str, Any]]] = {}
+        for nid, by_row in self.edited.items():
+            ds_id = node_ref(nid)[1]
+            ds = store.datasets[ds_id]
+            for row, cols in by_row.items():
+                for col, v in cols.items():
+                    col = self._edit_column(ds_id, col)
+                    dtype = ds.dtypes[ds.columns.index(col)]
+                    typed = _convert(v, dtype, f"{self._label(ds_id)}.{col}")
+                    out.setdefault(ds_id, {}).setdefault(int(row), {})[col] = typed
+        return out
+
     def preview_what_if(self) -> None:
-        """Preview dropping the marked records: ``run.what_if(drop=...)``, shown per
-        downstream dataset and highlighted on the graph."""
-        if not self.dropped:
-            raise ValueError("mark records of a source to drop first (the checkboxes)")
+        """Preview dropping the marked records and editing the marked values:
+        ``run.what_if(drop=..., edit=...)``, shown per downstream dataset and highlighted
+        on the graph.
+
+        Examples
+        --------
+        >>> w.mark_drop(3, node="d0"); w.mark_edit(5, "region", "west", node="d2")
+        >>> w.preview_what_if(); w.what_if["datasets"][0]["changed"]  # doctest: +SKIP
+        """
+        if not self.dropped and not self.edited:
+            raise ValueError(
+                "mark records of a source first: tick records to drop (the checkboxes) "
+                "or edit values (double-click a value)"
+            )
         drop = {node_ref(nid)[1]: list(rows) for nid, rows in self.dropped.items()}
+        edit = self._edits()
         store = self._run.store
         drawn = set(self._targets())
         targets = [
-            d for d in _downstream(store, drop) if d in drawn and not store.datasets[d].hidden
+            d
+            for d in _downstream(store, [*drop, *edit])
+            if d in drawn and not store.datasets[d].hidden
         ]
         # WhatIf names its tables by dataset label, and labels repeat (a later run of the
         # same pipeline binds the same variable names, and its datasets are downstream of
@@ -655,7 +822,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         found: list[dict[str, Any]] = []
         try:
             for batch in batches:
-                preview = self._run.what_if(drop=drop, to=batch)
+                preview = self._run.what_if(drop=drop or None, edit=edit or None, to=batch)
                 ids = {store.datasets[d].label: d for d in batch}
                 for label in dict.fromkeys(
                     [*preview.removed, *preview.changed, *preview.added, *preview.not_previewable]
@@ -673,7 +840,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
                         {"id": ids[label], "status": status, "reason": reason, "n": n, **tables}
                     )
         except Exception as exc:  # a Spark failure while replaying: shown, never raised
-            self.error = f"what-if: {exc}"
+            self.error = f"what-if: {_short(exc)}"
             self._preview = None
             self.what_if = {"error": self.error}
             return
@@ -682,28 +849,47 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             self._picked = None
             self.lineage = {}
             self._refresh_marks()
-        self._preview = {"drop": drop, "datasets": found}
+        edits = [
+            {
+                "id": d,
+                "row": row,
+                "column": col,
+                "old": self._originals.get((d, row, col)),
+                "new": _edit_json(v),
+            }
+            for d, by_row in sorted(edit.items())
+            for row, cols in sorted(by_row.items())
+            for col, v in cols.items()
+        ]
+        self._preview = {"drop": drop, "edit": edits, "datasets": found}
         self._project_what_if()
 
     def clear_what_if(self, *, keep_marks: bool = False) -> None:
-        """Forget the preview (and, unless ``keep_marks``, the records marked to drop)."""
+        """Forget the preview (and, unless ``keep_marks``, the records marked to drop and
+        the values edited)."""
         self._preview = None
         self.what_if = {}
         if not keep_marks:
             self.dropped = {}
+            self.edited = {}
+            self._originals = {}
 
     def _project_what_if(self) -> None:
-        """The preview on the nodes on show: the sources with dropped records, the datasets
-        whose records change (and the operations making them), those not previewable."""
+        """The preview on the nodes on show: the sources with dropped records or edited
+        values, the datasets whose records change (and the operations making them), those
+        not previewable."""
         if self._preview is None or self._view is None:
             self.what_if = {}
             return
         G = self._view.graph
         nodes: dict[str, str] = {}
         datasets = []
+        for e in self._preview["edit"]:
+            if dataset_node(e["id"]) in G:
+                nodes[dataset_node(e["id"])] = "edited"
         for d in self._preview["drop"]:
             if dataset_node(d) in G:
-                nodes[dataset_node(d)] = "dropped"
+                nodes[dataset_node(d)] = "dropped"  # drops and edits: drawn as dropped
         for e in self._preview["datasets"]:
             d = e["id"]
             nid = dataset_node(d)
@@ -739,6 +925,14 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
                 }
                 for d, rows in self._preview["drop"].items()
             ],
+            "edit": [
+                {
+                    **e,
+                    "node": dataset_node(e["id"]) if dataset_node(e["id"]) in G else "",
+                    "label": self._label(e["id"]),
+                }
+                for e in self._preview["edit"]
+            ],
             "datasets": datasets,
             "nodes": nodes,
         }
@@ -762,12 +956,26 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             elif kind == "drop":
                 self.mark_drop(int(content["row"]), bool(content.get("on", True)),
                                content.get("node"))  # fmt: skip
+            elif kind == "edit":
+                self._on_edit(content)
             elif kind == "what_if":
                 self.preview_what_if()
             elif kind == "clear_what_if":
                 self.clear_what_if(keep_marks=bool(content.get("keep_marks", False)))
         except Exception as exc:  # a bad message must not kill the comm: show it instead
             self.error = f"{type(exc).__name__}: {exc}"
+
+    def _on_edit(self, content: dict[str, Any]) -> None:
+        """An edit typed in the browser; a refused one says why in ``error`` (no trace)."""
+        self.error = ""  # a repeated refusal must show again
+        try:
+            row, column = int(content["row"]), str(content["column"])
+            if content.get("unmark"):
+                self.unmark_edit(row, column, content.get("node"))
+            else:
+                self.mark_edit(row, column, content.get("value"), content.get("node"))
+        except (ValueError, IndexError) as exc:
+            self.error = str(exc)
 
     # -- fallbacks -------------------------------------------------------------------------
     def to_svg(self) -> str:
@@ -804,16 +1012,168 @@ def _cell_count(cells: dict[str, dict[str, np.ndarray]]) -> int:
     return sum(int(len(np.unique(np.concatenate(parts)))) for parts in by_col.values())
 
 
-def _downstream(store: Any, drop: dict[int, Any]) -> list[int]:
+def _downstream(store: Any, changed: Iterable[int]) -> list[int]:
     """Every dataset downstream of the given ones (by operations, not by records)."""
     seen: set[int] = set()
-    stack = list(drop)
+    stack = list(changed)
     while stack:
         for op in store.consumers(stack.pop()):
             if op.output not in seen:
                 seen.add(op.output)
                 stack.append(op.output)
     return sorted(seen)
+
+
+# -- what-if edits: text typed in the browser -> a value of the column's Spark type ---------
+_INT_BITS = {"tinyint": 8, "byte": 8, "smallint": 16, "short": 16, "int": 32, "integer": 32,
+             "bigint": 64, "long": 64}  # fmt: skip
+_FLOATS = {"double", "float", "real"}
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_EDITABLE = "numbers, booleans, text, dates and timestamps"
+
+
+def _convert(value: Any, dtype: str, where: str) -> Any:
+    """``value`` (text from the browser, or a Python value) as a value of Spark type
+    ``dtype`` for ``run.what_if(edit=...)``; a ``ValueError`` saying what to type instead
+    when it is not one. ``""`` and None are null; for a column that is not text, so is
+    ``"null"``. ``where`` names the cell's column in the message (``orders.amount``).
+
+    Examples
+    --------
+    >>> _convert("42", "int", "orders.amount"), _convert("", "date", "orders.day")
+    (42, None)
+    >>> _convert("2024-03-02", "date", "orders.day")
+    datetime.date(2024, 3, 2)
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    t = dtype.strip().lower()
+    if value is None or (isinstance(value, str) and value == ""):
+        return None
+    if isinstance(value, str) and t != "string" and value.strip().lower() in ("null", "none"):
+        return None
+
+    def refuse(what: str) -> ValueError:
+        return ValueError(
+            f"cannot set {where} to {value!r}: the column is {dtype}; type {what}, or "
+            "leave the value empty for null"
+        )
+
+    if t == "string" or t.startswith(("varchar", "char")):
+        return value if isinstance(value, str) else str(value)
+    if t in _INT_BITS:
+        hint = "a whole number such as 42"
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise refuse(hint)
+        if isinstance(value, str):
+            text = value.strip().replace("_", "")
+            try:
+                number = int(text)
+            except ValueError:
+                try:
+                    as_float = float(text)
+                except ValueError:
+                    raise refuse(hint) from None
+                if not as_float.is_integer():
+                    raise refuse(hint) from None
+                number = int(as_float)
+        elif isinstance(value, float):
+            if not value.is_integer():
+                raise refuse(hint)
+            number = int(value)
+        else:
+            number = value
+        bits = _INT_BITS[t]
+        lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        if not lo <= number <= hi:
+            raise refuse(f"a whole number from {lo} to {hi}")
+        return number
+    if t in _FLOATS:
+        hint = "a number such as 3.5"
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, decimal.Decimal)):
+            raise refuse(hint)
+        try:
+            return float(value.strip() if isinstance(value, str) else value)
+        except ValueError:
+            raise refuse(hint) from None
+    if t == "boolean":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise refuse("true or false")
+    if t == "date":
+        hint = "a date as YYYY-MM-DD, such as 2024-03-02"
+        if isinstance(value, datetime.datetime):
+            return value.date()
+        if isinstance(value, datetime.date):
+            return value
+        try:
+            return datetime.date.fromisoformat(str(value).strip())
+        except ValueError:
+            raise refuse(hint) from None
+    if t in ("timestamp", "timestamp_ntz", "timestamp_ltz"):
+        hint = "a date and time as YYYY-MM-DD HH:MM:SS, such as 2024-03-02 14:30:00"
+        if isinstance(value, datetime.datetime):
+            return value
+        if isinstance(value, datetime.date):
+            return datetime.datetime.combine(value, datetime.time())
+        try:
+            return datetime.datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            raise refuse(hint) from None
+    m = _DECIMAL.fullmatch(t)
+    if m:
+        precision, scale = int(m.group(1)), int(m.group(2))
+        hint = (
+            f"a number with at most {precision - scale} digit(s) before the point and {scale} after"
+        )
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, decimal.Decimal)):
+            raise refuse(hint)
+        try:
+            dec = decimal.Decimal(value.strip() if isinstance(value, str) else str(value))
+        except decimal.InvalidOperation:
+            raise refuse(hint) from None
+        if not dec.is_finite():
+            raise refuse(hint)
+        rounded = dec.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
+        if rounded != dec or (rounded != 0 and len(rounded.as_tuple().digits) > precision):
+            raise refuse(hint)
+        return rounded
+    raise ValueError(
+        f"cannot edit {where}: the column is {dtype}, and the explorer edits {_EDITABLE} "
+        f"only; give the value to run.what_if(edit=...) in Python instead"
+    )
+
+
+def _edit_json(v: Any) -> Any:
+    """An edited value as JSON that :func:`_convert` turns back into it (``edited``)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # "nan", "inf", "-inf": JSON has no such numbers
+    if isinstance(v, datetime.datetime):
+        return v.isoformat(sep=" ")
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    return _jsonable(v)
+
+
+def _short(exc: BaseException) -> str:
+    """An exception in one line: Spark's message without the JVM stack trace."""
+    text = str(exc).strip()
+    desc = getattr(exc, "desc", None)  # pyspark's CapturedException
+    if isinstance(desc, str) and desc.strip():
+        text = desc.strip()
+    # py4j: "An error occurred while calling o12.x.", then ": <the Java exception>"
+    skip = ("at ", "Traceback", "File ", "An error occurred while calling")
+    lines = [ln.strip().lstrip(":").strip() for ln in text.splitlines()]
+    first = next((ln for ln in lines if ln and not ln.startswith(skip)), "")
+    first = first or type(exc).__name__
+    return first if len(first) <= 400 else first[:397] + "..."
 
 
 def _table(df: Any, columns: list[str], *, before: bool = False) -> dict[str, Any]:
@@ -875,3 +1235,9 @@ def _missing(v: Any) -> bool:
         return bool(pd.isna(v))
     except (TypeError, ValueError):
         return False
+
+
+def _kept(ds: Any) -> str:
+    """Why a dataset's records are kept whole, for the explorer: a source is read where
+    it is (a cache for faster recomputation does not change that)."""
+    return "" if ds.role == "source" else str(ds.materialized)
