@@ -324,7 +324,7 @@ class Tracker:
             t0 = time.perf_counter()
             pending, self.pending = self.pending, []
             # annotated results read again by later captures are cached for the
-            # duration of this capture, so each job starts from its inputs, not sources
+            # duration of this capture when recomputing them is costly (Python code)
             self._reused = {
                 n.ident for item in pending if isinstance(item, Pending) for n in item.inputs
             }
@@ -750,12 +750,23 @@ class Tracker:
         names = [str(a.name()) for a in rw.keys]
         # cached while this capture runs when a later capture reads it again, and kept
         # afterwards when it must stay materialized (a non-deterministic result)
-        keep = out_ident in self._reused or rw.nondeterministic
+        keep = rw.nondeterministic or (out_ident in self._reused and self._costly(rw.plan))
         if rw.sort and not all(n.key_ordered for n in occ):
             raw, runs = self._sorted_keys(rw, names)
             return self._functional(rw, occ, raw, runs)
         raw = self._collect_keys(rw.plan, names, keep=keep, ident=out_ident)
         return self._functional(rw, occ, raw)
+
+    def _costly(self, plan: Any) -> bool:
+        """Whether recomputing ``plan`` runs Python code (UDFs, pandas or Arrow
+        functions).  Anything else is cheaper to recompute from its sources in each
+        later capture job than to cache whole: caching every reused result made capture
+        two to three times slower on the engine benchmark."""
+        try:
+            text = str(plan.toJSON())
+        except Exception:
+            return True  # cannot tell: keep the old, safe behaviour
+        return any(m in text for m in _PYTHON_MARKERS)
 
     def _sorted_keys(self, rw: Rewrite, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Keys of a global sort's output in sorted order, and the run of equal sort
@@ -1038,6 +1049,17 @@ def _category(
 
 def _records_error(label: str, why: str) -> ValueError:
     return ValueError(f"the records of {label} cannot be read: {why}")
+
+
+#: class names in a plan's JSON that mean Python code runs when it is computed
+_PYTHON_MARKERS = (
+    "expressions.PythonUDF",
+    "expressions.PythonUDAF",
+    "InPandas",
+    "InArrow",
+    "PythonUDTF",
+    "python.",
+)
 
 
 def _equal_to_previous(col: Any) -> np.ndarray:
