@@ -310,9 +310,7 @@ class _Rewriter:
 
     def _on_Project(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
         child, blocks = self._single(results)
-        return self.jvm.project(
-            [*self.jvm.lst(node.projectList()), *self._attrs(blocks)], child
-        ), blocks
+        return self.jvm.project_with(node.projectList(), self._attrs(blocks), child), blocks
 
     def _on_Sort(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
         child, blocks = self._single(results)
@@ -541,7 +539,7 @@ def rewrite(jvm: Jvm, plan: JObject, inputs: list[tuple[JObject, Annotated]]) ->
     keys = [a for b in blocks for a in b.attrs]
     if rw.info.sort_node is not None and jvm.ident(rw.info.sort_node) != jvm.ident(new):
         rw.info.sort_node = None  # not at the root: its order expressions may be out of scope
-    new = jvm.project([*jvm.output(plan), *keys], new)
+    new = jvm.project_with(plan.output(), keys, new)
     rw.info.plan = new
     rw.info.blocks = blocks
     return rw.info

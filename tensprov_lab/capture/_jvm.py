@@ -79,6 +79,12 @@ class Jvm:
     def project(self, exprs: list[JObject], child: JObject) -> JObject:
         return self._logical.Project(self.seq(exprs), child)
 
+    def project_with(self, exprs: JObject, extra: list[JObject], child: JObject) -> JObject:
+        """``Project(exprs ++ extra, child)`` for a Scala ``exprs`` sequence, joined in the
+        JVM: moving a wide projection's expressions to Python and back costs two py4j
+        round trips per column."""
+        return self._logical.Project(getattr(exprs, "$plus$plus")(self.seq(extra)), child)
+
     def alias(self, expr: JObject, name: str, like: JObject | None = None) -> JObject:
         """``expr AS name``; with ``like`` (an attribute) reuse its expression id."""
         empty = self.seq([])
