@@ -591,9 +591,9 @@ class Tracker:
             rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]
             if sorted(set(rw.occurrences)) != list(range(len(in_nodes))):
                 raise Unsupported("an input of the call does not appear in its plan")
-            if {"GlobalLimit", "LocalLimit", "Offset"} & set(rw.nodes) and not all(
-                in_nodes[i].key_ordered if rw.sort else in_nodes[i].ties_exact
-                for i in rw.occurrences
+            occ_nodes = [in_nodes[i] for i in rw.occurrences]
+            if {"GlobalLimit", "LocalLimit", "Offset"} & set(rw.nodes) and not _ties_exact(
+                rw, occ_nodes
             ):
                 # Spark breaks the sort's ties by raw keys, not by the order we number
                 # records in, so the records a limit keeps could be other ones
@@ -609,7 +609,6 @@ class Tracker:
             msg = _short_error(exc)
             self._opaque(p, run, f"capture failed: {msg}", cols, types, time.perf_counter() - t0)
             return
-        occ_nodes = [in_nodes[i] for i in rw.occurrences]
         in_cols = [self._dataset(n).columns for n in occ_nodes]
         category = _category(rw, [len(c) for c in in_cols], cols, in_cols)
         nondet = rw.nondeterministic or self._unordered_limit(rw, occ_nodes)
@@ -645,7 +644,7 @@ class Tracker:
         p.out.ann = Annotated(rw.plan, rw.keys, rw.width)
         p.out.ki, p.out.n, p.out.ds_id = ki, n_out, ds.id
         p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
-        p.out.ties_exact = all(n.key_ordered if rw.sort else n.ties_exact for n in occ_nodes)
+        p.out.ties_exact = _ties_exact(rw, occ_nodes)
         self.by_ds[ds.id] = p.out
         run.operations.append(op.id)
         run.datasets.append(ds.id)
@@ -750,10 +749,10 @@ class Tracker:
         names = [str(a.name()) for a in rw.keys]
         # cached while this capture runs when a later capture reads it again, and kept
         # afterwards when it must stay materialized (a non-deterministic result)
-        keep = rw.nondeterministic or (out_ident in self._reused and self._costly(rw.plan))
         if rw.sort and not all(n.key_ordered for n in occ):
             raw, runs = self._sorted_keys(rw, names)
             return self._functional(rw, occ, raw, runs)
+        keep = rw.nondeterministic or (out_ident in self._reused and self._costly(rw.plan))
         raw = self._collect_keys(rw.plan, names, keep=keep, ident=out_ident)
         return self._functional(rw, occ, raw)
 
@@ -1060,6 +1059,13 @@ _PYTHON_MARKERS = (
     "PythonUDTF",
     "python.",
 )
+
+
+def _ties_exact(rw: Rewrite, inputs: list[Node]) -> bool:
+    """Whether Spark returns the output of ``rw`` in canonical order where a sort ties:
+    a sort needs key-ordered inputs (it breaks ties by raw keys), anything else keeps
+    its inputs' order."""
+    return all(n.key_ordered if rw.sort else n.ties_exact for n in inputs)
 
 
 def _equal_to_previous(col: Any) -> np.ndarray:
