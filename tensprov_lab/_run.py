@@ -254,7 +254,9 @@ class Run:
         columns : column name(s) or indices of ``df``: trace cells, not records; the
             result is a :class:`CellLineage` that tells contributing from influencing cells
         how : also list the path of operations behind every reached record or cell
-            (``result.how``, a pandas DataFrame)
+            (``result.how``, a pandas DataFrame: the path as text, the operation ids in
+            data-flow order, and ``inputs``, which input of each operation the path
+            enters by: 0 the left of a join, 1 its right)
 
         Returns
         -------
@@ -647,13 +649,22 @@ def _how_table(
         ops = tuple(store.operations[o] for o, _ in edges)
         text = " → ".join(f"{op.category}: {op.expression}" for op in ops)
         ids = tuple(op.id for op in ops)
+        # which input of each operation the path goes through (0: left, 1: right of a
+        # join; a self-join's two sides are two paths that differ only here)
+        sides = tuple(int(pos) for _, pos in edges)
         label = store.datasets[p.dataset].label
 
         def frame(
-            rows: np.ndarray, label: str = label, text: str = text, ids: tuple = ids, **extra: str
+            rows: np.ndarray,
+            label: str = label,
+            text: str = text,
+            ids: tuple = ids,
+            sides: tuple = sides,
+            **extra: str,
         ) -> pd.DataFrame:
             f = pd.DataFrame({"dataset": label, "row": rows, **extra, "path": text})
             f["operations"] = [ids] * len(f)
+            f["inputs"] = [sides] * len(f)
             return f
 
         if not cells:
@@ -664,6 +675,7 @@ def _how_table(
             for c, r in (got or {}).items():
                 frames.append(frame(r, column=names[c], kind=kind))
     cols = ["dataset", "row", *(["column", "kind"] if cells else []), "path", "operations"]
+    cols.append("inputs")
     if not frames:
         return pd.DataFrame(columns=cols)
     return pd.concat(frames, ignore_index=True)[cols]

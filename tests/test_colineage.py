@@ -398,4 +398,7 @@ def test_colineage_and_how_end_to_end(spark) -> None:  # noqa: ANN001
         (cid, ((op, 0),), [0]),
         (cid, ((op, 1),), [2]),
     ]
-    assert sorted(run.backward(sj, rows=[r], how=True).how["row"].tolist()) == [0, 2]
+    how = run.backward(sj, rows=[r], how=True).how
+    # the table tells the two sides apart: customer 0 through the left input, 2 the right
+    assert sorted(zip(how["row"], how["inputs"])) == [(0, (0,)), (2, (1,))]
+    assert all(ops == (op,) for ops in how["operations"])

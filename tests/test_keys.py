@@ -90,3 +90,16 @@ def test_records_after_spark_stopped_say_so() -> None:
     )
     with pytest.raises(ValueError, match="SparkSession of this run was stopped"):
         tracker.records(ds.id, None, None)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("wanted", [[], [7], [0, 2**40, 5], list(range(0, 3000, 3))])
+def test_keys_in_keeps_exactly_the_given_keys(spark, wanted) -> None:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture._keys import keys_in
+
+    df = spark.range(0, 3000).withColumn("k", F.col("id"))
+    df = df.union(spark.createDataFrame([(-1, 2**40)], "id long, k long"))
+    got = sorted(r.k for r in df.where(keys_in("k", np.array(wanted, np.int64))).collect())
+    assert got == sorted(wanted)

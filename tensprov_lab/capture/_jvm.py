@@ -102,7 +102,10 @@ class Jvm:
         return self.lst(plan.projectList())
 
     def deterministic(self, node: JObject) -> bool:
-        return all(bool(e.deterministic()) for e in self.lst(node.expressions()))
+        """Whether every expression of ``node`` is deterministic, in one round trip: an
+        expression is deterministic when all its children are, so we ask a (never
+        evaluated) ``Coalesce`` holding them all."""
+        return bool(self._expr.Coalesce(node.expressions()).deterministic())
 
     def tree_string(self, node: JObject) -> str:
         return str(node.simpleString(200))

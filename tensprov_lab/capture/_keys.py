@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "keys_in",
     "KeyIndex",
     "UniqueKeyIndex",
     "ScanKeyIndex",
@@ -316,6 +317,22 @@ def _flatten(col: Any) -> list[Any]:
             out.extend(_flatten(field))
         return out
     return [col]
+
+
+def keys_in(column: str, values: np.ndarray) -> Any:
+    """A Spark condition ``column IN (values)`` for integer key values, parsed from one
+    string: building it literal by literal costs a py4j round trip per value.
+
+    >>> str(keys_in("k", np.array([3, 5])))
+    Column<'`k` IN (3, 5)'>
+    >>> str(keys_in("k", np.array([], dtype=np.int64)))
+    "Column<'false'>"
+    """
+    from pyspark.sql import functions as F
+
+    listed = ", ".join(str(int(v)) for v in np.asarray(values).ravel())
+    # SQL has no empty IN list
+    return F.expr(f"`{column}` IN ({listed})") if listed else F.lit(False)
 
 
 def arrow_keys(table: Any, columns: list[str]) -> np.ndarray:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._keys import KeyError_, arrow_keys
+from tensprov_lab.capture._keys import KeyError_, arrow_keys, keys_in
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -140,7 +140,7 @@ def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str,
     df = tracker.jvm.to_df(tracker.source_plan(node))
     key = node.ann.key_names()[0]
     if len(values) <= _IN_LIST:
-        return df.where(F.col(key).isin([int(v) for v in values])), key, node.ki
+        return df.where(keys_in(key, values)), key, node.ki
     # a long IN list makes a huge plan: join with the keys instead (a small local table)
     import pyarrow as pa
 
@@ -151,6 +151,8 @@ def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str,
 
 #: most keys filtered with an IN list; more are joined against a local table
 _IN_LIST = 1000
+#: most frontier records a replay reads in the replay session (see _REPLAY_CONF)
+_SMALL_REPLAY = 10_000
 
 
 def _analyzed(df: Any) -> JObject:
@@ -206,7 +208,9 @@ def _restricted(
     back = backward(tracker.store, ds_id, rows, to=front).rows
     whole = _whole(tracker, ds_id)
     repl: dict[int, JObject] = {}
-    small = True
+    # the replay session interprets rows one by one: right for a few records, slower
+    # than compiled code for many (a what-if reaching big groups replays their members)
+    small = sum(len(back.get(d, ())) for d in front) <= _SMALL_REPLAY
     for d in front:
         fnode = _node(tracker, d)
         assert fnode.ann is not None

@@ -40,6 +40,7 @@ from tensprov_lab.capture._keys import (
     ScanKeyIndex,
     UniqueKeyIndex,
     arrow_keys,
+    keys_in,
 )
 from tensprov_lab.store import IdentityTensor, Store, make_tensor, tensor_from_pairs
 
@@ -139,6 +140,22 @@ def _dataframes_in(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [d for v in value for d in _dataframes_in(v)]
     return []
+
+
+#: settings of the session that replays a few records.  Compiling generated code costs
+#: more than interpreting a few rows, and a broadcast is a Spark job of its own; small
+#: cache batches and IN lists (not hash sets, which the in-memory scan cannot prune with)
+#: let a replay decode only the batches that hold the wanted keys.
+_REPLAY_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.optimizer.inSetConversionThreshold": "1000",
+    "spark.sql.inMemoryColumnarStorage.batchSize": "1000",
+}
+#: most records read by key in the replay session (more are read with compiled code)
+_FEW_KEYS = 1000
 
 
 class Tracker:
@@ -414,7 +431,8 @@ class Tracker:
         """A session of the same application (same cache) for replays of a few records:
         adaptive execution and hundreds of shuffle partitions only add latency there."""
         session = self.spark.newSession()
-        session.conf.set("spark.sql.adaptive.enabled", "false")
+        for key, value in _REPLAY_CONF.items():
+            session.conf.set(key, value)
         parallel = max(int(self.spark.sparkContext.defaultParallelism), 1)
         session.conf.set("spark.sql.shuffle.partitions", str(parallel))
         return session
@@ -428,7 +446,8 @@ class Tracker:
         """
         assert node.ann is not None and node.ds_id is not None
         if node.cacheable and node.cached is None:
-            node.cached = self.jvm.to_df(node.ann.plan).persist()
+            # built in the replay session: its cache batches are small (see _REPLAY_CONF)
+            node.cached = self.jvm.to_df(node.ann.plan, self.replay_spark).persist()
             what = "source" if self.store.producer(node.ds_id) is None else "opaque output"
             self.store.datasets[node.ds_id].materialized = f"{what}, cached for recomputation"
         return node.ann.plan
@@ -470,7 +489,6 @@ class Tracker:
         return np.unique(node.ki.lookup(raw))
 
     def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
-        from pyspark.sql import functions as F
 
         from tensprov_lab._run import ROW
 
@@ -495,8 +513,9 @@ class Tracker:
             if where is None:
                 keyed = op is None or op.opaque  # read by key, not kept whole
                 plan = self.source_plan(node) if keyed else node.ann.plan
-                df = self.jvm.to_df(plan, self.replay_spark)
-            df = df.where(F.col(names[0]).isin([int(v) for v in wanted]))
+                few = len(wanted) <= _FEW_KEYS
+                df = self.jvm.to_df(plan, self.replay_spark if few else None)
+            df = df.where(keys_in(names[0], wanted))
         table = df.toArrow()
         raw = arrow_keys(table, names)
         idx = ki.lookup(raw)

@@ -1,0 +1,101 @@
+"""The same tracked pipeline on a real Spark standalone cluster (a master and a worker on
+loopback, executors in their own JVMs) gives the same tensors, recomputed records and
+what-if previews as in local mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+    except OSError:
+        return 0
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a standalone master with one 2-core worker, stopped afterwards."""
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable)
+    env["SPARK_WORKER_DIR"] = str(tmp_path_factory.mktemp("spark-worker"))
+    logs = tmp_path_factory.mktemp("spark-logs")
+    port, ui = _free_port(), _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    cls = str(home / "bin" / "spark-class")
+    master_args = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)]
+    worker_args = ["--host", "127.0.0.1", "--cores", "2", "--memory", "2g", "--webui-port", "0"]
+    procs = []
+    try:
+        for name, args in [
+            ("master", [cls, "org.apache.spark.deploy.master.Master", *master_args]),
+            ("worker", [cls, "org.apache.spark.deploy.worker.Worker", *worker_args, url]),
+        ]:
+            log = open(logs / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+            procs.append((subprocess.Popen(args, env=env, stdout=log, stderr=log), log))
+        deadline = time.monotonic() + 120
+        while _alive_workers(ui) < 1:
+            dead = [p for p, _ in procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                text = "".join((logs / f"{n}.log").read_text() for n in ("master", "worker"))
+                raise RuntimeError(f"standalone cluster did not start:\n{text[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        for p, log in procs[::-1]:
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            log.close()
+
+
+def _probe(tmp_path: Path, master: str, shuffle: str, name: str) -> dict[str, np.ndarray]:
+    out = tmp_path / f"{name}.npz"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests._partition_probe", master, shuffle, str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_a_standalone_cluster_gives_the_local_results(standalone: str, tmp_path: Path) -> None:
+    local = _probe(tmp_path, "local[2]", "3", "local")
+    cluster = _probe(tmp_path, standalone, "3", "cluster")
+    assert len(local) > 20 and "recomputed_twice" in local and "what_if_removed_rows" in local
+    assert local.keys() == cluster.keys()
+    for key in local:
+        assert np.array_equal(local[key], cluster[key]), key
