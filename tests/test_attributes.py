@@ -151,6 +151,32 @@ def test_projections(spark) -> None:  # noqa: ANN001
     check_maps(run, fill_all, [p], [same(PEOPLE_COLS)], [{}])
 
 
+def test_projections_of_a_wide_table(spark) -> None:  # noqa: ANN001
+    # wide projections are read by their new expressions only (capture/_attributes.py):
+    # the same maps as for a narrow table, whatever the column order
+    cols = [f"c{i}" for i in range(30)]
+    wide = spark.createDataFrame([tuple(range(30)), tuple(range(1, 31))], [*cols])
+    with tensprov_lab.track(spark, name="attr-wide") as run:
+        added = wide.withColumn("s", F.col("c3") + F.col("c7"))
+        replaced = added.withColumn("c5", F.col("c5") * F.col("c9"))
+        renamed = replaced.withColumnRenamed("c2", "two")
+        reordered = renamed.select(*reversed(renamed.columns))
+        dropped = reordered.drop("c0", "c29")
+        twice = dropped.select("c1", "c1", *[c for c in dropped.columns if c != "c1"])
+    check_maps(run, added, [wide], [{**same(cols), "s": {"c3", "c7"}}], [{}])
+    check_maps(run, replaced, [added], [{**same([*cols, "s"]), "c5": {"c5", "c9"}}], [{}])
+    rest = [c for c in [*cols, "s"] if c != "c2"]
+    check_maps(run, renamed, [replaced], [{**same(rest), "two": {"c2"}}], [{}])
+    check_maps(run, reordered, [renamed], [same(renamed.columns)], [{}])
+    check_maps(run, dropped, [reordered], [same(dropped.columns)], [{}])
+    # a column selected twice: both copies read it (the helper's map is by name)
+    op = run.store.producer(run.dataset(twice).id)
+    out, inp = run.dataset(twice).columns, dropped.columns
+    assert out[:2] == ["c1", "c1"] and op is not None and op.attributes_exact
+    want = np.array([[o == i for i in inp] for o in out])
+    assert (op.contributing[0] == want).all() and not op.influencing[0].any()
+
+
 def test_window_columns_are_influenced_by_partition_and_order_only(spark) -> None:  # noqa: ANN001
     p = people(spark)
     w = Window.partitionBy("grp").orderBy("age")

@@ -136,12 +136,10 @@ class _Walker:
         self.exact = True
         #: output expression ids of plans already read (by identity), shared across calls
         self.ids = ids
-        self._none = jvm.jvm.scala.Option.apply(None)
-        self._empty = jvm.seq([])
-        self._local = jvm._logical.LocalRelation
+        self._empty = jvm.empty
 
     def _relation(self, attrs: JObject) -> JObject:
-        return self._local(attrs, self._empty, False, self._none)
+        return self.jvm.empty_relation(attrs)
 
     def out_ids(self, node: JObject) -> list[int]:
         ident = self.jvm.ident(node)

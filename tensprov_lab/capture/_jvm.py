@@ -6,6 +6,7 @@ references are resolved to expression ids) and it is the same whatever the clust
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 __all__ = ["Jvm"]
@@ -24,6 +25,21 @@ class Jvm:
         self._identity = self.jvm.java.lang.System.identityHashCode
         self._logical = self.jvm.org.apache.spark.sql.catalyst.plans.logical
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
+
+    # -- constants (looked up once: each costs py4j round trips) -------------------
+    @functools.cached_property
+    def empty(self) -> JObject:
+        """An empty Scala ``Seq``."""
+        return self.seq([])
+
+    @functools.cached_property
+    def none(self) -> JObject:
+        """Scala's ``None``."""
+        return self.jvm.scala.Option.apply(None)
+
+    def empty_relation(self, attrs: JObject) -> JObject:
+        """A ``LocalRelation`` with output ``attrs`` and no rows."""
+        return self._logical.LocalRelation(attrs, self.empty, False, self.none)
 
     # -- collections -------------------------------------------------------------
     def seq(self, items: list[JObject]) -> JObject:
@@ -87,14 +103,13 @@ class Jvm:
 
     def alias(self, expr: JObject, name: str, like: JObject | None = None) -> JObject:
         """``expr AS name``; with ``like`` (an attribute) reuse its expression id."""
-        empty = self.seq([])
+        empty = self.empty
         if like is None:
             exprid = self._expr.NamedExpression.newExprId()
             qualifier = empty
         else:
             exprid, qualifier = like.exprId(), like.qualifier()
-        none = self.jvm.scala.Option.apply(None)
-        return self._expr.Alias(expr, name, exprid, qualifier, none, empty)
+        return self._expr.Alias(expr, name, exprid, qualifier, self.none, empty)
 
     def expressions_of(self, df: Any) -> list[JObject]:
         """The named expressions of a ``select`` made with the DataFrame API."""
