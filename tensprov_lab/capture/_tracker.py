@@ -9,9 +9,11 @@ back, which become the operation's tensors.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,6 +168,8 @@ class Tracker:
         self.jvm = Jvm(spark)
         self.store = store
         self.nodes: dict[int, Node] = {}
+        #: plan identity of DataFrames already looked up (see node_of)
+        self._plan_idents: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self.by_ds: dict[int, Node] = {}
         self.pending: list[Pending | Node] = []
         self.runs: dict[int, RunLog] = {}
@@ -453,10 +457,20 @@ class Tracker:
         return node.ann.plan
 
     def node_of(self, df: Any) -> Node | None:
+        # a DataFrame's plan never changes: its identity is asked of the JVM once (two
+        # py4j round trips cost more than a whole lineage query)
         try:
-            return self.nodes.get(self.jvm.ident(self.jvm.plan(df)))
-        except Exception:
-            return None
+            ident = self._plan_idents.get(df)
+        except TypeError:  # not weakly referenceable, not hashable: not a DataFrame
+            ident = None
+        if ident is None:
+            try:
+                ident = self.jvm.ident(self.jvm.plan(df))
+            except Exception:
+                return None
+            with contextlib.suppress(TypeError):
+                self._plan_idents[df] = ident
+        return self.nodes.get(ident)
 
     def _annotated(self, ds_id: int, where: str | None) -> tuple[Node, Any]:
         node = self.by_ds.get(ds_id)
