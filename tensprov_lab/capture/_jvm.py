@@ -25,6 +25,8 @@ class Jvm:
         self._identity = self.jvm.java.lang.System.identityHashCode
         self._logical = self.jvm.org.apache.spark.sql.catalyst.plans.logical
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
+        self._kept_idents: dict[int, tuple[JObject, int]] = {}
+        self._kept_children: dict[int, tuple[JObject, list[JObject]]] = {}
 
     # -- constants (looked up once: each costs py4j round trips) -------------------
     @functools.cached_property
@@ -58,6 +60,38 @@ class Jvm:
 
     def ident(self, obj: JObject) -> int:
         return int(self._identity(obj))
+
+    def kept_ident(self, obj: JObject) -> int:
+        """``ident(obj)`` remembered for a proxy the caller keeps (the plans of captured
+        datasets): replays walk the same plans again and again."""
+        hit = self._kept_idents.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        ident = self.ident(obj)
+        self._kept_idents[id(obj)] = (obj, ident)
+        return ident
+
+    def kept_children(self, node: JObject) -> list[JObject]:
+        """``children(node)`` remembered for a proxy the caller keeps: a plan never
+        changes.  Keyed by the proxy, never by the (31-bit, not unique) identity hash."""
+        hit = self._kept_children.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        kids = self.children(node)
+        self._kept_children[id(node)] = (node, kids)
+        return kids
+
+    def filter_sql(self, text: str, child: JObject) -> JObject:
+        """``Filter(text, child)``, analysed on its own: resolved before it joins a larger
+        plan, whose own analysis would otherwise rename the attributes of a relation
+        that occurs twice (a self-union) and break the references above it."""
+        state = self._state
+        condition = state.sqlParser().parseExpression(text)
+        return state.analyzer().execute(self._logical.Filter(condition, child))
+
+    @functools.cached_property
+    def _state(self) -> JObject:
+        return self.spark._jsparkSession.sessionState()
 
     @staticmethod
     def cls(obj: JObject) -> str:

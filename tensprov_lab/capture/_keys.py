@@ -17,6 +17,7 @@ import numpy as np
 
 __all__ = [
     "keys_in",
+    "keys_sql",
     "KeyIndex",
     "UniqueKeyIndex",
     "ScanKeyIndex",
@@ -330,9 +331,17 @@ def keys_in(column: str, values: np.ndarray) -> Any:
     """
     from pyspark.sql import functions as F
 
+    return F.expr(keys_sql(column, values))
+
+
+def keys_sql(column: str, values: np.ndarray) -> str:
+    """SQL text of ``column IN (values)`` (``false`` for no values: SQL has no empty IN).
+
+    >>> keys_sql("k", np.array([3, 5]))
+    '`k` IN (3, 5)'
+    """
     listed = ", ".join(str(int(v)) for v in np.asarray(values).ravel())
-    # SQL has no empty IN list
-    return F.expr(f"`{column}` IN ({listed})") if listed else F.lit(False)
+    return f"`{column}` IN ({listed})" if listed else "false"
 
 
 def arrow_keys(table: Any, columns: list[str]) -> np.ndarray:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._keys import KeyError_, arrow_keys, keys_in
+from tensprov_lab.capture._keys import KeyError_, arrow_keys, keys_in, keys_sql
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -58,14 +58,14 @@ def _substitute(tracker: Tracker, plan: JObject, repl: dict[int, JObject]) -> JO
     memo: dict[int, JObject] = {}
 
     def go(node: JObject) -> JObject:
-        ident = jvm.ident(node)
+        ident = jvm.kept_ident(node)
         if ident in repl:
             return repl[ident]
         if ident in memo:
             return memo[ident]
-        kids = jvm.children(node)
+        kids = jvm.kept_children(node)
         new = [go(k) for k in kids]
-        if all(jvm.ident(a) == jvm.ident(b) for a, b in zip(kids, new)):
+        if all(a is b for a, b in zip(kids, new)):
             out = node
         else:
             out = node.withNewChildren(jvm.seq(new))
@@ -161,7 +161,14 @@ def _analyzed(df: Any) -> JObject:
 
 def _keyed_filter(tracker: Tracker, ds_id: int, rows: np.ndarray) -> JObject:
     """The annotated plan of a keyed source restricted to ``rows``."""
-    return _analyzed(_keyed_df(tracker, ds_id, rows)[0])
+    node = _node(tracker, ds_id)
+    assert node.ann is not None and node.ki is not None
+    if len(rows) > _IN_LIST:
+        return _analyzed(_keyed_df(tracker, ds_id, rows)[0])
+    # built directly (no DataFrame of its own, analysed once with the whole replay)
+    values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
+    text = keys_sql(node.ann.key_names()[0], values)
+    return tracker.jvm.filter_sql(text, tracker.source_plan(node))
 
 
 def _read(
@@ -214,7 +221,7 @@ def _restricted(
     for d in front:
         fnode = _node(tracker, d)
         assert fnode.ann is not None
-        ident = tracker.jvm.ident(fnode.ann.plan)
+        ident = tracker.jvm.kept_ident(fnode.ann.plan)
         keep = back.get(d, np.zeros(0, dtype=np.int64))
         if edit is not None:
             repl[ident] = edit(d, keep)
