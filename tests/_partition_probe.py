@@ -1,12 +1,13 @@
 """Run a fixed pipeline under one Spark configuration and save every tensor.
 
 Used by test_partition_invariance.py in a subprocess (one SparkContext per process):
-``python -m tests._partition_probe MASTER SHUFFLE_PARTITIONS OUT.npz``
+``python -m tests._partition_probe MASTER SHUFFLE_PARTITIONS OUT.npz`` (``probe`` runs it).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -76,6 +77,25 @@ def replayed(run, orders, pairs, agg) -> dict[str, np.ndarray]:  # noqa: ANN001
         "recomputed_twice": got["twice"].to_numpy(float),
         "what_if_removed_rows": removed["_row"].to_numpy(),
     }
+
+
+def probe(folder: Path, master: str, shuffle: str, name: str) -> dict[str, np.ndarray]:
+    """Run the probe in a subprocess (one SparkContext per process); its arrays."""
+    import os
+    import subprocess
+
+    out = folder / f"{name}.npz"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests._partition_probe", master, shuffle, str(out)],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
 
 
 def main(argv: list[str]) -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.spark
+from tests._partition_probe import probe
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.spark
 
 
 def _free_port() -> int:
@@ -76,25 +76,9 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             log.close()
 
 
-def _probe(tmp_path: Path, master: str, shuffle: str, name: str) -> dict[str, np.ndarray]:
-    out = tmp_path / f"{name}.npz"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests._partition_probe", master, shuffle, str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out) as z:
-        return {k: z[k] for k in z.files}
-
-
 def test_a_standalone_cluster_gives_the_local_results(standalone: str, tmp_path: Path) -> None:
-    local = _probe(tmp_path, "local[2]", "3", "local")
-    cluster = _probe(tmp_path, standalone, "3", "cluster")
+    local = probe(tmp_path, "local[2]", "3", "local")
+    cluster = probe(tmp_path, standalone, "3", "cluster")
     assert len(local) > 20 and "recomputed_twice" in local and "what_if_removed_rows" in local
     assert local.keys() == cluster.keys()
     for key in local:
