@@ -9,11 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from tensprov_lab.notebook._graph_view import (
+    DEFAULT_OP_COLOR,
     build_graph,
     focus_graph,
     graph_columns,
     layout_view,
     matching_nodes,
+    node_style,
     segment_params,
 )
 from tensprov_lab.notebook._svg import to_svg
@@ -352,3 +354,17 @@ def test_long_edges_get_bend_points_between_layers() -> None:
     for e in edges_of(root):
         xs = [x for x, _ in points(e)]
         assert xs == sorted(xs)
+
+
+#: every category the capture gives an operation (capture/_tracker.py, capture/_ml.py)
+CATEGORIES = [
+    "transformation", "vertical_reduction", "vertical_augmentation", "horizontal_reduction",
+    "join", "append", "aggregate", "dedup", "window", "sort", "explode", "trivial",
+    "ml_transform", "ml_fit",
+]  # fmt: skip
+
+
+def test_each_operation_category_has_a_colour_of_its_own() -> None:
+    fills = [node_style({"kind": "operation", "category": c})["fill"] for c in CATEGORIES]
+    assert DEFAULT_OP_COLOR not in fills
+    assert len(set(fills)) == len(CATEGORIES)

@@ -57,6 +57,8 @@ CATEGORY_COLORS: dict[str, str] = {
     "window": "#fecdd3",
     "sort": "#a7f3d0",
     "explode": "#99f6e4",
+    "ml_transform": "#d9f99d",
+    "ml_fit": "#bef264",
     "trivial": "#e5e7eb",
     "opaque": "#d1d5db",
 }
