@@ -165,7 +165,7 @@ def _keyed_filter(tracker: Tracker, ds_id: int, rows: np.ndarray) -> JObject:
     assert node.ann is not None and node.ki is not None
     if len(rows) > _IN_LIST:
         return _analyzed(_keyed_df(tracker, ds_id, rows)[0])
-    # built directly (no DataFrame of its own, analysed once with the whole replay)
+    # built directly: no DataFrame of its own, one parse and one analysis
     values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
     text = keys_sql(node.ann.key_names()[0], values)
     return tracker.jvm.filter_sql(text, tracker.source_plan(node))
