@@ -64,22 +64,23 @@ class Jvm:
     def kept_ident(self, obj: JObject) -> int:
         """``ident(obj)`` remembered for a proxy the caller keeps (the plans of captured
         datasets): replays walk the same plans again and again."""
-        hit = self._kept_idents.get(id(obj))
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        ident = self.ident(obj)
-        self._kept_idents[id(obj)] = (obj, ident)
-        return ident
+        return self._remember(self._kept_idents, obj, self.ident)
 
     def kept_children(self, node: JObject) -> list[JObject]:
         """``children(node)`` remembered for a proxy the caller keeps: a plan never
-        changes.  Keyed by the proxy, never by the (31-bit, not unique) identity hash."""
-        hit = self._kept_children.get(id(node))
-        if hit is not None and hit[0] is node:
+        changes."""
+        return self._remember(self._kept_children, node, self.children)
+
+    @staticmethod
+    def _remember(cache: dict[int, tuple[JObject, Any]], obj: JObject, compute: Any) -> Any:
+        # keyed by the proxy (held, so its id is not reused), never by the 31-bit
+        # identity hash, which is not unique
+        hit = cache.get(id(obj))
+        if hit is not None and hit[0] is obj:
             return hit[1]
-        kids = self.children(node)
-        self._kept_children[id(node)] = (node, kids)
-        return kids
+        value = compute(obj)
+        cache[id(obj)] = (obj, value)
+        return value
 
     def filter_sql(self, text: str, child: JObject) -> JObject:
         """``Filter(text, child)``, analysed on its own: resolved before it joins a larger

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "IN_LIST",
     "keys_in",
     "keys_sql",
     "KeyIndex",
@@ -318,6 +319,11 @@ def _flatten(col: Any) -> list[Any]:
             out.extend(_flatten(field))
         return out
     return [col]
+
+
+#: most keys read with an ``IN`` list (more are joined against a local table, or read
+#: with compiled code)
+IN_LIST = 1000
 
 
 def keys_in(column: str, values: np.ndarray) -> Any:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._keys import KeyError_, arrow_keys, keys_in, keys_sql
+from tensprov_lab.capture._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -129,46 +129,41 @@ def _node(tracker: Tracker, ds_id: int) -> Node:
     return node
 
 
-def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str, Any]:
-    """(annotated DataFrame of a keyed source restricted to ``rows``, key column, key
-    index)."""
+def _keyed_filter(tracker: Tracker, ds_id: int, rows: np.ndarray) -> JObject:
+    """The annotated plan of a keyed source restricted to ``rows``."""
     from pyspark.sql import functions as F
 
     node = _node(tracker, ds_id)
     assert node.ann is not None and node.ki is not None
     values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
-    df = tracker.jvm.to_df(tracker.source_plan(node))
     key = node.ann.key_names()[0]
-    if len(values) <= _IN_LIST:
-        return df.where(keys_in(key, values)), key, node.ki
+    if len(values) <= IN_LIST:
+        # built directly: no DataFrame of its own, one parse and one analysis
+        return tracker.jvm.filter_sql(keys_sql(key, values), tracker.source_plan(node))
     # a long IN list makes a huge plan: join with the keys instead (a small local table)
     import pyarrow as pa
 
+    df = tracker.jvm.to_df(tracker.source_plan(node))
     want = tracker.spark.createDataFrame(pa.table({"__tp_want": values}).to_pandas())
     kept = df.join(F.broadcast(want), df[key] == want["__tp_want"], "left_semi")
-    return kept, key, node.ki
+    return kept._jdf.queryExecution().analyzed()
 
 
-#: most keys filtered with an IN list; more are joined against a local table
-_IN_LIST = 1000
+def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str, Any]:
+    """(annotated DataFrame of a keyed source restricted to ``rows``, key column, key
+    index)."""
+    node = _node(tracker, ds_id)
+    assert node.ann is not None
+    df = tracker.jvm.to_df(_keyed_filter(tracker, ds_id, rows))
+    return df, node.ann.key_names()[0], node.ki
+
+
 #: most frontier records a replay reads in the replay session (see _REPLAY_CONF)
 _SMALL_REPLAY = 10_000
 
 
 def _analyzed(df: Any) -> JObject:
     return df._jdf.queryExecution().analyzed()
-
-
-def _keyed_filter(tracker: Tracker, ds_id: int, rows: np.ndarray) -> JObject:
-    """The annotated plan of a keyed source restricted to ``rows``."""
-    node = _node(tracker, ds_id)
-    assert node.ann is not None and node.ki is not None
-    if len(rows) > _IN_LIST:
-        return _analyzed(_keyed_df(tracker, ds_id, rows)[0])
-    # built directly: no DataFrame of its own, one parse and one analysis
-    values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
-    text = keys_sql(node.ann.key_names()[0], values)
-    return tracker.jvm.filter_sql(text, tracker.source_plan(node))
 
 
 def _read(

@@ -33,6 +33,7 @@ from tensprov_lab.capture._annotate import (
 from tensprov_lab.capture._attributes import attribute_maps
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keys import (
+    IN_LIST,
     ComposedKeyIndex,
     GroupSetKeyIndex,
     KeyError_,
@@ -153,11 +154,9 @@ _REPLAY_CONF = {
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.optimizer.inSetConversionThreshold": "1000",
+    "spark.sql.optimizer.inSetConversionThreshold": str(IN_LIST),
     "spark.sql.inMemoryColumnarStorage.batchSize": "1000",
 }
-#: most records read by key in the replay session (more are read with compiled code)
-_FEW_KEYS = 1000
 
 
 class Tracker:
@@ -527,7 +526,7 @@ class Tracker:
             if where is None:
                 keyed = op is None or op.opaque  # read by key, not kept whole
                 plan = self.source_plan(node) if keyed else node.ann.plan
-                few = len(wanted) <= _FEW_KEYS
+                few = len(wanted) <= IN_LIST
                 df = self.jvm.to_df(plan, self.replay_spark if few else None)
             df = df.where(keys_in(names[0], wanted))
         table = df.toArrow()
