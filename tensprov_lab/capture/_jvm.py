@@ -7,6 +7,7 @@ references are resolved to expression ids) and it is the same whatever the clust
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 __all__ = ["Jvm"]
@@ -22,7 +23,7 @@ class Jvm:
         self.jvm = spark._jvm
         self.gateway = spark.sparkContext._gateway
         self._conv = self.jvm.scala.jdk.javaapi.CollectionConverters
-        self._identity = self.jvm.java.lang.System.identityHashCode
+        self._tokens = itertools.count(1)
         self._logical = self.jvm.org.apache.spark.sql.catalyst.plans.logical
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
         self._kept_idents: dict[int, tuple[JObject, int]] = {}
@@ -59,7 +60,30 @@ class Jvm:
         return df._jdf.logicalPlan()
 
     def ident(self, obj: JObject) -> int:
-        return int(self._identity(obj))
+        """A number for the JVM object ``obj`` itself (not its value), unique for the life
+        of this ``Jvm``: two proxies of one object get the same number, two equal but
+        distinct plans different ones.
+
+        ``System.identityHashCode`` would be one call too, but it has 31 bits and is not
+        unique: with thousands of live plans in a long session two would collide and a
+        lookup would return the provenance of another dataset.  So each object gets
+        the next number of a counter, kept in a JVM map that compares keys by reference
+        and holds them weakly (a plan nobody uses any more is not kept alive).
+        """
+        token = next(self._tokens)
+        known = self._numbers.putIfAbsent(obj, token)
+        return token if known is None else int(known)
+
+    @functools.cached_property
+    def _numbers(self) -> JObject:
+        try:
+            # Guava ships with Spark; weak keys are compared by reference
+            return self.jvm.com.google.common.collect.MapMaker().weakKeys().makeMap()
+        except Exception:  # noqa: BLE001 - a Spark build without Guava
+            # by reference too; holds the plans the tracker has seen, which it mostly
+            # keeps alive anyway
+            util = self.jvm.java.util
+            return util.Collections.synchronizedMap(util.IdentityHashMap())
 
     def kept_ident(self, obj: JObject) -> int:
         """``ident(obj)`` remembered for a proxy the caller keeps (the plans of captured
@@ -73,8 +97,7 @@ class Jvm:
 
     @staticmethod
     def _remember(cache: dict[int, tuple[JObject, Any]], obj: JObject, compute: Any) -> Any:
-        # keyed by the proxy (held, so its id is not reused), never by the 31-bit
-        # identity hash, which is not unique
+        # keyed by the proxy (held, so its id is not reused): no round trip at all
         hit = cache.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
