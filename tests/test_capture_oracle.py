@@ -221,6 +221,49 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
     run_pipeline(spark, a, b, steps)
 
 
+@settings(
+    max_examples=int(os.environ.get("TENSPROV_JOIN_EXAMPLES", "40")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(a=a_rows, b=b_rows, data=st.data())
+def test_joins_matched_in_numpy_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
+    """Pipelines with a join where Spark would shuffle both sides (broadcast off), which
+    capture matches in NumPy (``_equijoin``) instead of running the join."""
+    from tensprov_lab.capture import _tracker
+
+    t = Table.source("a", A_COLS, A_TYPES, a)
+    steps: list[tuple] = []
+    prev = None
+    for _ in range(data.draw(st.integers(0, 3))):
+        step = draw_step(data, t, prev, used_join=True)
+        if step is not None:
+            steps.append(step)
+            t, prev = apply(step, t, Table.source("a", A_COLS, A_TYPES, a)), step
+    if "k" not in t.cols or "w" in t.cols:
+        steps = []  # the steps dropped the key: join the source itself
+    steps.append(("join", data.draw(st.sampled_from(["inner", "left", "right", "full"]))))
+    fast: list[bool] = []
+    real = _tracker.Tracker._join_keys
+
+    def spy(self, rw, occ):  # noqa: ANN001, ANN202
+        out = real(self, rw, occ)
+        if rw.join_node is not None:
+            fast.append(out is not None)
+        return out
+
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    _tracker.Tracker._join_keys = spy  # type: ignore[method-assign]
+    try:
+        run_pipeline(spark, a, b, steps)
+    finally:
+        _tracker.Tracker._join_keys = real  # type: ignore[method-assign]
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+    assert fast == [True]
+
+
 #: pipelines the random search found wrong once, kept as fixed regression cases
 KNOWN = [
     # u.unionByName(a.select(...)) with u = a.union(a): Spark flattens the two unions

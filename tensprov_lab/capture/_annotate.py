@@ -90,6 +90,10 @@ class Rewrite:
     sort_node: JObject = None
     sort_exprs: list[JObject] = field(default_factory=list)
     semi: Semi | None = None
+    #: the last (for a plan with one join at its top: the top) join rewritten, and how
+    #: many of the output's blocks come from its left side
+    join_node: JObject = None
+    join_left_blocks: int = 0
     n_branches: int = 0
     contextual: bool = False
     nondeterministic: bool = False
@@ -442,6 +446,7 @@ class _Rewriter:
                 pairs = self.jvm.copy(new, joinType=getattr(inner, "MODULE$"))
             self.info.semi = Semi(pairs, lb, rb)
             return new, lb
+        self.info.join_node, self.info.join_left_blocks = new, len(lb)
         return new, lb + rb
 
     def _on_Union(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:

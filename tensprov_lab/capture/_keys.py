@@ -126,6 +126,24 @@ class ScanKeyIndex(KeyIndex):
         self.n = int(self.offsets[-1])
         self.width = 1
 
+    @classmethod
+    def from_keys(cls, keys: np.ndarray) -> ScanKeyIndex | None:
+        """The index of a source whose every key was read in scan order; ``None`` when
+        ``keys`` are not that (not increasing, or a partition with a gap).
+
+        >>> ScanKeyIndex.from_keys(np.array([0, 1, (2 << 33), (2 << 33) + 1])).sizes.tolist()
+        [2, 0, 2]
+        """
+        k = np.asarray(keys, dtype=np.int64).reshape(-1)
+        if len(k) and (k[0] < 0 or bool(np.any(k[1:] <= k[:-1]))):
+            return None
+        sizes = np.bincount(k >> 33) if len(k) else np.zeros(0, np.int64)
+        # increasing keys: each partition's positions are 0..size-1 iff its last is size-1
+        last = np.cumsum(sizes)[sizes > 0] - 1
+        if bool(np.any((k[last] & cls._LOW) != sizes[sizes > 0] - 1)):
+            return None
+        return cls(sizes)
+
     def lookup(self, raw: np.ndarray) -> np.ndarray:
         v = np.asarray(raw, dtype=np.int64).reshape(-1)
         null = v == -1

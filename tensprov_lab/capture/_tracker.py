@@ -31,6 +31,7 @@ from tensprov_lab.capture._annotate import (
     rewrite,
 )
 from tensprov_lab.capture._attributes import attribute_maps
+from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keys import (
     IN_LIST,
@@ -69,6 +70,11 @@ GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "applyInP
 _TRANSPARENT = {"transform"}
 
 _IDENTITY_NODES = TRIVIAL | {"Project", "Window", "Sort"}
+#: most records of one join side read into this process to match keys in NumPy, and
+#: Spark's size estimate of a side above which that is not even tried (sizes beyond
+#: these are left to Spark's own join)
+_JOIN_MAX_SIDE = 20_000_000
+_JOIN_MAX_BYTES = 4 << 30
 
 
 @dataclass
@@ -94,6 +100,9 @@ class Node:
     #: a source (or opaque output) may be cached for recomputation: the policy of the
     #: run that captured it
     cacheable: bool = True
+    #: a source whose record index (``ki``, ``n``) its first consumer, a join, reads
+    #: from the keys it collects anyway (see Tracker._join_keys)
+    deferred: bool = False
 
 
 @dataclass
@@ -348,14 +357,21 @@ class Tracker:
             self._reused = {
                 n.ident for item in pending if isinstance(item, Pending) for n in item.inputs
             }
+            first_use = _first_consumers(pending)
             for i, item in enumerate(pending):
                 if progress is not None:
                     what = item.method if isinstance(item, Pending) else "source"
                     progress(i, len(pending), what)
                 if isinstance(item, Pending):
-                    self._capture_operation(item, run)
+                    try:
+                        self._capture_operation(item, run)
+                    finally:
+                        self._index_deferred(item.inputs)
                 else:
-                    self._capture_source(item, run)
+                    consumer = first_use.get(id(item))
+                    defer = consumer is not None and consumer.method == "join"
+                    self._capture_source(item, run, defer=defer)
+            self._index_deferred([n for n in pending if isinstance(n, Node)])
             self._materialize(run)
             run.seconds = time.perf_counter() - t0
         finally:
@@ -559,20 +575,37 @@ class Tracker:
                 self._kept[ident] = df
         return arrow_keys(df.select(*names).toArrow(), names)
 
-    def _capture_source(self, node: Node, run: RunLog) -> None:
+    def _capture_source(self, node: Node, run: RunLog, defer: bool = False) -> None:
+        """Key a source by scan position and count its records; ``defer`` leaves the
+        count to its first consumer (see :meth:`_index_deferred`)."""
         stable = plan_is_stable(self.jvm, node.plan)
         ann = annotate_source(self.jvm, node.plan, pin=not stable)
-        ki = self._scan_index(ann)
         cols, types = self._schema(node.df)
         origin = self.jvm.tree_string(self._leaf(node.plan))
         ds = self.store.add_dataset(
-            node.name, columns=cols, dtypes=types, n_rows=ki.n, role="source",
+            node.name, columns=cols, dtypes=types, n_rows=None, role="source",
             run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
         )  # fmt: skip
-        node.ann, node.ki, node.n, node.ds_id = ann, ki, ki.n, ds.id
+        node.ann, node.ds_id, node.deferred = ann, ds.id, True
         node.cacheable = self.materialize != "none"
         self.by_ds[ds.id] = node
         run.datasets.append(ds.id)
+        if not defer:
+            self._index_deferred([node])
+
+    def _index_deferred(self, nodes: list[Node], keys: np.ndarray | None = None) -> None:
+        """Give deferred sources their record index: from ``keys``, every scan key of the
+        (single) source in collect order when a caller read them anyway, else from one
+        small aggregate per source."""
+        for node in nodes:
+            if not node.deferred:
+                continue
+            assert node.ann is not None
+            ki = ScanKeyIndex.from_keys(keys) if keys is not None else None
+            if ki is None:
+                ki = self._scan_index(node.ann)
+            node.ki, node.n, node.deferred = ki, ki.n, False
+            self._dataset(node).n_rows = ki.n
 
     def _scan_index(self, ann: Annotated) -> ScanKeyIndex:
         """Partition sizes of a keyed source: one small aggregate instead of every key."""
@@ -606,7 +639,7 @@ class Tracker:
         t0 = time.perf_counter()
         cols, types = self._schema(p.out.df)
         in_nodes = p.inputs
-        unreadable = [n for n in in_nodes if n.ann is None or n.ki is None]
+        unreadable = [n for n in in_nodes if n.ann is None or (n.ki is None and not n.deferred)]
         if unreadable:
             self._opaque(p, run, "an input has no record-level provenance", cols, types, 0.0)
             return
@@ -776,6 +809,10 @@ class Tracker:
             n = occ[0].n
             assert n is not None and occ[0].ki is not None
             return n, [IdentityTensor(n)], occ[0].ki
+        joined = self._join_keys(rw, occ)
+        if joined is not None:
+            return self._functional(rw, occ, joined)
+        self._index_deferred(occ)
         if rw.group is not None:
             return self._group_tensors(rw, occ)
         names = [str(a.name()) for a in rw.keys]
@@ -787,6 +824,65 @@ class Tracker:
         keep = rw.nondeterministic or (out_ident in self._reused and self._costly(rw.plan))
         raw = self._collect_keys(rw.plan, names, keep=keep, ident=out_ident)
         return self._functional(rw, occ, raw)
+
+    def _join_keys(self, rw: Rewrite, occ: list[Node]) -> np.ndarray | None:
+        """The raw keys of an equi-join's output, matched in NumPy from one scan of each
+        side (see :mod:`._equijoin`); ``None`` when the operation is not such a join or
+        Spark's own join is the cheaper way (a side it broadcasts, or too big a side)."""
+        if rw.group is not None or rw.sort or rw.semi is not None or rw.nondeterministic:
+            return None
+        if any(b.kind != "input" for b in rw.blocks):
+            return None
+        jvm = self.jvm
+        ej = find_equi_join(jvm, rw.plan)
+        if ej is None or rw.join_node is None or jvm.ident(ej.node) != jvm.ident(rw.join_node):
+            return None
+        ids = [int(a.exprId().id()) for a in rw.keys]
+        # both sides read one source: its keys appear twice in the output, which Spark
+        # cannot read back by name, while each side read on its own is unambiguous
+        shared = len(set(ids)) < len(ids)
+        if not shared and not all(self._shuffled(side) for side in ej.sides):
+            return None
+        split = rw.join_left_blocks
+        side_of = [0 if i < split else 1 for i in range(len(rw.blocks))]
+        tables = []
+        for side, (plan, keys) in enumerate(zip(ej.sides, ej.keys)):
+            attrs = [a for b, s in zip(rw.blocks, side_of) if s == side for a in b.attrs]
+            names = [key_name("j") for _ in keys]
+            exprs = [*attrs, *(jvm.alias(k, n) for k, n in zip(keys, names))]
+            table = jvm.to_df(jvm.project(exprs, plan)).toArrow()
+            if table.num_rows > _JOIN_MAX_SIDE:
+                return None
+            tables.append((table, names))
+        (lt, ln), (rt, rn) = tables
+        codes = key_codes([lt.column(n) for n in ln], [rt.column(n) for n in rn])
+        pairs = join_pairs(*codes, *ej.keep)
+        raw = []
+        for b, side in zip(rw.blocks, side_of):
+            table = tables[side][0]
+            block = arrow_keys(table, [str(a.name()) for a in b.attrs])
+            node = occ[b.pos]
+            if node.deferred and jvm.ident(ej.sides[side]) == jvm.ident(node.ann.plan):  # type: ignore[union-attr]
+                # the side is the whole source in scan order: its keys are its index
+                self._index_deferred([node], block[:, 0])
+            picked = np.full((len(pairs[side]), block.shape[1]), -1, dtype=np.int64)
+            found = pairs[side] >= 0
+            picked[found] = block[pairs[side][found]]
+            raw.append(picked)
+        self._index_deferred(occ)
+        return np.column_stack(raw) if raw else np.zeros((0, 0), np.int64)
+
+    def _shuffled(self, side: Any) -> bool:
+        """Whether Spark would shuffle ``side`` to join it (too big to broadcast), and it
+        is small enough to read into this process."""
+        try:
+            stats = self.jvm.to_df(side)._jdf.queryExecution().optimizedPlan().stats()
+            size = int(str(stats.sizeInBytes()))
+            limit = int(self.jvm._state.conf().autoBroadcastJoinThreshold())
+        except Exception:  # noqa: BLE001 - no estimate: leave the join to Spark
+            return False
+        unknown = size >= 2**63 - 1  # Spark's "no estimate" (e.g. an RDD): it shuffles
+        return (limit < 0 or size > limit) and (unknown or size <= _JOIN_MAX_BYTES)
 
     def _costly(self, plan: Any) -> bool:
         """Whether recomputing ``plan`` runs Python code (UDFs, pandas or Arrow
@@ -1044,6 +1140,16 @@ def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
     # hash-based: no sort of every member
     parent, uniq = pd.factorize(code)
     return parent.astype(np.int64), len(uniq)
+
+
+def _first_consumers(pending: list[Any]) -> dict[int, Pending]:
+    """The first recorded operation reading each node (by ``id``)."""
+    first: dict[int, Pending] = {}
+    for item in pending:
+        if isinstance(item, Pending):
+            for n in item.inputs:
+                first.setdefault(id(n), item)
+    return first
 
 
 def _short_error(exc: Exception) -> str:

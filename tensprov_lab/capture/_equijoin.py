@@ -1,0 +1,199 @@
+"""Record pairs of an equi-join computed in NumPy from each side's key columns.
+
+Capture needs, for every output record of a join, which left and which right record
+made it.  Spark can tell by running the join over the record keys, but when neither
+side is small that is a shuffle and a sort of both sides, which on a small machine
+costs about as much as the user's own join.  Reading each side's join key (and record
+key) once and matching them here is a plain scan of each side: for an equi-join whose
+condition is nothing but equalities of keys Spark compares exactly, the pairs are the
+same.
+
+The plan side (which joins qualify, which key expressions) is read from Catalyst's own
+``ExtractEquiJoinKeys``, the pattern Spark's planner uses to pick a hash or sort-merge
+join; this module only matches codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EXACT_KEY_TYPES", "JOIN_TYPES", "EquiJoin", "find_equi_join", "join_pairs", "key_codes"]
+
+#: Spark key types whose equality is equality of the values Arrow hands us.  Floats
+#: are missing on purpose: Spark's join treats NaN = NaN and -0.0 = 0.0; strings with a
+#: collation other than binary print as ``string collate ...`` and are missing too.
+EXACT_KEY_TYPES = frozenset(
+    {"tinyint", "smallint", "int", "bigint", "string", "boolean", "date", "timestamp",
+     "timestamp_ntz"}
+)  # fmt: skip
+#: Catalyst join type → which unmatched records the output keeps
+JOIN_TYPES = {
+    "Inner": (False, False),
+    "LeftOuter": (True, False),
+    "RightOuter": (False, True),
+    "FullOuter": (True, True),
+}
+
+
+def key_codes(left: list[Any], right: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 code per record of each side: equal codes iff every key is equal and
+    none is null; -1 for a record with a null key (it matches nothing).
+
+    ``left[i]`` and ``right[i]`` are Arrow arrays (or chunked arrays) of the i-th key,
+    of the same type on both sides.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> l, r = key_codes([pa.array([1, 2, None]), pa.array(["a", "b", "a"])],
+    ...                  [pa.array([2, 1, 1]), pa.array(["b", "a", "z"])])
+    >>> bool(l[0] == r[1]), bool(l[1] == r[0]), int(l[2]), len(set(r.tolist()))
+    (True, True, -1, 3)
+    """
+    import pyarrow as pa
+
+    n_left = len(left[0]) if left else 0
+    n_right = len(right[0]) if right else 0
+    if len(left) == 1:
+        small = _integer_codes(left[0], right[0])
+        if small is not None:
+            return small[:n_left], small[n_left:]
+    combined = np.zeros(n_left + n_right, dtype=np.int64)
+    null = np.zeros(n_left + n_right, dtype=bool)
+    for lcol, rcol in zip(left, right):
+        chunks = [*_chunks(lcol), *_chunks(rcol)]
+        both = pa.chunked_array(chunks, type=chunks[0].type).combine_chunks()
+        encoded = both.dictionary_encode()
+        codes = np.asarray(
+            encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
+        null |= codes < 0
+        width = len(encoded.dictionary) + 1
+        if len(combined) and (int(combined.max()) + 1) * width >= 2**62:
+            # mixed radix made dense again (a sort), only when the next key would overflow
+            combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)
+        combined = combined * width + (codes + 1)
+    combined[null] = -1
+    return combined[:n_left], combined[n_left:]
+
+
+def _integer_codes(left: Any, right: Any) -> np.ndarray | None:
+    """One integer key: its values shifted to start at 0 are the codes (no hashing);
+    ``None`` for other types or a range too wide for int64 codes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = left.type
+    if not (pa.types.is_integer(kind) or pa.types.is_date32(kind)) or kind != right.type:
+        return None
+    cast = pa.int64() if pa.types.is_integer(kind) else pa.int32()
+    both = pa.chunked_array([*_chunks(left), *_chunks(right)], type=kind).cast(cast)
+    lo_hi = pc.min_max(both)
+    if lo_hi["min"].as_py() is None:
+        return np.full(len(both), -1, dtype=np.int64)
+    low, high = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+    if high - low >= 2**62:
+        return None
+    codes = np.asarray(both.to_numpy(), dtype=np.int64) if both.null_count == 0 else None
+    if codes is None:
+        codes = np.asarray(pc.fill_null(both, low).to_numpy(), dtype=np.int64)
+        codes = codes - low
+        codes[np.asarray(both.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = -1
+        return codes
+    return codes - low
+
+
+def _chunks(col: Any) -> list[Any]:
+    return list(col.chunks) if hasattr(col, "chunks") else [col]
+
+
+def join_pairs(
+    left: np.ndarray, right: np.ndarray, keep_left: bool = False, keep_right: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``(li, ri)`` of the records an equi-join pairs, given each side's key
+    codes (-1: never matches).  ``keep_left`` / ``keep_right`` add the unmatched records
+    of that side with -1 on the other (outer joins).
+
+    Matched pairs come sorted by left position, then right position.
+
+    Examples
+    --------
+    >>> li, ri = join_pairs(np.array([5, 7, 5, -1]), np.array([5, 5, 8]), keep_left=True)
+    >>> li.tolist(), ri.tolist()
+    ([0, 0, 2, 2, 1, 3], [0, 1, 0, 1, -1, -1])
+    """
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    order = np.argsort(right, kind="stable")
+    top = max(int(left.max(initial=-1)), int(right.max(initial=-1)), 0) + 1
+    if top <= 2 * (len(left) + len(right)) + 1024:
+        # dense codes: where each code's run starts among the sorted right codes is a
+        # running count, cheaper than two binary searches per left record
+        per_code = np.bincount(right[right >= 0], minlength=top)
+        first = np.cumsum(per_code) - per_code + int(np.sum(right < 0))
+        valid = left >= 0
+        safe = np.where(valid, left, 0)
+        lo = first[safe]
+        counts = np.where(valid, per_code[safe], 0)
+    else:
+        ordered = right[order]
+        lo = np.searchsorted(ordered, left, "left")
+        hi = np.searchsorted(ordered, left, "right")
+        counts = np.where(left < 0, 0, hi - lo)
+    li = np.repeat(np.arange(len(left), dtype=np.int64), counts)
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    ri = order[np.arange(len(li), dtype=np.int64) + starts]
+    parts_l, parts_r = [li], [ri]
+    if keep_left:
+        lonely = np.flatnonzero(counts == 0)
+        parts_l.append(lonely)
+        parts_r.append(np.full(len(lonely), -1, dtype=np.int64))
+    if keep_right:
+        matched = np.zeros(len(right), dtype=bool)
+        matched[ri] = True
+        lonely = np.flatnonzero(~matched)
+        parts_l.append(np.full(len(lonely), -1, dtype=np.int64))
+        parts_r.append(lonely)
+    return np.concatenate(parts_l), np.concatenate(parts_r)
+
+
+class EquiJoin:
+    """A join whose condition is only key equalities (Catalyst's ``ExtractEquiJoinKeys``),
+    found under projections at the top of a plan.
+
+    Attributes
+    ----------
+    node : the Join plan node; ``sides`` its two children
+    keep : which side's unmatched records the output keeps
+    keys : the key expressions of each side (same count and types on both)
+    """
+
+    def __init__(self, node: Any, sides: list[Any], keep: tuple[bool, bool], keys: Any) -> None:
+        self.node, self.sides, self.keep, self.keys = node, sides, keep, keys
+
+
+def find_equi_join(jvm: Any, plan: Any) -> EquiJoin | None:
+    """The equi-join at the top of ``plan`` (below projections only), or ``None`` when
+    there is none or its keys are not all of :data:`EXACT_KEY_TYPES` and deterministic."""
+    node = plan
+    while jvm.cls(node) == "Project":
+        node = jvm.children(node)[0]
+    if jvm.cls(node) != "Join":
+        return None
+    planning = jvm.jvm.org.apache.spark.sql.catalyst.planning
+    found = getattr(getattr(planning, "ExtractEquiJoinKeys$"), "MODULE$").unapply(node)
+    if found.isEmpty():
+        return None
+    parts = found.get()
+    how = str(parts._1().toString())
+    if how not in JOIN_TYPES or not parts._4().isEmpty():
+        return None  # a cross join, a semi join, or a condition beyond key equalities
+    keys = (jvm.lst(parts._2()), jvm.lst(parts._3()))
+    if not keys[0]:
+        return None
+    for k in keys[0] + keys[1]:
+        if str(k.dataType().simpleString()) not in EXACT_KEY_TYPES or not k.deterministic():
+            return None
+    return EquiJoin(node, jvm.children(node), JOIN_TYPES[how], keys)
