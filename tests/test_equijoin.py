@@ -143,3 +143,21 @@ def test_captured_joins_match_hand_computed_pairs(spark, how) -> None:  # noqa: 
     assert (
         run.mapping(joined, by_date).toarray() == _expected_map(second, len(second), len(pairs), 0)
     ).all()
+
+
+@pytest.mark.spark
+def test_join_of_two_datasets_reading_one_source(spark) -> None:  # noqa: ANN001
+    """Both sides carry the same source's keys; it used to turn opaque (duplicate key
+    names when read back from Spark)."""
+    from pyspark.sql import functions as F
+
+    b = spark.createDataFrame([(1, "x"), (2, "y"), (3, "x")], "k2 bigint, s2 string")
+    a = spark.createDataFrame([(1, "x"), (2, "z")], "k bigint, s string")
+    with tensprov_lab.track(spark, name="shared-source") as run:
+        j = a.join(b, a.k == b.k2)  # (a0, b0), (a1, b1)
+        names = b.select(F.col("s2").alias("s"))
+        j2 = j.join(names, "s")  # j0 (s = x) with b0 and b2
+    assert not any(op.opaque for op in run.operations)
+    assert run.dataset(j2).n_rows == 2
+    assert run.mapping(j, j2).toarray().tolist() == [[True, False], [True, False]]
+    assert run.mapping(b, j2).toarray().astype(int).tolist() == [[1, 0, 0], [1, 0, 1]]

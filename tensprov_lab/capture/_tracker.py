@@ -881,7 +881,9 @@ class Tracker:
             limit = int(self.jvm._state.conf().autoBroadcastJoinThreshold())
         except Exception:  # noqa: BLE001 - no estimate: leave the join to Spark
             return False
-        unknown = size >= 2**63 - 1  # Spark's "no estimate" (e.g. an RDD): it shuffles
+        # Spark's "no estimate" (e.g. an RDD) is Long.MaxValue, and estimates above one
+        # scale it down: sizes no real data has
+        unknown = size >= 2**60
         return (limit < 0 or size > limit) and (unknown or size <= _JOIN_MAX_BYTES)
 
     def _costly(self, plan: Any) -> bool:
