@@ -41,6 +41,23 @@ def test_one_integer_key_matches_brute_force(left, right, keep_left, keep_right)
     assert got == brute_pairs([(x,) for x in left], [(y,) for y in right], keep_left, keep_right)
 
 
+sparse_codes = st.lists(st.one_of(st.just(-1), st.sampled_from([0, 7, 10**6, 10**9])), max_size=12)
+
+
+@settings(deadline=None)
+@given(sparse_codes, sparse_codes, st.booleans(), st.booleans())
+def test_pairs_of_sparse_codes_match_brute_force(left, right, keep_left, keep_right) -> None:  # noqa: ANN001
+    # codes far apart take the binary-search path, not the counting sort
+    li, ri = join_pairs(np.array(left, np.int64), np.array(right, np.int64), keep_left, keep_right)
+    expected = brute_pairs(
+        [(None if c < 0 else c,) for c in left],
+        [(None if c < 0 else c,) for c in right],
+        keep_left,
+        keep_right,
+    )
+    assert sorted(zip(li.tolist(), ri.tolist())) == expected
+
+
 @settings(deadline=None)
 @given(st.data(), st.booleans(), st.booleans())
 def test_composite_keys_match_brute_force(data, keep_left, keep_right) -> None:  # noqa: ANN001

@@ -126,25 +126,35 @@ def join_pairs(
     """
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
-    order = np.argsort(right, kind="stable")
     top = max(int(left.max(initial=-1)), int(right.max(initial=-1)), 0) + 1
     if top <= 2 * (len(left) + len(right)) + 1024:
-        # dense codes: where each code's run starts among the sorted right codes is a
-        # running count, cheaper than two binary searches per left record
-        per_code = np.bincount(right[right >= 0], minlength=top)
-        first = np.cumsum(per_code) - per_code + int(np.sum(right < 0))
+        # dense codes: a counting sort of the right records by code (a CSR matrix with
+        # one row per code lists them grouped, in position order), then each code's run
+        # is read off its row pointer instead of two binary searches per left record
+        import scipy.sparse as sp
+
+        ok = np.flatnonzero(right >= 0)
+        grouped = sp.csr_matrix(
+            (np.ones(len(ok), dtype=np.int8), (right[ok], ok)), shape=(top, len(right))
+        )
+        order = grouped.indices.astype(np.int64)
         valid = left >= 0
         safe = np.where(valid, left, 0)
-        lo = first[safe]
-        counts = np.where(valid, per_code[safe], 0)
+        lo = grouped.indptr[:-1][safe].astype(np.int64)
+        counts = np.where(valid, np.diff(grouped.indptr)[safe], 0)
     else:
+        order = np.argsort(right, kind="stable")
         ordered = right[order]
         lo = np.searchsorted(ordered, left, "left")
         hi = np.searchsorted(ordered, left, "right")
         counts = np.where(left < 0, 0, hi - lo)
-    li = np.repeat(np.arange(len(left), dtype=np.int64), counts)
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    ri = order[np.arange(len(li), dtype=np.int64) + starts]
+    if int(counts.max(initial=0)) <= 1:  # each left record matches at most one
+        li = np.flatnonzero(counts)
+        ri = order[lo[li]]
+    else:
+        li = np.repeat(np.arange(len(left), dtype=np.int64), counts)
+        starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+        ri = order[np.arange(len(li), dtype=np.int64) + starts]
     parts_l, parts_r = [li], [ri]
     if keep_left:
         lonely = np.flatnonzero(counts == 0)
