@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_KEY_TYPES", "JOIN_TYPES", "EquiJoin", "find_equi_join", "join_pairs", "key_codes"]
+__all__ = [
+    "EXACT_KEY_TYPES",
+    "JOIN_TYPES",
+    "EquiJoin",
+    "find_equi_join",
+    "join_pairs",
+    "key_codes",
+    "value_codes",
+]
 
 #: Spark key types whose equality is equality of the values Arrow hands us.  Floats
 #: are missing on purpose: Spark's join treats NaN = NaN and -0.0 = 0.0; strings with a
@@ -55,28 +63,46 @@ def key_codes(left: list[Any], right: list[Any]) -> tuple[np.ndarray, np.ndarray
     import pyarrow as pa
 
     n_left = len(left[0]) if left else 0
-    n_right = len(right[0]) if right else 0
     if len(left) == 1:
         small = _integer_codes(left[0], right[0])
         if small is not None:
             return small[:n_left], small[n_left:]
-    combined = np.zeros(n_left + n_right, dtype=np.int64)
-    null = np.zeros(n_left + n_right, dtype=bool)
+    columns = []
     for lcol, rcol in zip(left, right):
         chunks = [*_chunks(lcol), *_chunks(rcol)]
-        both = pa.chunked_array(chunks, type=chunks[0].type).combine_chunks()
-        encoded = both.dictionary_encode()
+        columns.append(pa.chunked_array(chunks, type=chunks[0].type))
+    combined, null = value_codes(columns)
+    combined[null] = -1
+    return combined[:n_left], combined[n_left:]
+
+
+def value_codes(columns: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 code per row of equal-length Arrow columns: equal codes iff the rows'
+    values are equal, a null being a value of its own; and which rows hold a null.
+
+    >>> import pyarrow as pa
+    >>> codes, null = value_codes([pa.array(["a", None, "a"]), pa.array([1, 1, 1])])
+    >>> bool(codes[0] == codes[2]), bool(codes[0] == codes[1]), null.tolist()
+    (True, False, [False, True, False])
+    """
+    n = len(columns[0]) if columns else 0
+    combined = np.zeros(n, dtype=np.int64)
+    null = np.zeros(n, dtype=bool)
+    for col in columns:
+        # one chunk first, so that a single dictionary numbers every value
+        if hasattr(col, "chunks"):
+            col = col.combine_chunks()
+        encoded = col.dictionary_encode()
         codes = np.asarray(
             encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64
         )
         null |= codes < 0
         width = len(encoded.dictionary) + 1
-        if len(combined) and (int(combined.max()) + 1) * width >= 2**62:
+        if n and (int(combined.max()) + 1) * width >= 2**62:
             # mixed radix made dense again (a sort), only when the next key would overflow
             combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)
         combined = combined * width + (codes + 1)
-    combined[null] = -1
-    return combined[:n_left], combined[n_left:]
+    return combined, null
 
 
 def _integer_codes(left: Any, right: Any) -> np.ndarray | None:

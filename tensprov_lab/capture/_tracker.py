@@ -31,7 +31,7 @@ from tensprov_lab.capture._annotate import (
     rewrite,
 )
 from tensprov_lab.capture._attributes import attribute_maps
-from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes
+from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes, value_codes
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keys import (
     IN_LIST,
@@ -1126,19 +1126,9 @@ class Tracker:
 def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
     """Group number of every row, grouping equal values (and nulls) like Spark does for
     integral, string, boolean and date columns."""
-    import pyarrow.compute as pc
-
-    code = np.zeros(table.num_rows, dtype=np.int64)
-    for name in columns:
-        # one chunk first, so that a single dictionary numbers every value
-        enc = pc.dictionary_encode(table.column(name).combine_chunks())
-        idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        size = len(enc.dictionary) + 1
-        if code.size and int(code.max()) > (2**62) // size:
-            _, code = np.unique(code, return_inverse=True)
-        code = code * size + idx + 1
     import pandas as pd
 
+    code, _ = value_codes([table.column(name) for name in columns])
     # hash-based: no sort of every member
     parent, uniq = pd.factorize(code)
     return parent.astype(np.int64), len(uniq)
