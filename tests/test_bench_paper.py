@@ -13,12 +13,14 @@ def test_formatting_without_spark() -> None:
     pipes = [
         paper.PipelineResult(
             "census", "dataframe", rows_in=10, rows_out=10, materialize_s=1.0, capture_s=2.0,
-            engine_bytes=2**20, baseline_s=8.0, baseline_bytes=2**30, agrees=True,
+            build_s=0.5, engine_bytes=2**20, baseline_s=8.0, baseline_bytes=2**30, agrees=True,
         )
     ]  # fmt: skip
     text = paper.format_pipelines(pipes)
     assert "4012.38" in text and "16.18" in text  # the paper's figures beside ours
     assert pipes[0].overhead == 2.0 and pipes[0].speedup == 4.0
+    assert pipes[0].added == 1.5  # (2.0 - 0.5) / 1.0: the block's own code taken out
+    assert " 0.50 " in text and " 1.50 " in text
     join = paper.format_join([paper.JoinResult(3, join_rows=10, join_bytes=20)])
     assert "3.02" in join and "1.02 GB" in join
     assert paper._jsonable({"a": (1.0, float("nan"))}) == {"a": [1.0, None]}
