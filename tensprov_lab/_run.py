@@ -22,6 +22,7 @@ from tensprov_lab.query import (
     transformations,
 )
 from tensprov_lab.store import Dataset, Operation, Store
+from tensprov_lab.store._sets import unique
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -186,7 +187,7 @@ class Run:
             raise IndexError(
                 f"row indices must be in 0..{n - 1} for {self.store.datasets[ds_id].label}"
             )
-        return ds_id, np.unique(picked)
+        return ds_id, unique(picked)
 
     def _targets(self, to: Any, default: list[int]) -> list[int] | None:
         if to is None:
@@ -573,7 +574,7 @@ class CellLineage:
     def rows(self, ref: Any) -> np.ndarray:
         """Every row holding a reached cell of the dataset."""
         parts = [r for cols in self[ref].values() for r in cols.values()]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        return unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
     def columns(self, ref: Any) -> dict[str, list[str]]:
         return {kind: list(cols) for kind, cols in self[ref].items()}

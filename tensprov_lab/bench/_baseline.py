@@ -40,6 +40,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from tensprov_lab.store._sets import union, unique
+
 __all__ = ["Observation", "ObservedStep", "Step", "Unexplained", "observe", "observe_function"]
 
 ROW = "_row"
@@ -170,7 +172,7 @@ class Observation:
     def backward(self, name: str, rows: Sequence[int]) -> dict[str, np.ndarray]:
         """Source records (per source) that the given records of ``name`` derive from."""
         by_name = {s.name: s for s in self.steps}
-        frontier: dict[str, np.ndarray] = {name: np.unique(np.asarray(rows, dtype=np.int64))}
+        frontier: dict[str, np.ndarray] = {name: unique(np.asarray(rows, dtype=np.int64))}
         found: dict[str, np.ndarray] = {}
         # steps are in topological order, so one reverse sweep visits every path
         for step in reversed(self.steps):
@@ -181,7 +183,7 @@ class Observation:
                 hit = p["in"].to_numpy()[np.isin(p["out"].to_numpy(), here)]
                 hit = hit[hit >= 0]
                 prev = frontier.get(parent)
-                frontier[parent] = np.union1d(prev, hit) if prev is not None else np.unique(hit)
+                frontier[parent] = union(prev, hit) if prev is not None else unique(hit)
         for src in self.sources:
             if src in frontier:
                 found[src] = frontier[src]

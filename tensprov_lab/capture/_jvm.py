@@ -150,6 +150,11 @@ class Jvm:
             raise KeyError(f"{self.cls(node)} has no argument {sorted(unknown)}")
         return node.makeCopy(args)
 
+    def union(self, children: list[JObject]) -> JObject:
+        """``Union`` of plans with the same output types, by position (the first
+        child's attributes name the output)."""
+        return self._logical.Union(self.seq(children), False, False)
+
     def project(self, exprs: list[JObject], child: JObject) -> JObject:
         return self._logical.Project(self.seq(exprs), child)
 

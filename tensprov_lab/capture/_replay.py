@@ -36,6 +36,7 @@ from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
 from tensprov_lab.store import Operation
+from tensprov_lab.store._sets import difference, union, unique
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -129,24 +130,41 @@ def _node(tracker: Tracker, ds_id: int) -> Node:
     return node
 
 
-def _keyed_filter(tracker: Tracker, ds_id: int, rows: np.ndarray) -> JObject:
-    """The annotated plan of a keyed source restricted to ``rows``."""
-    from pyspark.sql import functions as F
-
+def _keyed_filter(
+    tracker: Tracker, ds_id: int, rows: np.ndarray, exclude: np.ndarray | None = None
+) -> JObject:
+    """The annotated plan of a keyed source restricted to ``rows``, or, when ``rows`` are
+    a large part of it, the whole source without ``exclude``: callers pick their records
+    by key, and a filter listing millions of keys costs more than reading the rest."""
     node = _node(tracker, ds_id)
-    assert node.ann is not None and node.ki is not None
-    values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
+    assert node.ann is not None and node.ki is not None and node.n is not None
+    source = tracker.source_plan(node)
     key = node.ann.key_names()[0]
+    if len(rows) >= max(IN_LIST, node.n * _WHOLE):
+        if exclude is None or not len(exclude):
+            return source
+        rows, keep = np.asarray(exclude, dtype=np.int64), False
+    else:
+        keep = True
+    values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
     if len(values) <= IN_LIST:
         # built directly: no DataFrame of its own, one parse and one analysis
-        return tracker.jvm.filter_sql(keys_sql(key, values), tracker.source_plan(node))
-    # a long IN list makes a huge plan: join with the keys instead (a small local table)
+        text = keys_sql(key, values)
+        return tracker.jvm.filter_sql(text if keep else f"NOT ({text})", source)
+    # a long IN list makes a huge plan: join with the keys instead (a small local table,
+    # sent as Arrow)
     import pyarrow as pa
+    from pyspark.sql import functions as F
 
-    df = tracker.jvm.to_df(tracker.source_plan(node))
-    want = tracker.spark.createDataFrame(pa.table({"__tp_want": values}).to_pandas())
-    kept = df.join(F.broadcast(want), df[key] == want["__tp_want"], "left_semi")
+    df = tracker.jvm.to_df(source)
+    want = tracker.spark.createDataFrame(pa.table({"__tp_want": values}))
+    how = "left_semi" if keep else "left_anti"
+    kept = df.join(F.broadcast(want), df[key] == want["__tp_want"], how)
     return kept._jdf.queryExecution().analyzed()
+
+
+#: share of a source's records above which a replay reads it whole (see _keyed_filter)
+_WHOLE = 0.1
 
 
 def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str, Any]:
@@ -234,7 +252,7 @@ def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFra
     """Recompute ``rows`` of ``ds_id`` from their provenance-related records only."""
     from tensprov_lab._run import ROW
 
-    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    rows = unique(np.asarray(rows, dtype=np.int64))
     plan, small = _restricted(tracker, ds_id, rows)
     pdf, idx = _read(tracker, ds_id, plan, small)
     pdf.insert(0, ROW, idx)
@@ -336,11 +354,9 @@ def what_if(
     from tensprov_lab._run import ROW
 
     store = tracker.store
-    changed: dict[int, np.ndarray] = {
-        d: np.unique(np.asarray(r, np.int64)) for d, r in drop.items()
-    }
+    changed: dict[int, np.ndarray] = {d: unique(np.asarray(r, np.int64)) for d, r in drop.items()}
     for d, by_row in edit.items():
-        changed[d] = np.union1d(changed.get(d, np.zeros(0, np.int64)), np.array(sorted(by_row)))
+        changed[d] = union(changed.get(d, np.zeros(0, np.int64)), np.array(sorted(by_row)))
     for d in changed:
         if store.producer(d) is not None:
             raise ValueError(
@@ -356,14 +372,15 @@ def what_if(
     empty = np.zeros(0, np.int64)
 
     def edited(src: int, keep: np.ndarray) -> JObject:
-        rows = np.union1d(keep, changed.get(src, empty))
-        rows = np.setdiff1d(rows, np.asarray(drop.get(src, empty), np.int64))
-        df, key, ki = _keyed_df(tracker, src, rows)
+        dropped = np.asarray(drop.get(src, empty), np.int64)
+        touched = np.array(sorted(edit.get(src, {})), dtype=np.int64)
+        rows = difference(union(keep, changed.get(src, empty)), dropped)
+        # the edited records come from a small local relation, the others from Spark
+        base = _keyed_filter(tracker, src, difference(rows, touched), union(dropped, touched))
+        if not len(touched):
+            return base
+        df, key, ki = _keyed_df(tracker, src, touched)
         plan = _analyzed(df)
-        if not edit.get(src):
-            return plan
-        # the few records, edited locally, become a small local relation whose columns
-        # take the source's expression ids, so the plans above read them unchanged
         pdf = df.toPandas()
         for row, new in edit[src].items():
             kv = int(ki.values(np.array([row], np.int64))[0])
@@ -372,10 +389,12 @@ def what_if(
         local = tracker.spark.createDataFrame(pdf, schema=df.schema)
         jvm = tracker.jvm
         lplan = _analyzed(local)
+        # its columns take the source's expression ids, so the plans above read it
+        # unchanged
         out = [
             jvm.alias(a, str(o.name()), like=o) for a, o in zip(jvm.output(lplan), jvm.output(plan))
         ]
-        return jvm.project(out, lplan)
+        return jvm.union([base, jvm.project(out, lplan)])
 
     result = WhatIf()
     chosen = sorted(reach) if to is None else [t for t in to if t in reach]
@@ -397,7 +416,7 @@ def what_if(
         if why is not None:
             result.not_previewable[label] = why
             continue
-        old_rows = np.unique(np.concatenate(reach[t]))
+        old_rows = unique(np.concatenate(reach[t]))
         old = replay_records(tracker, t, old_rows)
         new, new_idx = _read(tracker, t, *_restricted(tracker, t, old_rows, edit=edited))
         new.insert(0, ROW, new_idx)

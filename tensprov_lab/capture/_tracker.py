@@ -47,6 +47,7 @@ from tensprov_lab.capture._keys import (
     keys_in,
 )
 from tensprov_lab.store import IdentityTensor, Store, make_tensor, tensor_from_pairs
+from tensprov_lab.store._sets import unique
 
 __all__ = ["Tracker", "TensProvWarning", "DATAFRAME_METHODS", "GROUPED_METHODS"]
 
@@ -515,7 +516,7 @@ class Tracker:
         node, df = self._annotated(ds_id, where)
         assert node.ann is not None and node.ki is not None
         raw = self._collect_keys(self.jvm.plan(df), node.ann.key_names())
-        return np.unique(node.ki.lookup(raw))
+        return unique(node.ki.lookup(raw))
 
     def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
 

@@ -51,6 +51,7 @@ from tensprov_lab.notebook._graph_view import (
     node_ref,
 )
 from tensprov_lab.notebook._svg import view_to_svg
+from tensprov_lab.store._sets import unique
 
 __all__ = ["LineageExplorer", "explore"]
 
@@ -479,7 +480,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         cells[ds_id] = {"contributing": {str(column): start}, "influencing": {}}
         direction[ds_id] = "origin"
         rows = {
-            d: np.unique(np.concatenate([r for k in c.values() for r in k.values()]))
+            d: unique(np.concatenate([r for k in c.values() for r in k.values()]))
             for d, c in cells.items()
         }
         self._set_picked(
@@ -1009,7 +1010,7 @@ def _cell_count(cells: dict[str, dict[str, np.ndarray]]) -> int:
     for kind in cells.values():
         for col, r in kind.items():
             by_col.setdefault(col, []).append(r)
-    return sum(int(len(np.unique(np.concatenate(parts)))) for parts in by_col.values())
+    return sum(int(len(unique(np.concatenate(parts)))) for parts in by_col.values())
 
 
 def _downstream(store: Any, changed: Iterable[int]) -> list[int]:

@@ -27,6 +27,7 @@ from numpy.typing import ArrayLike
 
 from tensprov_lab.query._lineage import _start_rows, _targets, _topo
 from tensprov_lab.store._graph import Operation, Store
+from tensprov_lab.store._sets import unique
 
 __all__ = ["CellResult", "Cells", "cell_lineage", "step_cells"]
 
@@ -75,7 +76,7 @@ def _merge(acc: dict[int, list[np.ndarray]], col: int, rows: np.ndarray) -> None
 
 def _finish(acc: dict[int, list[np.ndarray]]) -> Cells:
     return {
-        c: parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+        c: parts[0] if len(parts) == 1 else unique(np.concatenate(parts))
         for c, parts in sorted(acc.items())
     }
 

@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike
 
 from tensprov_lab.query._lineage import _check_dataset, _topo, backward, forward
 from tensprov_lab.store._graph import Store
+from tensprov_lab.store._sets import unique
 
 __all__ = ["co_contributors", "co_dependents", "meeting_points", "transformations"]
 
@@ -101,7 +102,7 @@ def co_contributors(
         got = backward(store, t, out, to=other).rows.get(other)
         if got is not None:
             parts.append(got)
-    return np.unique(np.concatenate(parts))
+    return unique(np.concatenate(parts))
 
 
 def co_dependents(store: Store, ds_id: int, rows: ArrayLike, other: int) -> np.ndarray:
@@ -130,4 +131,4 @@ def co_dependents(store: Store, ds_id: int, rows: ArrayLike, other: int) -> np.n
         got = forward(store, d, r, to=other).rows.get(other)
         if got is not None:
             parts.append(got)
-    return np.unique(np.concatenate(parts))
+    return unique(np.concatenate(parts))

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from tensprov_lab.store._graph import Operation, Store
+from tensprov_lab.store._sets import unique
 from tensprov_lab.store._tensors import normalize_rows
 
 __all__ = ["LineageResult", "backward", "forward", "mapping"]
@@ -135,14 +136,14 @@ def _targets(store: Store, to: int | Iterable[int] | None) -> set[int] | None:
 def _union(parts: list[np.ndarray]) -> np.ndarray:
     if len(parts) == 1:
         return parts[0]
-    return np.unique(np.concatenate(parts))
+    return unique(np.concatenate(parts))
 
 
 def _start_rows(store: Store, ds_id: int, rows: ArrayLike) -> np.ndarray:
     _check_dataset(store, ds_id)
     n = _n_rows(store, ds_id)
     r = normalize_rows(rows, n if n is not None else np.iinfo(np.int64).max, "row")
-    return r if r.size <= 1 else np.unique(r)
+    return r if r.size <= 1 else unique(r)
 
 
 def _run(

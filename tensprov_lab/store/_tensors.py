@@ -38,6 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
+from tensprov_lab.store._sets import unique
+
 __all__ = [
     "AllTensor",
     "BlockTensor",
@@ -121,10 +123,10 @@ def normalize_rows(rows: ArrayLike, n: int, what: str = "row") -> np.ndarray:
 
 
 def _sorted_unique(a: np.ndarray) -> np.ndarray:
-    # the common query is one row or an already sorted set: skip np.unique's sort then
+    # the common query is one row or an already sorted set: skip the sort then
     if a.size <= 1 or bool(np.all(a[1:] > a[:-1])):
         return a
-    return np.unique(a)
+    return unique(a)
 
 
 def _dedup_sorted(a: np.ndarray) -> np.ndarray:
@@ -1209,7 +1211,7 @@ class IndexTensor(Tensor):
         assert self._inv_indptr is not None and self._inv_order is not None
         pos = _ranges(self._inv_indptr[u], self._inv_indptr[u + 1])
         out = self._inv_order[pos].astype(np.int64)
-        return out if u.size == 1 else np.unique(out)
+        return out if u.size == 1 else unique(out)
 
     def _build_inverse(self) -> None:
         idx = self.to_index()
@@ -1340,7 +1342,7 @@ class CSRTensor(Tensor):
             return _EMPTY
         pos = _ranges(self.indptr[u], self.indptr[u + 1])
         out = self.indices[pos].astype(np.int64)
-        return out if u.size == 1 else np.unique(out)
+        return out if u.size == 1 else unique(out)
 
     def _forward(self, u: np.ndarray) -> np.ndarray:
         if u.size == 0:
@@ -1350,7 +1352,7 @@ class CSRTensor(Tensor):
         assert self._t_indptr is not None
         pos = _ranges(self._t_indptr[u], self._t_indptr[u + 1])
         out = self._t_indices[pos].astype(np.int64)
-        return out if u.size == 1 else np.unique(out)
+        return out if u.size == 1 else unique(out)
 
     def _transpose(self) -> tuple[np.ndarray, np.ndarray]:
         t_indptr, order = _inverse_csr(self.indices, self.n_in)

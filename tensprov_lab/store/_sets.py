@@ -1,0 +1,47 @@
+"""Sorted sets of row numbers (integer arrays), by sorting.
+
+NumPy 2.4's ``np.unique`` (and so ``union1d`` and ``setdiff1d``) finds unique values
+with a hash table when no index or count is asked for; on this project's machine that
+took 4.3 s for four million row numbers where a sort takes 0.3 s, and what-if previews
+reaching big groups spent most of their time there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["difference", "union", "unique"]
+
+
+def unique(a: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array, sorted (``np.unique`` by sorting).
+
+    >>> unique(np.array([3, 1, 3, 2])).tolist()
+    [1, 2, 3]
+    """
+    s = np.sort(np.asarray(a), axis=None)
+    if s.size <= 1:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted distinct values in ``a`` or ``b``.
+
+    >>> union(np.array([3, 1]), np.array([2, 3])).tolist()
+    [1, 2, 3]
+    """
+    return unique(np.concatenate([np.ravel(a), np.ravel(b)]))
+
+
+def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted distinct values in ``a`` and not in ``b``.
+
+    >>> difference(np.array([3, 1, 2, 1]), np.array([2])).tolist()
+    [1, 3]
+    """
+    ua = unique(a)
+    return ua[~np.isin(ua, b)]
