@@ -116,8 +116,10 @@ _SAME_OUTPUT = {
     "RepartitionByExpression", "RebalancePartitions", "SubqueryAlias", "ResolvedHint",
     "Distinct", "Deduplicate", "Offset", "View", "CollectMetrics", "Union",
 }  # fmt: skip
-#: a projection over at least this many columns is read by its new expressions only
-_WIDE = 24
+#: a projection over at least this many columns is read by its new expressions only:
+#: Catalyst writes each attribute into JSON at ~0.4 ms, so this pays from a few columns
+#: on (German's pipeline: capture 2.3 s -> 1.3 s when lowered from 24)
+_WIDE = 4
 _SEP = "\u0000\u0001"
 _ATTRIBUTE_ID = re.compile(r"#(\d+)L?(?:-T\d+ms)?$")
 _JOIN_BOTH = {"Inner", "LeftOuter", "RightOuter", "FullOuter", "Cross"}
