@@ -734,7 +734,8 @@ def test_quickstart_in_the_browser(
 def test_quickstart_in_notebook7(
     browser: Any, nb7: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The same widget in Notebook 7's shell: renders, and clicks reach the kernel and back."""
+    """The same widget in Notebook 7's shell: renders, and record, cell and what-if clicks
+    reach the kernel and back."""
     page = _open(browser, nb7, QUICKSTART.name)
     try:
         # Notebook 7's own page, not JupyterLab's (both are built from the same components)
@@ -746,10 +747,14 @@ def test_quickstart_in_notebook7(
         nodes = _check_quickstart_graph(el)
         _click_join(page, el, nodes)
         _click_east_total(page, el, nodes)
+        # cell lineage and both what-if previews, as in JupyterLab
+        cell_ms = _click_east_revenue(page, el)
+        _preview_without_stale_customer(page, el, nodes)
+        _preview_with_edited_amount(page, el, nodes)
         shot = nb7["tmp"] / "quickstart-notebook7.png"
         el.screenshot(path=str(shot))
         with capsys.disabled():
-            print(f"\nscreenshot (Notebook 7): {shot}")
+            print(f"\nscreenshot (Notebook 7): {shot}; cell click -> highlight {cell_ms:.1f} ms")
         assert shot.stat().st_size > 10_000
     finally:
         page.close()

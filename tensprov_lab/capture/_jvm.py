@@ -117,6 +117,10 @@ class Jvm:
     def _state(self) -> JObject:
         return self.spark._jsparkSession.sessionState()
 
+    def broadcast_threshold(self) -> int:
+        """``spark.sql.autoBroadcastJoinThreshold`` in bytes (-1: never broadcast)."""
+        return int(self._state.conf().autoBroadcastJoinThreshold())
+
     @staticmethod
     def cls(obj: JObject) -> str:
         return str(obj.getClass().getSimpleName())

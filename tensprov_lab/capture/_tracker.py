@@ -879,7 +879,7 @@ class Tracker:
         try:
             stats = self.jvm.to_df(side)._jdf.queryExecution().optimizedPlan().stats()
             size = int(str(stats.sizeInBytes()))
-            limit = int(self.jvm._state.conf().autoBroadcastJoinThreshold())
+            limit = self.jvm.broadcast_threshold()
         except Exception:  # noqa: BLE001 - no estimate: leave the join to Spark
             return False
         # Spark's "no estimate" (e.g. an RDD) is Long.MaxValue, and estimates above one
