@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab.capture._tracker import TensProvWarning
+from tests._numpy_joins import numpy_joins
 from tests.oracle import ANY, Step, Table, apply, backward_cells, forward_cells
 
 pytestmark = pytest.mark.spark
@@ -231,8 +232,6 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
 def test_joins_matched_in_numpy_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     """Pipelines with a join where Spark would shuffle both sides (broadcast off), which
     capture matches in NumPy (``_equijoin``) instead of running the join."""
-    from tensprov_lab.capture import _tracker
-
     t = Table.source("a", A_COLS, A_TYPES, a)
     steps: list[tuple] = []
     prev = None
@@ -244,23 +243,8 @@ def test_joins_matched_in_numpy_match_oracle(spark, a, b, data) -> None:  # noqa
     if "k" not in t.cols or "w" in t.cols:
         steps = []  # the steps dropped the key: join the source itself
     steps.append(("join", data.draw(st.sampled_from(["inner", "left", "right", "full"]))))
-    fast: list[bool] = []
-    real = _tracker.Tracker._join_keys
-
-    def spy(self, rw, occ):  # noqa: ANN001, ANN202
-        out = real(self, rw, occ)
-        if rw.join_node is not None:
-            fast.append(out is not None)
-        return out
-
-    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
-    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    _tracker.Tracker._join_keys = spy  # type: ignore[method-assign]
-    try:
+    with numpy_joins(spark) as fast:
         run_pipeline(spark, a, b, steps)
-    finally:
-        _tracker.Tracker._join_keys = real  # type: ignore[method-assign]
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
     assert fast == [True]
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab.capture._equijoin import join_pairs, key_codes
+from tests._numpy_joins import numpy_joins
 
 keys = st.lists(st.one_of(st.none(), st.integers(-3, 3)), max_size=12)
 words = st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", ""])), max_size=12)
@@ -107,34 +108,16 @@ def _expected_map(pairs: list, n_out: int, n_in: int, side: int) -> np.ndarray:
 def test_captured_joins_match_hand_computed_pairs(spark, how) -> None:  # noqa: ANN001
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture import _tracker
-
     day = dt.date(2024, 1, 1)
     left_rows = [(1, "x", day), (2, None, day), (1, "x", day), (None, "x", day), (3, "y", None)]
     right_rows = [(1, "x", day), (1, "x", day), (3, "y", None), (4, "z", day), (2, None, day)]
     a = spark.createDataFrame(left_rows, "k int, s string, d date")
     b = spark.createDataFrame(right_rows, "k2 bigint, s2 string, d2 date")
-    calls: list[bool] = []
-    real = _tracker.Tracker._join_keys
-
-    def spy(self, rw, occ):  # noqa: ANN001, ANN202
-        out = real(self, rw, occ)
-        if rw.join_node is not None:
-            calls.append(out is not None)
-        return out
-
-    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
-    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # every join shuffles
-    _tracker.Tracker._join_keys = spy  # type: ignore[method-assign]
-    try:
-        with tensprov_lab.track(spark, name=f"eqjoin-{how}") as run:
-            kept = a.filter(F.col("s").isNull() | (F.col("k") < 9))  # an intermediate side
-            cond = (kept.k == b.k2) & (kept.s == b.s2) & (kept.d == b.d2)
-            joined = kept.join(b, cond, how)
-            by_date = joined.join(b.select(F.col("d2").alias("d")), "d", "inner")
-    finally:
-        _tracker.Tracker._join_keys = real  # type: ignore[method-assign]
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+    with numpy_joins(spark) as calls, tensprov_lab.track(spark, name=f"eqjoin-{how}") as run:
+        kept = a.filter(F.col("s").isNull() | (F.col("k") < 9))  # an intermediate side
+        cond = (kept.k == b.k2) & (kept.s == b.s2) & (kept.d == b.d2)
+        joined = kept.join(b, cond, how)
+        by_date = joined.join(b.select(F.col("d2").alias("d")), "d", "inner")
     assert calls == [True, True]  # both joins matched in NumPy
     assert not any(op.opaque for op in run.operations)
     keep_left, keep_right = how in ("left", "full"), how in ("right", "full")

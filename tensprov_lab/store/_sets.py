@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["difference", "union", "unique"]
+__all__ = ["dedup_sorted", "difference", "union", "unique"]
 
 
 def unique(a: np.ndarray) -> np.ndarray:
@@ -19,13 +19,21 @@ def unique(a: np.ndarray) -> np.ndarray:
     >>> unique(np.array([3, 1, 3, 2])).tolist()
     [1, 2, 3]
     """
-    s = np.sort(np.asarray(a), axis=None)
-    if s.size <= 1:
-        return s
-    keep = np.empty(s.size, dtype=bool)
+    return dedup_sorted(np.sort(np.asarray(a), axis=None))
+
+
+def dedup_sorted(a: np.ndarray) -> np.ndarray:
+    """Drop repeats from a non-decreasing array in O(k).
+
+    >>> dedup_sorted(np.array([1, 1, 2, 5, 5])).tolist()
+    [1, 2, 5]
+    """
+    if a.size <= 1:
+        return a
+    keep = np.empty(a.size, dtype=bool)
     keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:

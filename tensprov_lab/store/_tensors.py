@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
-from tensprov_lab.store._sets import unique
+from tensprov_lab.store._sets import dedup_sorted, unique
 
 __all__ = [
     "AllTensor",
@@ -127,16 +127,6 @@ def _sorted_unique(a: np.ndarray) -> np.ndarray:
     if a.size <= 1 or bool(np.all(a[1:] > a[:-1])):
         return a
     return unique(a)
-
-
-def _dedup_sorted(a: np.ndarray) -> np.ndarray:
-    """Drop repeats from a non-decreasing array in O(k)."""
-    if a.size <= 1:
-        return a
-    keep = np.empty(a.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -1190,7 +1180,7 @@ class IndexTensor(Tensor):
     def _backward(self, u: np.ndarray) -> np.ndarray:
         v = self._lookup(u)
         v = v[v >= 0]
-        return _sorted_unique(v) if self._values is not None else _dedup_sorted(v)
+        return _sorted_unique(v) if self._values is not None else dedup_sorted(v)
 
     def _forward(self, u: np.ndarray) -> np.ndarray:
         if u.size == 0:

@@ -1,0 +1,33 @@
+"""A tracked block where every equi-join is matched in NumPy (``capture/_equijoin``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def numpy_joins(spark: Any) -> Iterator[list[bool]]:
+    """Broadcast joins off (so Spark would shuffle both sides of every join, the case
+    capture matches in NumPy); yields a list that gets, per join operation captured,
+    whether it took the NumPy path."""
+    from tensprov_lab.capture import _tracker
+
+    taken: list[bool] = []
+    real = _tracker.Tracker._join_keys
+
+    def spy(self, rw, occ):  # noqa: ANN001, ANN202
+        out = real(self, rw, occ)
+        if rw.join_node is not None:
+            taken.append(out is not None)
+        return out
+
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    _tracker.Tracker._join_keys = spy  # type: ignore[method-assign]
+    try:
+        yield taken
+    finally:
+        _tracker.Tracker._join_keys = real  # type: ignore[method-assign]
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
