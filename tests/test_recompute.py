@@ -206,6 +206,8 @@ def build(orders: DataFrame, cust: DataFrame) -> dict[str, DataFrame]:
         {"edit": {"orders": {3: {"oid": 40}}}},
         {"edit": {"cust": {0: {"name": "ANN", "region": "south"}}}},
         {"edit": {"orders": {5: {"amount": 10.0}}}},  # leaves the filter: no join after it
+        # dropped and edited: the drop wins
+        {"drop": {"orders": [3]}, "edit": {"orders": {3: {"amount": 999.0}, 4: {"oid": 41}}}},
     ],
 )
 def test_what_if_equals_rerunning_on_the_changed_inputs(spark: Any, change: dict) -> None:

@@ -373,7 +373,8 @@ def what_if(
 
     def edited(src: int, keep: np.ndarray) -> JObject:
         dropped = np.asarray(drop.get(src, empty), np.int64)
-        touched = np.array(sorted(edit.get(src, {})), dtype=np.int64)
+        # a record both dropped and edited stays dropped
+        touched = difference(np.array(sorted(edit.get(src, {})), dtype=np.int64), dropped)
         rows = difference(union(keep, changed.get(src, empty)), dropped)
         # the edited records come from a small local relation, the others from Spark
         base = _keyed_filter(tracker, src, difference(rows, touched), union(dropped, touched))
