@@ -122,13 +122,10 @@ def _integer_codes(left: Any, right: Any) -> np.ndarray | None:
     low, high = lo_hi["min"].as_py(), lo_hi["max"].as_py()
     if high - low >= 2**62:
         return None
-    codes = np.asarray(both.to_numpy(), dtype=np.int64) if both.null_count == 0 else None
-    if codes is None:
-        codes = np.asarray(pc.fill_null(both, low).to_numpy(), dtype=np.int64)
-        codes = codes - low
+    codes = np.asarray(pc.fill_null(both, low).to_numpy(), dtype=np.int64) - low
+    if both.null_count:
         codes[np.asarray(both.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = -1
-        return codes
-    return codes - low
+    return codes
 
 
 def _chunks(col: Any) -> list[Any]:

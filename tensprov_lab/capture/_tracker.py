@@ -594,19 +594,16 @@ class Tracker:
         if not defer:
             self._index_deferred([node])
 
-    def _index_deferred(self, nodes: list[Node], keys: np.ndarray | None = None) -> None:
-        """Give deferred sources their record index: from ``keys``, every scan key of the
-        (single) source in collect order when a caller read them anyway, else from one
-        small aggregate per source."""
+    def _index_deferred(self, nodes: list[Node]) -> None:
+        """Give deferred sources their record index (one small aggregate per source)."""
         for node in nodes:
-            if not node.deferred:
-                continue
-            assert node.ann is not None
-            ki = ScanKeyIndex.from_keys(keys) if keys is not None else None
-            if ki is None:
-                ki = self._scan_index(node.ann)
-            node.ki, node.n, node.deferred = ki, ki.n, False
-            self._dataset(node).n_rows = ki.n
+            if node.deferred:
+                assert node.ann is not None
+                self._set_index(node, self._scan_index(node.ann))
+
+    def _set_index(self, node: Node, ki: ScanKeyIndex) -> None:
+        node.ki, node.n, node.deferred = ki, ki.n, False
+        self._dataset(node).n_rows = ki.n
 
     def _scan_index(self, ann: Annotated) -> ScanKeyIndex:
         """Partition sizes of a keyed source: one small aggregate instead of every key."""
@@ -865,7 +862,9 @@ class Tracker:
             node = occ[b.pos]
             if node.deferred and jvm.ident(ej.sides[side]) == jvm.ident(node.ann.plan):  # type: ignore[union-attr]
                 # the side is the whole source in scan order: its keys are its index
-                self._index_deferred([node], block[:, 0])
+                ki = ScanKeyIndex.from_keys(block[:, 0])
+                if ki is not None:
+                    self._set_index(node, ki)
             picked = np.full((len(pairs[side]), block.shape[1]), -1, dtype=np.int64)
             found = pairs[side] >= 0
             picked[found] = block[pairs[side][found]]
