@@ -23,6 +23,10 @@ def test_formatting_without_spark() -> None:
     assert " 0.50 " in text and " 1.50 " in text
     join = paper.format_join([paper.JoinResult(3, join_rows=10, join_bytes=20)])
     assert "3.02" in join and "1.02 GB" in join
+    timed = paper.JoinResult(20, materialize_s=4.0, capture_s=1.0, baseline_s=22.0)
+    assert timed.overhead == 0.25 and timed.speedup == 22.0
+    line = paper.format_join([timed]).splitlines()[3]
+    assert " 0.25 " in line and " 22.00 " in line
     assert paper._jsonable({"a": (1.0, float("nan"))}) == {"a": [1.0, None]}
 
 
@@ -52,6 +56,7 @@ def test_smoke_run_writes_every_result(spark, tmp_path, capsys) -> None:  # type
     assert j["sf"] == 0.05 and j["join_rows"] == j["accounts"] > 0
     assert j["join_bytes"] > 0 and j["capture_s"] > 0 and min(j["why_ms"]) > 0
     assert j["baseline_bytes"] > j["join_bytes"] and j["agrees"] is True
+    assert j["speedup"] == j["baseline_s"] / j["capture_s"] and j["overhead"] > 0
     timed = {q["query"]: q for q in report["queries"] if q["p50_ms"] is not None}
     assert {"Q1", "Q2"} <= set(timed)
     assert all(q["p50_ms"] > 0 and q["p99_ms"] >= q["p50_ms"] for q in timed.values())
