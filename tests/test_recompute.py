@@ -105,6 +105,39 @@ def test_recomputation_reads_only_lineage_related_source_records(pipeline: dict)
     assert " IN (" not in str(restricted.treeString()) and not small
 
 
+def test_a_few_records_replay_in_one_task(spark: Any) -> None:
+    """Inner joins of a few records pair their sides in place and each source is read
+    as one partition, so the replay has no shuffle; an outer join keeps Spark's join.
+    Either way the records equal the full dataset's."""
+    from tensprov_lab.capture._replay import _restricted
+
+    orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
+    cust = spark.createDataFrame(CUSTOMERS, "cid int, name string, region string")
+    with tensprov_lab.track(spark, name="one-task") as run:
+        inner = orders.join(cust, "cid").withColumn("tax", F.col("amount") * 0.2)
+        outer = orders.join(cust, "cid", "left").withColumn("tax", F.col("amount") * 0.2)
+        sink = inner.groupBy("region").count().union(outer.groupBy("region").count())
+    tracker = run._tracker
+    for df, outer_join in ((inner, False), (outer, True)):
+        ds = run.dataset(df).id
+        plan, small = _restricted(tracker, ds, np.array([1]))
+        assert small
+        physical = str(
+            tracker.jvm.to_df(plan, tracker.replay_spark)._jdf.queryExecution().executedPlan()
+        )
+        if not outer_join:
+            assert "Exchange" not in physical and "CartesianProduct" in physical, physical
+        else:  # Spark's own join (whether it shuffles is Spark's choice)
+            assert "CartesianProduct" not in physical and "Join" in physical, physical
+        everything = run.rows(df)
+        for rows in ([r] for r in range(len(everything))):
+            got = run.rows(df, rows=rows)
+            assert got.attrs["recomputed"] is True
+            want = everything[everything[ROW].isin(rows)].reset_index(drop=True)
+            pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    assert run.rows(sink)["count"].sum() == len(run.rows(inner)) + len(run.rows(outer))
+
+
 def test_sources_are_cached_for_recomputation_unless_told_not_to(spark: Any) -> None:
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     results = {}

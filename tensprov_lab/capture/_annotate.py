@@ -39,7 +39,11 @@ class Annotated:
     width: int
 
     def key_names(self) -> list[str]:
-        return [str(k.name()) for k in self.keys]
+        # asked on every read: a py4j round trip per key the first time only
+        names = self.__dict__.get("_names")
+        if names is None:
+            names = self.__dict__["_names"] = [str(k.name()) for k in self.keys]
+        return list(names)
 
 
 @dataclass

@@ -28,12 +28,31 @@ class Jvm:
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
         self._kept_idents: dict[int, tuple[JObject, int]] = {}
         self._kept_children: dict[int, tuple[JObject, list[JObject]]] = {}
+        self._kept_inner: dict[int, tuple[JObject, Any]] = {}
+        self._classes: dict[str, JObject] = {}
+        self._kept_long: dict[int, tuple[JObject, bool]] = {}
 
     # -- constants (looked up once: each costs py4j round trips) -------------------
     @functools.cached_property
     def empty(self) -> JObject:
-        """An empty Scala ``Seq``."""
-        return self.seq([])
+        """An empty Scala ``List``."""
+        return self._conv.asScala(self.jvm.java.util.ArrayList()).toList()
+
+    def logical(self, name: str) -> JObject:
+        """The Catalyst logical plan class ``name`` (looked up once: each lookup is a
+        py4j round trip)."""
+        return self._class(self._logical, name)
+
+    def expression(self, name: str) -> JObject:
+        """The Catalyst expression class ``name`` (looked up once)."""
+        return self._class(self._expr, name)
+
+    def _class(self, package: JObject, name: str) -> JObject:
+        key = f"{package}.{name}"
+        cls = self._classes.get(key)
+        if cls is None:
+            cls = self._classes[key] = getattr(package, name)
+        return cls
 
     @functools.cached_property
     def none(self) -> JObject:
@@ -46,7 +65,15 @@ class Jvm:
 
     # -- collections -------------------------------------------------------------
     def seq(self, items: list[JObject]) -> JObject:
-        return self._conv.asScala(list(items)).toList()
+        items = list(items)
+        if len(items) > 4:
+            return self._conv.asScala(items).toList()
+        # prepended one by one: a call each, where converting a Python list costs a
+        # call per element plus three
+        out = self.empty
+        for item in reversed(items):
+            out = getattr(out, "$colon$colon")(item)
+        return out
 
     def lst(self, seq: JObject) -> list[JObject]:
         # indexed access: iterating a converted Java list ends in a py4j exception
@@ -95,6 +122,35 @@ class Jvm:
         changes."""
         return self._remember(self._kept_children, node, self.children)
 
+    def kept_inner_join(self, node: JObject) -> tuple[JObject, JObject] | None:
+        """``(join type, condition)`` of ``node`` (a proxy the caller keeps) if it is an
+        inner ``Join``, else None."""
+        return self._remember(self._kept_inner, node, self._inner_join)
+
+    def _inner_join(self, node: JObject) -> tuple[JObject, JObject] | None:
+        if self.cls(node) != "Join":
+            return None
+        how = node.joinType()
+        return (how, node.condition()) if str(how) == "Inner" else None
+
+    def replicated(self, inner: tuple[JObject, JObject], left: JObject, right: JObject) -> JObject:
+        """The inner join ``inner`` (see ``kept_inner_join``) of ``left`` and ``right``,
+        hinted to pair its sides in place (``CartesianProduct`` with its condition): no
+        shuffle, hence no stage of its own, which is what a join of a few records
+        needs."""
+        how, condition = inner
+        return self.logical("Join")(left, right, how, condition, self._replicate_hint)
+
+    @functools.cached_property
+    def _replicate_hint(self) -> JObject:
+        strategy = getattr(getattr(self._logical, "SHUFFLE_REPLICATE_NL$"), "MODULE$")
+        info = self._logical.HintInfo(self.jvm.scala.Option.apply(strategy))
+        return self._logical.JoinHint(self.none, self.jvm.scala.Option.apply(info))
+
+    def single_partition(self, plan: JObject) -> JObject:
+        """``plan`` read as one partition without a shuffle (``coalesce(1)``)."""
+        return self.logical("Repartition")(1, False, plan)
+
     @staticmethod
     def _remember(cache: dict[int, tuple[JObject, Any]], obj: JObject, compute: Any) -> Any:
         # keyed by the proxy (held, so its id is not reused): no round trip at all
@@ -109,9 +165,49 @@ class Jvm:
         """``Filter(text, child)``, analysed on its own: resolved before it joins a larger
         plan, whose own analysis would otherwise rename the attributes of a relation
         that occurs twice (a self-union) and break the references above it."""
-        state = self._state
-        condition = state.sqlParser().parseExpression(text)
-        return state.analyzer().execute(self._logical.Filter(condition, child))
+        condition = self._parser.parseExpression(text)
+        return self._analyzer.execute(self.logical("Filter")(condition, child))
+
+    def keys_filter(self, key: JObject, values: list[int], child: JObject) -> JObject:
+        """``Filter(key IN (values), child)`` for a resolved ``bigint`` attribute ``key``
+        of ``child`` and integer ``values``, built resolved: analysing an ``IN`` list of
+        a hundred values costs about 15 ms.
+
+        From ``HASHED`` values on, they are also tested as a hash set first.  The
+        in-memory scan skips cache batches only with the ``IN`` list, whose test of a
+        record compares it with every value; the hash set decides the records of the
+        batches it reads in one lookup, and the ``IN`` list then sees only the few that
+        pass.
+        """
+        listed = ", ".join(f"{int(v)}L" for v in values)
+        # parsed, not analysed: the arguments of the unresolved array() are bigint
+        # literals already
+        literals = self._parser.parseExpression(f"array({listed})").arguments()
+        condition = self.expression("In")(key, literals)
+        if len(values) >= self.HASHED:
+            array = self.expression("CreateArray")(literals, False).eval(None)
+            hashed = self.expression("InSet")(key, array.toSeq(self._long).toSet())
+            condition = self.expression("And")(hashed, condition)
+        return self.logical("Filter")(condition, child)
+
+    #: fewest values ``keys_filter`` also tests as a hash set
+    HASHED = 16
+
+    def kept_is_long(self, attr: JObject) -> bool:
+        """Whether ``attr`` (a proxy the caller keeps) is of type ``bigint``."""
+        return self._remember(self._kept_long, attr, lambda a: str(a.dataType()) == "LongType")
+
+    @functools.cached_property
+    def _long(self) -> JObject:
+        return getattr(getattr(self.jvm.org.apache.spark.sql.types, "LongType$"), "MODULE$")
+
+    @functools.cached_property
+    def _parser(self) -> JObject:
+        return self._state.sqlParser()
+
+    @functools.cached_property
+    def _analyzer(self) -> JObject:
+        return self._state.analyzer()
 
     @functools.cached_property
     def _state(self) -> JObject:
@@ -139,8 +235,12 @@ class Jvm:
         from pyspark.sql import DataFrame
 
         spark = self.spark if spark is None else spark
-        jds = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+        jds = self._dataset.ofRows(spark._jsparkSession, plan)
         return DataFrame(jds, spark)
+
+    @functools.cached_property
+    def _dataset(self) -> JObject:
+        return self.jvm.org.apache.spark.sql.classic.Dataset
 
     def copy(self, node: JObject, **replace: JObject) -> JObject:
         """``node`` with some constructor arguments replaced (by position name)."""
@@ -157,16 +257,16 @@ class Jvm:
     def union(self, children: list[JObject]) -> JObject:
         """``Union`` of plans with the same output types, by position (the first
         child's attributes name the output)."""
-        return self._logical.Union(self.seq(children), False, False)
+        return self.logical("Union")(self.seq(children), False, False)
 
     def project(self, exprs: list[JObject], child: JObject) -> JObject:
-        return self._logical.Project(self.seq(exprs), child)
+        return self.logical("Project")(self.seq(exprs), child)
 
     def project_with(self, exprs: JObject, extra: list[JObject], child: JObject) -> JObject:
         """``Project(exprs ++ extra, child)`` for a Scala ``exprs`` sequence, joined in the
         JVM: moving a wide projection's expressions to Python and back costs two py4j
         round trips per column."""
-        return self._logical.Project(getattr(exprs, "$plus$plus")(self.seq(extra)), child)
+        return self.logical("Project")(getattr(exprs, "$plus$plus")(self.seq(extra)), child)
 
     def alias(self, expr: JObject, name: str, like: JObject | None = None) -> JObject:
         """``expr AS name``; with ``like`` (an attribute) reuse its expression id."""

@@ -52,10 +52,20 @@ class NotPreviewable(ValueError):
     """The change cannot be previewed by replaying lineage-related records."""
 
 
-def _substitute(tracker: Tracker, plan: JObject, repl: dict[int, JObject]) -> JObject:
+def _substitute(
+    tracker: Tracker, plan: JObject, repl: dict[int, JObject], few: bool = False
+) -> JObject:
     """``plan`` with the subtrees whose identity is in ``repl`` swapped (no descent
-    below a swapped subtree)."""
+    below a swapped subtree).
+
+    ``few``: the swapped subtrees hold a few records.  Each is then read as one
+    partition and the inner joins above them pair their sides in place, so the whole
+    replay is one Spark stage of one task: a shuffle's stages cost more than the join
+    of a few records.
+    """
     jvm = tracker.jvm
+    if few:
+        repl = {k: jvm.single_partition(v) for k, v in repl.items()}
     memo: dict[int, JObject] = {}
 
     def go(node: JObject) -> JObject:
@@ -66,8 +76,11 @@ def _substitute(tracker: Tracker, plan: JObject, repl: dict[int, JObject]) -> JO
             return memo[ident]
         kids = jvm.kept_children(node)
         new = [go(k) for k in kids]
+        inner = jvm.kept_inner_join(node) if few else None
         if all(a is b for a, b in zip(kids, new)):
             out = node
+        elif inner is not None:
+            out = jvm.replicated(inner, *new)
         else:
             out = node.withNewChildren(jvm.seq(new))
         memo[ident] = out
@@ -150,6 +163,9 @@ def _keyed_filter(
     if len(values) <= IN_LIST:
         # built directly: no DataFrame of its own, one parse and one analysis
         text = keys_sql(key, values)
+        attr = node.ann.keys[0]
+        if keep and len(values) and tracker.jvm.kept_is_long(attr):
+            return tracker.jvm.keys_filter(attr, values.tolist(), source)
         return tracker.jvm.filter_sql(text if keep else f"NOT ({text})", source)
     # a long IN list makes a huge plan: join with the keys instead (a small local table,
     # sent as Arrow)
@@ -178,6 +194,9 @@ def _keyed_df(tracker: Tracker, ds_id: int, rows: np.ndarray) -> tuple[Any, str,
 
 #: most frontier records a replay reads in the replay session (see _REPLAY_CONF)
 _SMALL_REPLAY = 10_000
+#: most frontier records a replay reads as one task, its inner joins pairing every
+#: record of one side with every record of the other (see _substitute)
+_FEW = 1000
 
 
 def _analyzed(df: Any) -> JObject:
@@ -230,7 +249,8 @@ def _restricted(
     repl: dict[int, JObject] = {}
     # the replay session interprets rows one by one: right for a few records, slower
     # than compiled code for many (a what-if reaching big groups replays their members)
-    small = sum(len(back.get(d, ())) for d in front) <= _SMALL_REPLAY
+    total = sum(len(back.get(d, ())) for d in front)
+    small = total <= _SMALL_REPLAY
     for d in front:
         fnode = _node(tracker, d)
         assert fnode.ann is not None
@@ -245,7 +265,9 @@ def _restricted(
             small = False
         else:
             repl[ident] = _keyed_filter(tracker, d, keep)
-    return _substitute(tracker, node.ann.plan, repl), small
+    # an in-place join compares every pair of its sides' records: for a few only
+    few = small and total <= _FEW
+    return _substitute(tracker, node.ann.plan, repl, few=few), small
 
 
 def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFrame:

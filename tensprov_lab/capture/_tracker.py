@@ -488,7 +488,9 @@ class Tracker:
                 self._plan_idents[df] = ident
         return self.nodes.get(ident)
 
-    def _annotated(self, ds_id: int, where: str | None) -> tuple[Node, Any]:
+    def _readable(self, ds_id: int) -> Node:
+        """The node of ``ds_id``, whose records can be read from Spark (or a clear
+        error)."""
         node = self.by_ds.get(ds_id)
         label = self.store.datasets[ds_id].label
         if node is None or node.ann is None or node.ki is None:
@@ -499,6 +501,12 @@ class Tracker:
                 "the SparkSession of this run was stopped (lineage queries still work; "
                 "records are read from Spark)",
             )
+        return node
+
+    def _annotated(self, ds_id: int, where: str | None) -> tuple[Node, Any]:
+        node = self._readable(ds_id)
+        assert node.ann is not None
+        label = self.store.datasets[ds_id].label
         df = self.jvm.to_df(node.ann.plan)
         if where is not None:
             try:
@@ -522,14 +530,16 @@ class Tracker:
 
         from tensprov_lab._run import ROW
 
-        node, df = self._annotated(ds_id, where)
-        assert node.ann is not None and node.ki is not None
         op = self.store.producer(ds_id)
+        node = self._readable(ds_id)
         derived = op is not None and not op.opaque and node.cached is None
         if derived and rows is not None and where is None:
             from tensprov_lab.capture._replay import replay_records
 
+            # no DataFrame of the whole dataset: its analysis alone costs a few ms
             return replay_records(self, ds_id, rows)
+        node, df = self._annotated(ds_id, where)
+        assert node.ann is not None and node.ki is not None
         names = node.ann.key_names()
         ki = node.ki
         if (
