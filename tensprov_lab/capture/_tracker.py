@@ -570,8 +570,7 @@ class Tracker:
 
     # -- capture -------------------------------------------------------------------
     def _schema(self, df: Any) -> tuple[list[str], list[str]]:
-        fields = df.schema.fields
-        return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
+        return self.jvm.columns(df)
 
     def _collect_keys(
         self, plan: Any, names: list[str], keep: bool = False, ident: int | None = None
