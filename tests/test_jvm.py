@@ -6,6 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    StructField,
+    StructType,
+    UserDefinedType,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -80,9 +87,35 @@ def test_columns_read_like_pyspark_schema(spark, fields) -> None:  # noqa: ANN00
     fields_ = df.schema.fields
     expected = ([f.name for f in fields_], [f.dataType.simpleString() for f in fields_])
     assert jvm.columns(df) == expected
-    # a user-defined type reads as pyspark names it
+    # user-defined types (Spark's, Python-only) read as pyspark names them
     vec = spark.createDataFrame([(1, Vectors.dense([1.0]))], ["a", "v"])
     assert jvm.columns(vec) == (["a", "v"], ["bigint", "vector"])
+    schema = StructType([StructField("p", _PointUDT())])
+    points = spark.createDataFrame([(_Point(1.0, 2.0),)], schema)
+    assert jvm.columns(points) == (["p"], [_PointUDT().simpleString()])
+
+
+class _Point:
+    def __init__(self, x: float, y: float) -> None:
+        self.x, self.y = x, y
+
+
+class _PointUDT(UserDefinedType):
+    """A Python-only user-defined type (no Scala class behind it)."""
+
+    @classmethod
+    def sqlType(cls) -> ArrayType:
+        return ArrayType(DoubleType(), False)
+
+    @classmethod
+    def module(cls) -> str:
+        return __name__
+
+    def serialize(self, obj: _Point) -> list[float]:
+        return [obj.x, obj.y]
+
+    def deserialize(self, datum: list[float]) -> _Point:
+        return _Point(datum[0], datum[1])
 
 
 def test_catalog_strings_split_or_refuse() -> None:
@@ -102,3 +135,6 @@ def test_catalog_strings_split_or_refuse() -> None:
     assert _split_types("struct<a:int,b:int>", ["a"]) is None
     assert _split_types("struct<a:int>", ["a", "b"]) is None
     assert _split_types("struct<a:map<int,int>", ["a"]) is None
+
+
+_Point.__UDT__ = _PointUDT()  # type: ignore[attr-defined]

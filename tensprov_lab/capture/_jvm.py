@@ -304,7 +304,7 @@ class Jvm:
         types = _split_types(str(schema.catalogString()), names)
         # nested field names are not quoted in a catalog string: with a struct type
         # a split could be wrong, not only impossible
-        if types is None or any("struct<" in t for t in types) or "UDT" in str(schema):
+        if types is None or any("struct<" in t for t in types) or _maybe_udt(str(schema)):
             fields = df.schema.fields
             return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
         return names, types
@@ -318,6 +318,15 @@ class Jvm:
 
     def tree_string(self, node: JObject) -> str:
         return str(node.simpleString(200))
+
+
+def _maybe_udt(text: str) -> bool:
+    """Whether a schema's ``toString`` may hold a user-defined type, which the catalog
+    string spells as its storage type (pyspark as ``vector``, ``udt``, ...).  A UDT
+    prints as its class (``...VectorUDT@1f2e``, ``PythonUserDefinedType(...)``); the
+    built-in types never contain these marks, a column name may (then the schema is
+    merely read the slow way)."""
+    return "UDT" in text or "UserDefinedType" in text or "@" in text
 
 
 def _split_types(catalog: str, names: list[str]) -> list[str] | None:
