@@ -265,8 +265,9 @@ def _restricted(
             small = False
         else:
             repl[ident] = _keyed_filter(tracker, d, keep)
-    # an in-place join compares every pair of its sides' records: for a few only
-    few = small and total <= _FEW
+    # an in-place join compares every pair of its sides' records: for a few only.  Not
+    # for a what-if: its frontier also holds the edited records, which can be many
+    few = small and total <= _FEW and edit is None
     return _substitute(tracker, node.ann.plan, repl, few=few), small
 
 
