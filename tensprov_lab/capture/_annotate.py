@@ -37,13 +37,13 @@ class Annotated:
     plan: JObject
     keys: list[JObject]
     width: int
+    _names: list[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def key_names(self) -> list[str]:
         # asked on every read: a py4j round trip per key the first time only
-        names = self.__dict__.get("_names")
-        if names is None:
-            names = self.__dict__["_names"] = [str(k.name()) for k in self.keys]
-        return list(names)
+        if self._names is None:
+            self._names = [str(k.name()) for k in self.keys]
+        return list(self._names)
 
 
 @dataclass

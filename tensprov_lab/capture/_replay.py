@@ -161,11 +161,11 @@ def _keyed_filter(
         keep = True
     values = node.ki.values(np.asarray(rows, dtype=np.int64))  # type: ignore[attr-defined]
     if len(values) <= IN_LIST:
-        # built directly: no DataFrame of its own, one parse and one analysis
-        text = keys_sql(key, values)
+        # built directly: no DataFrame of its own
         attr = node.ann.keys[0]
         if keep and len(values) and tracker.jvm.kept_is_long(attr):
             return tracker.jvm.keys_filter(attr, values.tolist(), source)
+        text = keys_sql(key, values)
         return tracker.jvm.filter_sql(text if keep else f"NOT ({text})", source)
     # a long IN list makes a huge plan: join with the keys instead (a small local table,
     # sent as Arrow)

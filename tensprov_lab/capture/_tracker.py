@@ -503,8 +503,9 @@ class Tracker:
             )
         return node
 
-    def _annotated(self, ds_id: int, where: str | None) -> tuple[Node, Any]:
-        node = self._readable(ds_id)
+    def _frame(self, node: Node, ds_id: int, where: str | None) -> Any:
+        """The annotated DataFrame of the readable ``node`` of ``ds_id``, filtered by
+        ``where`` (checked now, so a bad predicate fails with a clear message)."""
         assert node.ann is not None
         label = self.store.datasets[ds_id].label
         df = self.jvm.to_df(node.ann.plan)
@@ -518,10 +519,11 @@ class Tracker:
                     f"where={where!r} is not a valid predicate over {label} "
                     f"(columns: {cols}): {_short_error(exc)}"
                 ) from None
-        return node, df
+        return df
 
     def select_rows(self, ds_id: int, where: str) -> np.ndarray:
-        node, df = self._annotated(ds_id, where)
+        node = self._readable(ds_id)
+        df = self._frame(node, ds_id, where)
         assert node.ann is not None and node.ki is not None
         raw = self._collect_keys(self.jvm.plan(df), node.ann.key_names())
         return unique(node.ki.lookup(raw))
@@ -538,7 +540,7 @@ class Tracker:
 
             # no DataFrame of the whole dataset: its analysis alone costs a few ms
             return replay_records(self, ds_id, rows)
-        node, df = self._annotated(ds_id, where)
+        df = self._frame(node, ds_id, where)
         assert node.ann is not None and node.ki is not None
         names = node.ann.key_names()
         ki = node.ki
@@ -569,9 +571,6 @@ class Tracker:
         return pdf
 
     # -- capture -------------------------------------------------------------------
-    def _schema(self, df: Any) -> tuple[list[str], list[str]]:
-        return self.jvm.columns(df)
-
     def _collect_keys(
         self, plan: Any, names: list[str], keep: bool = False, ident: int | None = None
     ) -> np.ndarray:
@@ -590,7 +589,7 @@ class Tracker:
         count to its first consumer (see :meth:`_index_deferred`)."""
         stable = plan_is_stable(self.jvm, node.plan)
         ann = annotate_source(self.jvm, node.plan, pin=not stable)
-        cols, types = self._schema(node.df)
+        cols, types = self.jvm.columns(node.df)
         origin = self.jvm.tree_string(self._leaf(node.plan))
         ds = self.store.add_dataset(
             node.name, columns=cols, dtypes=types, n_rows=None, role="source",
@@ -644,7 +643,7 @@ class Tracker:
 
     def _capture_operation(self, p: Pending, run: RunLog) -> None:
         t0 = time.perf_counter()
-        cols, types = self._schema(p.out.df)
+        cols, types = self.jvm.columns(p.out.df)
         in_nodes = p.inputs
         unreadable = [n for n in in_nodes if n.ann is None or (n.ki is None and not n.deferred)]
         if unreadable:
