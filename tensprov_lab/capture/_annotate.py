@@ -540,15 +540,20 @@ def rewrite(jvm: Jvm, plan: JObject, inputs: list[tuple[JObject, Annotated]]) ->
     Raises :class:`Unsupported` when a node on the way cannot carry keys exactly.
     """
     rw = _Rewriter(jvm, inputs)
-    new, blocks = rw.walk(plan, root=True)
-    if not blocks:
+    new, walked = rw.walk(plan, root=True)
+    if not walked:
         raise Unsupported("none of the operation's inputs appears in its plan")
     # branch first, exploded position last: the raw key layout KeyIndex expects
-    blocks = sorted(blocks, key=lambda b: {"branch": 0, "input": 1, "genpos": 2, "gid": 2}[b.kind])
+    blocks = sorted(walked, key=lambda b: {"branch": 0, "input": 1, "genpos": 2, "gid": 2}[b.kind])
     keys = [a for b in blocks for a in b.attrs]
     if rw.info.sort_node is not None and jvm.ident(rw.info.sort_node) != jvm.ident(new):
         rw.info.sort_node = None  # not at the root: its order expressions may be out of scope
-    new = jvm.project_with(plan.output(), keys, new)
+    # a projection at the root (select, withColumn) was rewritten to the output and then
+    # the keys in this order already: a second projection would only deepen the plan
+    # that every later operation on this dataset builds on
+    same_order = all(a is b for a, b in zip(blocks, walked))  # `==` would ask the JVM
+    if not (rw.info.nodes and rw.info.nodes[-1] == "Project" and same_order):
+        new = jvm.project_with(plan.output(), keys, new)
     rw.info.plan = new
     rw.info.blocks = blocks
     return rw.info

@@ -204,7 +204,7 @@ class _Walker:
                 return None
             ids.append(int(m.group(1)))
         fresh = node.projectList().diff(node.child().output())
-        shallow = self.jvm._logical.Project(fresh, self._relation(self._empty))
+        shallow = self.jvm.logical("Project")(fresh, self._relation(self._empty))
         d = json.loads(str(shallow.toJSON()))[0]
         known = set(child_ids) | set(_ids(d["projectList"]))
         if len(set(ids)) != len(ids) or not known.issuperset(ids):

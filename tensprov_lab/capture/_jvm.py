@@ -14,6 +14,11 @@ __all__ = ["Jvm"]
 
 JObject = Any
 
+_MISS = object()
+#: facts remembered per py4j proxy before the memo starts afresh (each holds a proxy at
+#: most, so the JVM objects behind them stay alive until then)
+_MEMO_SIZE = 50_000
+
 
 class Jvm:
     """Plan helpers bound to one SparkSession."""
@@ -31,6 +36,7 @@ class Jvm:
         self._kept_inner: dict[int, tuple[JObject, Any]] = {}
         self._classes: dict[str, JObject] = {}
         self._kept_long: dict[int, tuple[JObject, bool]] = {}
+        self._memo: dict[tuple[str, str], Any] = {}
 
     # -- constants (looked up once: each costs py4j round trips) -------------------
     @functools.cached_property
@@ -61,7 +67,7 @@ class Jvm:
 
     def empty_relation(self, attrs: JObject) -> JObject:
         """A ``LocalRelation`` with output ``attrs`` and no rows."""
-        return self._logical.LocalRelation(attrs, self.empty, False, self.none)
+        return self.logical("LocalRelation")(attrs, self.empty, False, self.none)
 
     # -- collections -------------------------------------------------------------
     def seq(self, items: list[JObject]) -> JObject:
@@ -76,15 +82,32 @@ class Jvm:
         return out
 
     def lst(self, seq: JObject) -> list[JObject]:
-        # indexed access: iterating a converted Java list ends in a py4j exception
-        # round trip, which costs more than the whole list
-        seq = seq.toIndexedSeq()
-        return [seq.apply(i) for i in range(int(seq.size()))]
+        size = int(seq.size())
+        if size > _SHORT:
+            # indexed access: apply(i) on a long List walks it, and iterating a
+            # converted Java list ends in a py4j exception round trip
+            seq = seq.toIndexedSeq()
+        return [seq.apply(i) for i in range(size)]
 
     # -- plans -------------------------------------------------------------------
     @staticmethod
     def plan(df: Any) -> JObject:
         return df._jdf.logicalPlan()
+
+    def _memoized(self, kind: str, obj: JObject, compute: Any) -> Any:
+        """``compute(obj)``, once per proxy: a py4j proxy names one JVM object for good
+        (its id is never given to another), and the facts asked here never change for
+        that object (plans and expressions are immutable)."""
+        target = getattr(obj, "_target_id", None)
+        if target is None:
+            return compute(obj)
+        key = (kind, target)
+        value = self._memo.get(key, _MISS)
+        if value is _MISS:
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            value = self._memo[key] = compute(obj)
+        return value
 
     def ident(self, obj: JObject) -> int:
         """A number for the JVM object ``obj`` itself (not its value), unique for the life
@@ -95,8 +118,12 @@ class Jvm:
         unique: with thousands of live plans in a long session two would collide and a
         lookup would return the provenance of another dataset.  So each object gets
         the next number of a counter, kept in a JVM map that compares keys by reference
-        and holds them weakly (a plan nobody uses any more is not kept alive).
+        and holds them weakly (a plan nobody uses any more is not kept alive).  A proxy
+        asked again gets its number without a round trip.
         """
+        return int(self._memoized("ident", obj, self._number))
+
+    def _number(self, obj: JObject) -> int:
         token = next(self._tokens)
         known = self._numbers.putIfAbsent(obj, token)
         return token if known is None else int(known)
@@ -217,12 +244,11 @@ class Jvm:
         """``spark.sql.autoBroadcastJoinThreshold`` in bytes (-1: never broadcast)."""
         return int(self._state.conf().autoBroadcastJoinThreshold())
 
-    @staticmethod
-    def cls(obj: JObject) -> str:
-        return str(obj.getClass().getSimpleName())
+    def cls(self, obj: JObject) -> str:
+        return str(self._memoized("cls", obj, _simple_name))
 
     def children(self, node: JObject) -> list[JObject]:
-        return self.lst(node.children())
+        return list(self._memoized("children", node, lambda n: self.lst(n.children())))
 
     def output(self, node: JObject) -> list[JObject]:
         return self.lst(node.output())
@@ -287,7 +313,7 @@ class Jvm:
         """Whether every expression of ``node`` is deterministic, in one round trip: an
         expression is deterministic when all its children are, so we ask a (never
         evaluated) ``Coalesce`` holding them all."""
-        return bool(self._expr.Coalesce(node.expressions()).deterministic())
+        return bool(self.expression("Coalesce")(node.expressions()).deterministic())
 
     def columns(self, df: Any) -> tuple[list[str], list[str]]:
         """Column names and type strings (pyspark's ``simpleString``) of ``df``.
@@ -310,14 +336,23 @@ class Jvm:
         return names, types
 
     def _join_names(self, schema: JObject) -> JObject:
-        return self._array_seq.unsafeWrapArray(schema.fieldNames()).mkString("\0")
+        return self._wrap_array(schema.fieldNames()).mkString("\0")
 
     @functools.cached_property
-    def _array_seq(self) -> JObject:
-        return self.jvm.scala.collection.immutable.ArraySeq
+    def _wrap_array(self) -> JObject:
+        # the member itself: looking a static method up on a class is a round trip
+        return self.jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray
 
     def tree_string(self, node: JObject) -> str:
         return str(node.simpleString(200))
+
+
+#: longest sequence ``Jvm.lst`` reads by position without converting it first
+_SHORT = 8
+
+
+def _simple_name(obj: JObject) -> str:
+    return str(obj.getClass().getSimpleName())
 
 
 def _maybe_udt(text: str) -> bool:
