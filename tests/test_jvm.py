@@ -31,10 +31,12 @@ def test_ident_numbers_objects_not_values(spark) -> None:  # noqa: ANN001
     assert pa.equals(pb)
     assert jvm.ident(pa) != jvm.ident(pb)
     # a second proxy of the same JVM object is the same object
-    again = jvm.plan(a)
+    again = a._jdf.logicalPlan()
     assert again is not pa
     assert jvm.ident(again) == jvm.ident(pa)
     assert jvm.kept_ident(pa) == jvm.ident(pa)
+    # a DataFrame's plan is one proxy, so what is asked of it is asked once
+    assert jvm.plan(a) is pa
 
 
 def test_ident_is_unique_over_many_objects(spark) -> None:  # noqa: ANN001
@@ -138,3 +140,17 @@ def test_catalog_strings_split_or_refuse() -> None:
 
 
 _Point.__UDT__ = _PointUDT()  # type: ignore[attr-defined]
+
+
+def test_memo_forgets_without_changing_answers(spark, monkeypatch) -> None:  # noqa: ANN001
+    from tensprov_lab.capture import _jvm
+
+    jvm = _jvm.Jvm(spark)
+    monkeypatch.setattr(_jvm, "_MEMO_SIZE", 3)
+    plans = [jvm.plan(spark.range(i)) for i in range(6)]
+    first = [jvm.ident(p) for p in plans]
+    assert len(set(first)) == 6
+    assert len(jvm._memo) <= 3
+    # forgotten proxies are asked again and get the numbers they had
+    assert [jvm.ident(p) for p in plans] == first
+    assert [jvm.cls(p) for p in plans] == ["Range"] * 6

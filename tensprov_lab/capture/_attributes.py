@@ -138,7 +138,6 @@ class _Walker:
         self.exact = True
         #: output expression ids of plans already read (by identity), shared across calls
         self.ids = ids
-        self._empty = jvm.empty
 
     def _relation(self, attrs: JObject) -> JObject:
         return self.jvm.empty_relation(attrs)
@@ -172,9 +171,7 @@ class _Walker:
         else:
             # the node alone (children emptied): Catalyst writes ~0.4 ms per attribute
             # into JSON, so each attribute is written once
-            shallow = node.withNewChildren(
-                self.jvm.seq([self._relation(self._empty) for _ in range(n_kids)])
-            )
+            shallow = node.withNewChildren(self.jvm.seq([self.jvm.no_columns] * n_kids))
             d = json.loads(str(shallow.toJSON()))[0]
             out_ids = self._node_ids(node, d, kid_ids)
         env: dict[int, _Lin] = {}
@@ -204,8 +201,13 @@ class _Walker:
                 return None
             ids.append(int(m.group(1)))
         fresh = node.projectList().diff(node.child().output())
-        shallow = self.jvm.logical("Project")(fresh, self._relation(self._empty))
-        d = json.loads(str(shallow.toJSON()))[0]
+        if int(fresh.size()) == 1:
+            # one new column (withColumn): the expression alone is written faster than
+            # a projection holding it
+            d = {"class": "Project", "projectList": [json.loads(str(fresh.head().toJSON()))]}
+        else:
+            shallow = self.jvm.logical("Project")(fresh, self.jvm.no_columns)
+            d = json.loads(str(shallow.toJSON()))[0]
         known = set(child_ids) | set(_ids(d["projectList"]))
         if len(set(ids)) != len(ids) or not known.issuperset(ids):
             return None
