@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -85,6 +86,8 @@ class PipelineResult:
     engine_bytes: int = 0
     opaque: list[str] = field(default_factory=list)
     capture_warnings: int = 0
+    #: timings are medians of this many turns
+    repeat: int = 1
     baseline_steps: int = 0
     baseline_s: float | None = None
     baseline_bytes: int | None = None
@@ -208,9 +211,20 @@ def _err(exc: BaseException) -> str:
 
 
 def run_pipeline(
-    spark: Any, name: str, variant: str, path: str | None, rows: int | None, baseline: bool = True
+    spark: Any,
+    name: str,
+    variant: str,
+    path: str | None,
+    rows: int | None,
+    baseline: bool = True,
+    repeat: int = 1,
 ) -> PipelineResult:
-    """Measure one pipeline: materialize, capture with our engine, observe with the baseline."""
+    """Measure one pipeline: materialize, capture with our engine, observe with the baseline.
+
+    With ``repeat`` > 1, materialization, build and capture are each timed that many
+    times (in turns) and the medians kept: single timings of a second or two vary by a
+    third on a small machine.
+    """
     import tensprov_lab
     from tensprov_lab import datasets, pipelines
     from tensprov_lab.bench import _baseline
@@ -224,19 +238,30 @@ def run_pipeline(
     def make() -> Any:
         return pipelines.build(name, raw, variant=variant, categories=cats)
 
-    _progress(f"{name}/{variant}: materialize without capture …")
-    res.materialize_s = _materialize_s(make)
-    t0 = time.perf_counter()
-    make()
-    res.build_s = time.perf_counter() - t0
-
-    _progress(f"{name}/{variant}: capture …")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    times: dict[str, list[float]] = {"materialize": [], "build": [], "capture": []}
+    for i in range(max(repeat, 1)):
+        turn = f" ({i + 1}/{repeat})" if repeat > 1 else ""
+        if i:
+            # read anew: a source the tracker knows from the previous turn would not be
+            # captured again, and each turn must cost what the first did
+            raw = datasets.load(spark, name, path=path, rows=rows)
+        _progress(f"{name}/{variant}: materialize without capture{turn} …")
+        times["materialize"].append(_materialize_s(make))
         t0 = time.perf_counter()
-        with tensprov_lab.track(spark, name=f"paper-{name}-{variant}") as run:
-            out = pipelines.build(name, raw, variant=variant, categories=cats)
-        res.capture_s = time.perf_counter() - t0
+        make()
+        times["build"].append(time.perf_counter() - t0)
+
+        _progress(f"{name}/{variant}: capture{turn} …")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            with tensprov_lab.track(spark, name=f"paper-{name}-{variant}") as run:
+                out = pipelines.build(name, raw, variant=variant, categories=cats)
+            times["capture"].append(time.perf_counter() - t0)
+    res.materialize_s = statistics.median(times["materialize"])
+    res.build_s = statistics.median(times["build"])
+    res.capture_s = statistics.median(times["capture"])
+    res.repeat = max(repeat, 1)
     res.capture_warnings = len(caught)
     res.operations = len(run.operations)
     res.engine_bytes = run.nbytes
@@ -511,6 +536,12 @@ def format_pipelines(results: list[PipelineResult]) -> str:
         "added = (capture - build) / materialize; speed-up = baseline capture s / our "
         "capture s; baseline = observation-based capture (snapshots + inferred pairs)"
     )
+    turns = sorted({r.repeat for r in results})
+    if turns != [1]:
+        lines.append(
+            "materialize, build and capture s: medians of "
+            f"{'/'.join(str(t) for t in turns)} turns (each turn reads the data anew)"
+        )
     for r in results:
         notes = []
         if r.opaque:
@@ -700,6 +731,10 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--cache", default=None, help="keep generated TPC-DI parquet here")
     parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
+    parser.add_argument(
+        "--repeat", type=int, default=3,
+        help="turns of materialize / build / capture per pipeline, medians kept (default 3)",
+    )  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     parser.add_argument("--json", default=None, help="write every result to this JSON file")
     parser.add_argument("--plot", default=None, help="draw figures (PNG/SVG; needs matplotlib)")
@@ -709,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sfs = [0.05] if args.smoke else _floats(args.sf)
     queries = min(args.queries, 5) if args.smoke else args.queries
+    repeat = 1 if args.smoke else max(args.repeat, 1)
     # smoke runs the pipelines on a few hundred records (synthetic or the file's first ones)
     rows = 300 if args.smoke else None
     names = _names(args.pipelines, pipelines.PIPELINES, "pipeline")
@@ -742,7 +778,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             for variant in variants:
                 try:
-                    pipe_results.append(run_pipeline(spark, name, variant, data, rows))
+                    pipe_results.append(
+                        run_pipeline(spark, name, variant, data, rows, repeat=repeat)
+                    )
                 except Exception as exc:
                     _progress(f"{name}/{variant} failed: {_err(exc)}")
                     pipe_results.append(PipelineResult(name, variant, error=_err(exc)))
