@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab._api import last_run, parse_size, runs, store, track
+from tensprov_lab._api import forget, last_run, parse_size, runs, store, track
 
 __all__ = [
     "track",
     "store",
     "last_run",
     "runs",
+    "forget",
     "parse_size",
     "Run",
     "Lineage",

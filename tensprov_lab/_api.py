@@ -14,11 +14,13 @@ if TYPE_CHECKING:
     from tensprov_lab._run import Run
     from tensprov_lab.capture._tracker import Tracker
 
-__all__ = ["track", "store", "last_run", "runs", "parse_size"]
+__all__ = ["track", "store", "last_run", "runs", "forget", "parse_size"]
 
 _STORE = Store()
 _TRACKERS: dict[int, Tracker] = {}
 _RUNS: list[Run] = []
+#: runs were forgotten in this process (for a clearer message when none is left)
+_FORGOT = False
 
 
 def store() -> Store:
@@ -40,11 +42,95 @@ def last_run() -> Run:
         When nothing has been tracked yet.
     """
     if not _RUNS:
+        what = "every run was forgotten" if _FORGOT else "nothing has been tracked yet"
         raise LookupError(
-            "nothing has been tracked yet: run code in `with tensprov_lab.track(spark):` "
-            "or a %%provtrack cell first"
+            f"{what}: run code in `with tensprov_lab.track(spark):` or a %%provtrack cell first"
         )
     return _RUNS[-1]
+
+
+def forget(run: Run | None = None) -> None:
+    """Free the provenance of a run, or of every run.
+
+    The run's datasets and operations leave the store (``store().nbytes`` drops), what
+    capture kept in Spark's cache for them is unpersisted, and the run leaves
+    :func:`runs`.  The forgotten :class:`~tensprov_lab.Run` raises ``LookupError`` when
+    queried, and its DataFrames, used in a later tracked block, are new sources there.
+    Use it when a tracked block hits its memory budget, or to drop the runs of cells you
+    re-ran.
+
+    Parameters
+    ----------
+    run : Run, optional
+        The run to forget (also ``run.forget()``).  Default: every run of every
+        SparkSession.
+
+    Raises
+    ------
+    ValueError
+        When a later run reads datasets of ``run`` (a DataFrame captured in ``run`` and
+        used in that run's block): its lineage would break.  Forget the later runs
+        first, or everything with ``tensprov_lab.forget()``.
+    RuntimeError
+        Inside a tracked block.
+
+    Examples
+    --------
+    >>> with tensprov_lab.track(spark, name="draft") as run:  # doctest: +SKIP
+    ...     big = orders.filter("amount > 50")
+    >>> tensprov_lab.forget(run)  # doctest: +SKIP
+    >>> tensprov_lab.forget()  # every run  # doctest: +SKIP
+    """
+    global _FORGOT
+    from tensprov_lab.capture._tracker import TensProvWarning
+
+    if any(t._active is not None for t in _TRACKERS.values()):
+        raise RuntimeError("a tracked block is running: forget runs after it ends, not inside it")
+    problems: list[str] = []
+    if run is None:
+        for tracker in _TRACKERS.values():
+            problems += tracker.forget(list(tracker.runs))  # nothing left to keep
+        for r in _RUNS:  # runs of trackers of stopped sessions, say
+            r._log.forgotten = True
+        _RUNS.clear()
+    else:
+        if run._log.forgotten:
+            return
+        blocking = run._tracker.store.dependent_runs([run.id])
+        if blocking:
+            raise ValueError(_dependency_message(run, blocking))
+        tracker = run._tracker
+        keep = [
+            n.cached
+            for t in _TRACKERS.values()
+            if t is not tracker
+            for n in t.nodes.values()
+            if n.cached is not None
+        ]
+        problems = tracker.forget([run.id], keep)
+        _RUNS[:] = [r for r in _RUNS if r._log is not run._log]
+    _FORGOT = True
+    if problems:
+        warnings.warn(
+            "tensprov-lab: the provenance was forgotten, but part of what capture kept in "
+            f"Spark's cache could not be released: {'; '.join(problems)}",
+            TensProvWarning,
+            stacklevel=2,
+        )
+
+
+def _dependency_message(run: Run, blocking: list[int | None]) -> str:
+    def label(r: Run) -> str:
+        return f"{r.name!r} (id {r.id})" if r.name else f"id {r.id}"
+
+    known = {r.id: r for r in _RUNS if r._tracker.store is run._tracker.store}
+    names = ", ".join(label(known[b]) if b in known else f"id {b}" for b in blocking)
+    return (
+        f"cannot forget run {label(run)}: later run(s) {names} read its datasets (a "
+        "DataFrame captured in it was used in their tracked block), and their lineage "
+        "would break. Forget those runs first (tensprov_lab.forget(run) for each, newest "
+        "first), or forget every run with tensprov_lab.forget()"
+    )
 
 
 def _tracker(spark: Any) -> Tracker:

@@ -51,7 +51,34 @@ class Run:
     # -- structure -------------------------------------------------------------------
     @property
     def store(self) -> Store:
+        self._check()
         return self._tracker.store
+
+    @property
+    def forgotten(self) -> bool:
+        """Whether the run's provenance was freed (:func:`tensprov_lab.forget`)."""
+        return self._log.forgotten
+
+    def _check(self) -> None:
+        if self._log.forgotten:
+            raise LookupError(
+                f"run {self.name or self.id} was forgotten (tensprov_lab.forget): its "
+                "provenance is no longer kept; track the block again to query it"
+            )
+
+    def forget(self) -> None:
+        """Free this run's provenance: ``tensprov_lab.forget(run)``.
+
+        Examples
+        --------
+        >>> run.forget()  # doctest: +SKIP
+        >>> run.backward(out, rows=[0])  # doctest: +SKIP
+        Traceback (most recent call last):
+        LookupError: run retail was forgotten (tensprov_lab.forget): ...
+        """
+        from tensprov_lab._api import forget
+
+        forget(self)
 
     @property
     def id(self) -> int:
@@ -92,6 +119,7 @@ class Run:
         return self.store.datasets[self._ds_id(ref)]
 
     def _ds_id(self, ref: Any) -> int:
+        self._check()
         if isinstance(ref, Dataset):
             return ref.id
         if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
@@ -124,9 +152,13 @@ class Run:
         )
 
     def __repr__(self) -> str:
+        if self.forgotten:
+            return f"<Run {self.name or self.id}: forgotten>"
         return f"<Run {self.summary()}>"
 
     def _repr_html_(self) -> str:
+        if self.forgotten:
+            return f"<div><b>{html.escape(repr(self))}</b></div>"
         rows = "".join(
             f"<tr><td>{op.id}</td><td>{html.escape(op.method)}</td><td>{op.category}</td>"
             f"<td>{html.escape(', '.join(self.store.datasets[i].label for i in op.inputs))}</td>"

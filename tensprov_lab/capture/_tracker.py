@@ -104,6 +104,11 @@ class Node:
     #: a source whose record index (``ki``, ``n``) its first consumer, a join, reads
     #: from the keys it collects anyway (see Tracker._join_keys)
     deferred: bool = False
+    #: the run that recorded it (None: not recorded in a run yet)
+    run: int | None = None
+    #: its annotated plan reads a copy capture pinned (``localCheckpoint``: a persisted
+    #: RDD that forgetting the run releases)
+    pinned: bool = False
 
 
 @dataclass
@@ -126,6 +131,8 @@ class RunLog:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     failed: list[str] = field(default_factory=list)
+    #: its provenance was dropped (``tensprov_lab.forget``)
+    forgotten: bool = False
 
 
 def _describe(value: Any) -> str:
@@ -296,9 +303,9 @@ class Tracker:
                 inputs.append(node)
         parts = [_describe(a) for a in args]
         parts += [f"{k}={_describe(v)}" for k, v in (kwargs or {}).items()]
-        node = Node(df=out, plan=plan, ident=ident)
-        self.nodes[ident] = node
         assert self._active is not None
+        node = Node(df=out, plan=plan, ident=ident, run=self._active.id)
+        self.nodes[ident] = node
         self.pending.append(
             Pending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id)
         )
@@ -317,10 +324,13 @@ class Tracker:
             node = self.record_operation(method.lower(), [k.df for k in known], df)
             assert node is not None
             return node
-        node = Node(df=df, plan=plan, ident=ident)
+        node = Node(df=df, plan=plan, ident=ident, run=self._run_id())
         self.nodes[ident] = node
         self.pending.append(node)
         return node
+
+    def _run_id(self) -> int | None:
+        return None if self._active is None else self._active.id
 
     def _known_below(self, plan: Any) -> list[Node]:
         found: list[Node] = []
@@ -339,7 +349,9 @@ class Tracker:
     def begin(self, name: str | None) -> RunLog:
         if self._active is not None:
             raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
-        run = RunLog(id=len(self.runs), name=name)
+        # ids come from the store shared by every tracker: unique, and never reused
+        # after a run is forgotten
+        run = RunLog(id=self.store.new_run_id(), name=name)
         self.runs[run.id] = run
         self._active = run
         self.patch()
@@ -425,6 +437,68 @@ class Tracker:
         self.unpatch()
         self.pending = []
         self._active = None
+
+    def forget(self, run_ids: list[int], keep: list[Any] | None = None) -> list[str]:
+        """Drop the provenance of runs: their datasets and operations leave the store,
+        their DataFrames leave this tracker (used again, they are new sources) and what
+        capture persisted for them leaves Spark's cache.
+
+        Nothing is changed when another run reads a dataset of ``run_ids`` (the store
+        raises :class:`~tensprov_lab.store.StoreError`).  ``keep``: cached DataFrames of
+        other trackers (of the same Spark application), whose cache entries must stay.
+        Returns the problems met while releasing Spark's cache (the provenance is
+        dropped all the same).
+        """
+        if self._active is not None:
+            raise RuntimeError(
+                "a tracked block is running: forget runs after it ends, not inside it"
+            )
+        ids = set(run_ids)
+        removed = set(self.store.remove_run(ids))
+        last = not set(self.runs) - ids  # no run left: no DataFrame is worth keeping
+        gone = [
+            (ident, n)
+            for ident, n in self.nodes.items()
+            if last or n.run in ids or (n.ds_id is not None and n.ds_id in removed)
+        ]
+        for ident, _ in gone:
+            del self.nodes[ident]
+            self._ids.pop(ident, None)
+        if last:
+            self._ids.clear()
+        for d in removed | {n.ds_id for _, n in gone if n.ds_id is not None}:
+            self.by_ds.pop(d, None)
+        for r in ids:
+            log = self.runs.pop(r, None)
+            if log is not None:
+                log.forgotten = True
+        return self._release([n for _, n in gone], keep or [])
+
+    def _release(self, nodes: list[Node], keep: list[Any]) -> list[str]:
+        """Unpersist what capture persisted for ``nodes`` (no longer in the tracker):
+        their materialized DataFrames and the copies it pinned."""
+        sc = self.spark.sparkContext
+        if getattr(sc, "_jsc", None) is None:
+            return []  # the session was stopped: its cache went with it
+        problems: list[str] = []
+        # Spark caches by plan: a dataset still tracked may share its cache entry with
+        # a dropped one (same result), and must keep it
+        kept = [n.cached for n in self.nodes.values() if n.cached is not None] + keep
+        for node in nodes:
+            df, node.cached = node.cached, None
+            try:
+                if df is not None and not any(_same_result(df, k) for k in kept):
+                    df.unpersist()
+                plan = node.ann.plan if node.pinned and node.ann is not None else None
+                if plan is not None and self.jvm.cls(plan) == "LogicalRDD":
+                    plan.rdd().unpersist(False)
+            except Exception as exc:  # noqa: BLE001 - report it, keep releasing the rest
+                problems.append(f"{self._label(node)}: {_short_error(exc)}")
+        return problems
+
+    @staticmethod
+    def _label(node: Node) -> str:
+        return node.name or f"dataset#{node.ds_id}"
 
     def _name_variables(self, frame: Any) -> None:
         from pyspark.sql import DataFrame
@@ -595,7 +669,7 @@ class Tracker:
             node.name, columns=cols, dtypes=types, n_rows=None, role="source",
             run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
         )  # fmt: skip
-        node.ann, node.ds_id, node.deferred = ann, ds.id, True
+        node.ann, node.ds_id, node.deferred, node.pinned = ann, ds.id, True, not stable
         node.cacheable = self.materialize != "none"
         self.by_ds[ds.id] = node
         run.datasets.append(ds.id)
@@ -654,7 +728,8 @@ class Tracker:
                 p, run,
                 f"the memory budget of {self.budget:,} bytes is used up "
                 f"({self.store.nbytes:,} bytes held); raise it with budget=... or "
-                "free old runs with tensprov_lab.store().clear()",
+                "free old runs with tensprov_lab.forget(run) (every run: "
+                "tensprov_lab.forget())",
                 cols, types, 0.0,
             )  # fmt: skip
             return
@@ -793,6 +868,7 @@ class Tracker:
             **attrs,
         )  # fmt: skip
         p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
+        p.out.pinned = ann is not None
         p.out.cacheable = self.materialize != "none"
         self.by_ds[ds.id] = p.out
         run.operations.append(op.id)
@@ -1099,6 +1175,7 @@ class Tracker:
         known = self.nodes.get(node.ident)
         if known is not None:
             return known
+        node.run = self._run_id()
         self.nodes[node.ident] = node
         self.pending.append(node)
         return node
@@ -1111,6 +1188,7 @@ class Tracker:
         if known is not None:
             return known
         assert self._active is not None, "operations are recorded inside a tracked block"
+        out.run = self._active.id
         self.nodes[out.ident] = out
         self.pending.append(Pending(method, inputs, out, expression, self._active.id))
         return out
@@ -1182,6 +1260,18 @@ def _category(
     if len(out_cols) > n_in_cols[0]:
         return "vertical_augmentation"
     return "transformation"
+
+
+def _same_result(a: Any, b: Any) -> bool:
+    """Whether two DataFrames compute the same result (one entry of Spark's cache)."""
+    if a is b:
+        return True
+    try:
+        return bool(
+            a._jdf.queryExecution().analyzed().sameResult(b._jdf.queryExecution().analyzed())
+        )
+    except Exception:  # noqa: BLE001 - e.g. a DataFrame of a stopped session
+        return False
 
 
 def _records_error(label: str, why: str) -> ValueError:

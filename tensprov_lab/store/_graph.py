@@ -6,6 +6,7 @@ Pure Python/numpy: no pyspark, no IPython.  Capture adds nodes; queries read the
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -118,9 +119,15 @@ class Store:
         self._producer: dict[int, int] = {}
         self._consumers: dict[int, list[int]] = {}
         self._ids = itertools.count()
+        self._run_ids = itertools.count()
 
     def new_id(self) -> int:
         return next(self._ids)
+
+    def new_run_id(self) -> int:
+        """The id of a new run: unique in this store, never given again (also after
+        :meth:`remove_run`), whichever SparkSession the run tracks."""
+        return next(self._run_ids)
 
     def add_dataset(self, name: str | None, **kwargs: object) -> Dataset:
         ds = Dataset(id=self.new_id(), name=name, **kwargs)  # type: ignore[arg-type]
@@ -177,6 +184,83 @@ class Store:
             raise StoreError(f"dataset {ds_id} is still referenced")
         self.datasets.pop(ds_id, None)
         self._consumers.pop(ds_id, None)
+
+    def dependent_runs(self, run_ids: Iterable[int]) -> list[int | None]:
+        """The other runs with an operation that reads a dataset of ``run_ids`` (a later
+        run may start from the datasets of an earlier one), sorted; ``None`` stands for
+        operations recorded outside any run.
+
+        Examples
+        --------
+        >>> from tensprov_lab.store import Store, IdentityTensor
+        >>> s = Store()
+        >>> a = s.add_dataset("a", n_rows=2, role="source", run=0)
+        >>> b = s.add_dataset("b", n_rows=2, run=1)
+        >>> _ = s.add_operation("select", "projection", [a.id], b.id, [IdentityTensor(2)], run=1)
+        >>> s.dependent_runs([0]), s.dependent_runs([1])
+        ([1], [])
+        """
+        removed, _ = self._run_members(set(run_ids))
+        return self._readers(removed, set(run_ids))
+
+    def remove_run(self, run_id: int | Iterable[int]) -> list[int]:
+        """Remove every dataset and operation of a run (or of several runs at once).
+
+        Returns the ids of the removed datasets.  Nothing is changed, and
+        :class:`StoreError` is raised, when an operation of another run reads one of
+        those datasets: its lineage would silently lose its inputs (remove that run
+        first, or remove both together).
+
+        Examples
+        --------
+        >>> from tensprov_lab.store import Store, IdentityTensor
+        >>> s = Store()
+        >>> a = s.add_dataset("a", n_rows=2, role="source", run=0)
+        >>> b = s.add_dataset("b", n_rows=2, run=0)
+        >>> _ = s.add_operation("select", "projection", [a.id], b.id, [IdentityTensor(2)], run=0)
+        >>> s.remove_run(0)
+        [0, 1]
+        >>> s.datasets, s.operations
+        ({}, {})
+        """
+        ids = {int(run_id)} if isinstance(run_id, (int, np.integer)) else set(run_id)
+        removed, ops = self._run_members(ids)
+        readers = self._readers(removed, ids)
+        if readers:
+            raise StoreError(
+                f"datasets of run(s) {sorted(ids)} are inputs of operations of run(s) "
+                f"{readers}: remove those runs first, or together"
+            )
+        for o in ops:
+            op = self.operations.pop(o)
+            self._producer.pop(op.output, None)
+            for d in dict.fromkeys(op.inputs):
+                if d not in removed and d in self._consumers:
+                    self._consumers[d] = [c for c in self._consumers[d] if c != o]
+        for d in removed:
+            self.datasets.pop(d, None)
+            self._consumers.pop(d, None)
+            self._producer.pop(d, None)
+        return sorted(removed)
+
+    def _run_members(self, run_ids: set[int]) -> tuple[set[int], list[int]]:
+        """The datasets and operations of ``run_ids`` (with the outputs of their
+        operations, and the operations producing their datasets)."""
+        datasets = {d.id for d in self.datasets.values() if d.run in run_ids}
+        ops = [o.id for o in self.operations.values() if o.run in run_ids or o.output in datasets]
+        datasets.update(self.operations[o].output for o in ops)
+        return datasets, ops
+
+    def _readers(self, datasets: set[int], run_ids: set[int]) -> list[int | None]:
+        """Runs other than ``run_ids`` whose operations read one of ``datasets`` (None
+        for an operation of no run)."""
+        runs: set[int | None] = set()
+        for d in datasets:
+            for o in self._consumers.get(d, []):
+                op = self.operations[o]
+                if op.run not in run_ids and op.output not in datasets:
+                    runs.add(op.run)
+        return sorted(runs, key=lambda r: (r is None, r or 0))
 
     def producer(self, ds_id: int) -> Operation | None:
         op = self._producer.get(ds_id)
