@@ -103,3 +103,40 @@ def test_keys_in_keeps_exactly_the_given_keys(spark, wanted) -> None:  # noqa: A
     df = df.union(spark.createDataFrame([(-1, 2**40)], "id long, k long"))
     got = sorted(r.k for r in df.where(keys_in("k", np.array(wanted, np.int64))).collect())
     assert got == sorted(wanted)
+
+
+@given(
+    st.lists(st.tuples(st.integers(-1, 5), st.integers(-1, 6)), min_size=1, max_size=30),
+    st.data(),
+)
+def test_column_values_cover_the_raw_keys_of_the_rows(pairs, data) -> None:  # noqa: ANN001
+    """What a filter on ``column_values(rows)`` keeps includes every record of ``rows``
+    (a join of two keyed inputs, -1 the missing side of an outer join, then a map)."""
+    pairs = sorted({p for p in pairs if p != (-1, -1)}) or [(0, 0)]
+    left = UniqueKeyIndex(np.arange(6, dtype=np.int64) * 10 + 7)
+    right = UniqueKeyIndex(np.arange(7, dtype=np.int64) * 3 + 1)
+    blocks = [(left, 0), (right, 1)]
+    parts = [np.zeros(len(pairs), np.int64)]
+    parts += [np.array([p[k] + 1 for p in pairs], dtype=np.int64) for k in (0, 1)]
+    ki = ComposedKeyIndex(
+        blocks, None, 1, ComposedKeyIndex.encode(parts, ComposedKeyIndex.radix(blocks, 1)), width=2
+    )
+    raw = np.array(
+        [[left.values(np.array([a]))[0] if a >= 0 else -1,
+          right.values(np.array([b]))[0] if b >= 0 else -1] for a, b in pairs]
+    )  # fmt: skip
+    assert ki.lookup(raw).tolist() == list(range(len(pairs)))
+    rows = np.array(sorted(data.draw(st.sets(st.integers(0, len(pairs) - 1), min_size=1))))
+    for index, want in ((ki, rows), (MappedKeyIndex(ki, None, len(pairs)), rows)):
+        cols = index.column_values(want)
+        assert cols is not None and set(cols) == {0, 1}
+        keep = np.all([np.isin(raw[:, c], v) for c, v in cols.items()], axis=0)
+        assert set(want.tolist()) <= set(np.flatnonzero(keep).tolist())
+    # a map that folds rows (an aggregate): the rows' members are covered
+    fold = np.arange(len(pairs)) // 2
+    agg = MappedKeyIndex(ki, fold, int(fold.max()) + 1)
+    groups = np.unique(fold[rows])
+    cols = agg.column_values(groups)
+    assert cols is not None
+    keep = np.all([np.isin(raw[:, c], v) for c, v in cols.items()], axis=0)
+    assert set(groups.tolist()) <= set(fold[keep].tolist())

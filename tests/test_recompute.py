@@ -300,3 +300,40 @@ def test_what_if_reports_what_it_cannot_preview(spark: Any) -> None:
         run.what_if(edit={orders: {1: {"nope": 1}}})
     with pytest.raises(IndexError):
         run.what_if(drop={orders: [100]})
+
+
+def test_kept_records_are_read_by_key(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some records of a kept (materialized) join, union or aggregate are read with a
+    filter on their keys, not by bringing the whole dataset to Python."""
+    from tensprov_lab.capture._tracker import Tracker
+
+    orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
+    cust = spark.createDataFrame(CUSTOMERS, "cid int, name string, region string")
+    with tensprov_lab.track(spark, name="kept") as run:
+        inner = orders.join(cust, "cid")
+        outer = orders.join(cust, "cid", "left")  # order 7's customer is missing: nulls
+        both = orders.select("oid", "cid").union(cust.select(F.col("cid").alias("oid"), "cid"))
+        sums = orders.groupBy("cid").agg(F.sum("amount").alias("s"))
+        rolled = orders.rollup("cid").agg(F.count("*").alias("n"))
+    conditions: list[Any] = []
+    original = Tracker._rows_condition
+
+    def spy(self: Tracker, node: Any, rows: np.ndarray) -> Any:
+        conditions.append(original(self, node, rows))
+        return conditions[-1]
+
+    monkeypatch.setattr(Tracker, "_rows_condition", spy)
+    datasets = [inner, outer, both, sums, rolled]
+    for df in datasets:
+        assert run.dataset(df).materialized  # kept: read, not recomputed
+        everything = full(run, df)
+        n = len(everything)
+        for rows in ([0], [n - 1], list(range(0, n, 3))):
+            got = run.rows(df, rows=rows)
+            want = everything[everything[ROW].isin(rows)].reset_index(drop=True)
+            pd.testing.assert_frame_equal(got, want, check_dtype=False)
+            assert not got.attrs["recomputed"]
+    assert len(conditions) == 3 * len(datasets)
+    assert all(c is not None for c in conditions), conditions
+    # the missing side of the outer join is asked for as null
+    assert any("IS NULL" in str(c) for c in conditions)

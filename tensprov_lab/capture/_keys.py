@@ -44,6 +44,12 @@ class KeyIndex:
     def lookup(self, raw: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        """Per raw key column (by position), the values the keys of canonical ``rows``
+        hold there (``-1``: null): a filter on them keeps every one of those records
+        (and maybe others, which a lookup then tells apart).  None when not known."""
+        return None
+
     @property
     def nbytes(self) -> int:
         return 0
@@ -86,6 +92,9 @@ class UniqueKeyIndex(KeyIndex):
         inv = np.empty_like(self._perm)
         inv[self._perm] = np.arange(self.n)
         return self._sorted[inv[rows]]
+
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        return {self.col: self.values(rows)}
 
     def lookup(self, raw: np.ndarray) -> np.ndarray:
         v = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)[:, self.col]
@@ -167,6 +176,9 @@ class ScanKeyIndex(KeyIndex):
         part = np.searchsorted(self.offsets, rows, side="right") - 1
         return (part << 33) + (rows - self.offsets[part])
 
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        return {0: self.values(rows)}
+
     @property
     def nbytes(self) -> int:
         return self.sizes.nbytes + self.offsets.nbytes
@@ -202,6 +214,17 @@ class MappedKeyIndex(KeyIndex):
         _check_found((out >= 0) | (idx < 0), "a derived dataset")
         return out.astype(np.int64)
 
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.in_to_out is None:
+            return self.parent.column_values(rows)
+        # every input record mapped to one of the rows (a group's members: the group's
+        # key is one of theirs)
+        got = self.parent.column_values(np.flatnonzero(np.isin(self.in_to_out, rows)))
+        if got is None or self.null_row is None or self.null_row not in rows:
+            return got
+        return {c: np.append(v, -1) for c, v in got.items()}
+
     @property
     def nbytes(self) -> int:
         return 0 if self.in_to_out is None else self.in_to_out.nbytes
@@ -218,6 +241,9 @@ class RangeKeyIndex(KeyIndex):
         v = np.asarray(raw, dtype=np.int64).reshape(-1)
         _check_found((v >= -1) & (v < self.n), "an exploded dataset")
         return v
+
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        return {0: np.asarray(rows, dtype=np.int64)}
 
 
 class GroupSetKeyIndex(KeyIndex):
@@ -243,6 +269,13 @@ class GroupSetKeyIndex(KeyIndex):
         ok = (member >= 0) & (self._codes[pos] == code) if len(self._codes) else member < -1
         _check_found(ok, "a rollup or cube")
         return self._group[pos].astype(np.int64)
+
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        codes = self._codes[np.isin(self._group, rows)]
+        got = self.parent.column_values(codes // self._radix)
+        if got is None:
+            return None
+        return {**got, self.width - 1: codes % self._radix}
 
     @property
     def nbytes(self) -> int:
@@ -320,6 +353,27 @@ class ComposedKeyIndex(KeyIndex):
         ok = (pos < self.n) & (self._sorted[pos_c] == code) if self.n else np.zeros(len(code), bool)
         _check_found(ok | null, "a join or union")
         return np.where(null, -1, self._perm[pos_c]).astype(np.int64)
+
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        rows = np.asarray(rows, dtype=np.int64)
+        codes = self._sorted[np.isin(self._perm, rows)]
+        radix = self.radix(self.blocks, self.n_branches)
+        parts = []
+        for r in reversed(radix):  # mixed radix, least significant last
+            parts.append(codes % r)
+            codes = codes // r
+        branch, *members = reversed(parts)
+        out: dict[int, np.ndarray] = {}
+        if self.branch_col is not None:
+            out[self.branch_col] = branch
+        for (ki, start), idx in zip(self.blocks, members):
+            got = ki.column_values(idx[idx > 0] - 1)
+            if got is None:
+                return None
+            missing = bool(np.any(idx == 0))  # the missing side of an outer join: null
+            for c, v in got.items():
+                out[start + c] = np.append(v, -1) if missing else v
+        return out
 
     @property
     def nbytes(self) -> int:

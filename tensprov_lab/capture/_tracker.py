@@ -45,6 +45,7 @@ from tensprov_lab.capture._keys import (
     UniqueKeyIndex,
     arrow_keys,
     keys_in,
+    keys_sql,
 )
 from tensprov_lab.store import IdentityTensor, Store, make_tensor, tensor_from_pairs
 from tensprov_lab.store._sets import unique
@@ -632,6 +633,10 @@ class Tracker:
                 few = len(wanted) <= IN_LIST
                 df = self.jvm.to_df(plan, self.replay_spark if few else None)
             df = df.where(keys_in(names[0], wanted))
+        elif rows is not None and ki.n:
+            condition = self._rows_condition(node, np.asarray(rows, dtype=np.int64))
+            if condition is not None:
+                df = df.where(condition)
         table = df.toArrow()
         raw = arrow_keys(table, names)
         idx = ki.lookup(raw)
@@ -643,6 +648,32 @@ class Tracker:
         pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
         pdf.attrs["recomputed"] = derived
         return pdf
+
+    def _rows_condition(self, node: Node, rows: np.ndarray) -> Any:
+        """A Spark condition on the key columns of ``node`` that keeps the records of
+        ``rows`` (and maybe a few others): without it, reading some records of a kept
+        join or aggregate would bring the whole dataset to Python.  None when the keys
+        cannot be told (then everything is read, as before)."""
+        from pyspark.sql import functions as F
+
+        assert node.ann is not None and node.ki is not None
+        names = node.ann.key_names()
+        # a key column is one raw column only when it is a bigint (structs flatten)
+        if not all(self.jvm.kept_is_long(k) for k in node.ann.keys):
+            return None
+        cols = node.ki.column_values(rows)
+        if not cols or len(names) != node.ki.width:
+            return None
+        parts = []
+        for pos, values in sorted(cols.items()):
+            u = unique(values)
+            if len(u) > IN_LIST:
+                return None
+            text = keys_sql(names[pos], u[u >= 0])
+            if len(u) and u[0] == -1:  # the missing side of an outer join
+                text = f"({text} OR `{names[pos]}` IS NULL)"
+            parts.append(text)
+        return F.expr(" AND ".join(parts))
 
     # -- capture -------------------------------------------------------------------
     def _collect_keys(
