@@ -34,7 +34,6 @@ def test_ident_numbers_objects_not_values(spark) -> None:  # noqa: ANN001
     again = a._jdf.logicalPlan()
     assert again is not pa
     assert jvm.ident(again) == jvm.ident(pa)
-    assert jvm.kept_ident(pa) == jvm.ident(pa)
     # a DataFrame's plan is one proxy, so what is asked of it is asked once
     assert jvm.plan(a) is pa
 

@@ -31,11 +31,7 @@ class Jvm:
         self._tokens = itertools.count(1)
         self._logical = self.jvm.org.apache.spark.sql.catalyst.plans.logical
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
-        self._kept_idents: dict[int, tuple[JObject, int]] = {}
-        self._kept_children: dict[int, tuple[JObject, list[JObject]]] = {}
-        self._kept_inner: dict[int, tuple[JObject, Any]] = {}
         self._classes: dict[str, JObject] = {}
-        self._kept_long: dict[int, tuple[JObject, bool]] = {}
         self._memo: dict[tuple[str, str], Any] = {}
 
     # -- constants (looked up once: each costs py4j round trips) -------------------
@@ -152,20 +148,9 @@ class Jvm:
             util = self.jvm.java.util
             return util.Collections.synchronizedMap(util.IdentityHashMap())
 
-    def kept_ident(self, obj: JObject) -> int:
-        """``ident(obj)`` remembered for a proxy the caller keeps (the plans of captured
-        datasets): replays walk the same plans again and again."""
-        return self._remember(self._kept_idents, obj, self.ident)
-
-    def kept_children(self, node: JObject) -> list[JObject]:
-        """``children(node)`` remembered for a proxy the caller keeps: a plan never
-        changes."""
-        return self._remember(self._kept_children, node, self.children)
-
-    def kept_inner_join(self, node: JObject) -> tuple[JObject, JObject] | None:
-        """``(join type, condition)`` of ``node`` (a proxy the caller keeps) if it is an
-        inner ``Join``, else None."""
-        return self._remember(self._kept_inner, node, self._inner_join)
+    def inner_join(self, node: JObject) -> tuple[JObject, JObject] | None:
+        """``(join type, condition)`` of ``node`` if it is an inner ``Join``, else None."""
+        return self._memoized("inner", node, self._inner_join)  # type: ignore[no-any-return]
 
     def _inner_join(self, node: JObject) -> tuple[JObject, JObject] | None:
         if self.cls(node) != "Join":
@@ -174,7 +159,7 @@ class Jvm:
         return (how, node.condition()) if str(how) == "Inner" else None
 
     def replicated(self, inner: tuple[JObject, JObject], left: JObject, right: JObject) -> JObject:
-        """The inner join ``inner`` (see ``kept_inner_join``) of ``left`` and ``right``,
+        """The inner join ``inner`` (see ``inner_join``) of ``left`` and ``right``,
         hinted to pair its sides in place (``CartesianProduct`` with its condition): no
         shuffle, hence no stage of its own, which is what a join of a few records
         needs."""
@@ -190,16 +175,6 @@ class Jvm:
     def single_partition(self, plan: JObject) -> JObject:
         """``plan`` read as one partition without a shuffle (``coalesce(1)``)."""
         return self.logical("Repartition")(1, False, plan)
-
-    @staticmethod
-    def _remember(cache: dict[int, tuple[JObject, Any]], obj: JObject, compute: Any) -> Any:
-        # keyed by the proxy (held, so its id is not reused): no round trip at all
-        hit = cache.get(id(obj))
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        value = compute(obj)
-        cache[id(obj)] = (obj, value)
-        return value
 
     def filter_sql(self, text: str, child: JObject) -> JObject:
         """``Filter(text, child)``, analysed on its own: resolved before it joins a larger
@@ -233,9 +208,9 @@ class Jvm:
     #: fewest values ``keys_filter`` also tests as a hash set
     HASHED = 16
 
-    def kept_is_long(self, attr: JObject) -> bool:
-        """Whether ``attr`` (a proxy the caller keeps) is of type ``bigint``."""
-        return self._remember(self._kept_long, attr, lambda a: str(a.dataType()) == "LongType")
+    def is_long(self, attr: JObject) -> bool:
+        """Whether the attribute ``attr`` is of type ``bigint``."""
+        return bool(self._memoized("long", attr, lambda a: str(a.dataType()) == "LongType"))
 
     @functools.cached_property
     def _long(self) -> JObject:

@@ -69,14 +69,14 @@ def _substitute(
     memo: dict[int, JObject] = {}
 
     def go(node: JObject) -> JObject:
-        ident = jvm.kept_ident(node)
+        ident = jvm.ident(node)
         if ident in repl:
             return repl[ident]
         if ident in memo:
             return memo[ident]
-        kids = jvm.kept_children(node)
+        kids = jvm.children(node)
         new = [go(k) for k in kids]
-        inner = jvm.kept_inner_join(node) if few else None
+        inner = jvm.inner_join(node) if few else None
         if all(a is b for a, b in zip(kids, new)):
             out = node
         elif inner is not None:
@@ -163,7 +163,7 @@ def _keyed_filter(
     if len(values) <= IN_LIST:
         # built directly: no DataFrame of its own
         attr = node.ann.keys[0]
-        if keep and len(values) and tracker.jvm.kept_is_long(attr):
+        if keep and len(values) and tracker.jvm.is_long(attr):
             return tracker.jvm.keys_filter(attr, values.tolist(), source)
         text = keys_sql(key, values)
         return tracker.jvm.filter_sql(text if keep else f"NOT ({text})", source)
@@ -254,7 +254,7 @@ def _restricted(
     for d in front:
         fnode = _node(tracker, d)
         assert fnode.ann is not None
-        ident = tracker.jvm.kept_ident(fnode.ann.plan)
+        ident = tracker.jvm.ident(fnode.ann.plan)
         keep = back.get(d, np.zeros(0, dtype=np.int64))
         if edit is not None:
             repl[ident] = edit(d, keep)

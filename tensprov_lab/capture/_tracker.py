@@ -659,7 +659,7 @@ class Tracker:
         assert node.ann is not None and node.ki is not None
         names = node.ann.key_names()
         # a key column is one raw column only when it is a bigint (structs flatten)
-        if not all(self.jvm.kept_is_long(k) for k in node.ann.keys):
+        if not all(self.jvm.is_long(k) for k in node.ann.keys):
             return None
         cols = node.ki.column_values(rows)
         if not cols or len(names) != node.ki.width:
