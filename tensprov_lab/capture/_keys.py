@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.store._sets import member
+
 __all__ = [
     "IN_LIST",
     "keys_in",
@@ -220,7 +222,7 @@ class MappedKeyIndex(KeyIndex):
             return self.parent.column_values(rows)
         # every input record mapped to one of the rows (a group's members: the group's
         # key is one of theirs)
-        got = self.parent.column_values(np.flatnonzero(np.isin(self.in_to_out, rows)))
+        got = self.parent.column_values(np.flatnonzero(member(self.in_to_out, rows)))
         if got is None or self.null_row is None or self.null_row not in rows:
             return got
         return {c: np.append(v, -1) for c, v in got.items()}
@@ -271,7 +273,7 @@ class GroupSetKeyIndex(KeyIndex):
         return self._group[pos].astype(np.int64)
 
     def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
-        codes = self._codes[np.isin(self._group, rows)]
+        codes = self._codes[member(self._group, rows)]
         got = self.parent.column_values(codes // self._radix)
         if got is None:
             return None
@@ -356,7 +358,7 @@ class ComposedKeyIndex(KeyIndex):
 
     def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
         rows = np.asarray(rows, dtype=np.int64)
-        codes = self._sorted[np.isin(self._perm, rows)]
+        codes = self._sorted[member(self._perm, rows)]
         radix = self.radix(self.blocks, self.n_branches)
         parts = []
         for r in reversed(radix):  # mixed radix, least significant last
