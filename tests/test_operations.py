@@ -604,6 +604,68 @@ def test_group_by_aggregates(spark) -> None:  # noqa: ANN001
     assert back(run, empty_total, 0) == {"sales": []}
 
 
+def _global_aggregates(spark: Any) -> tuple[Any, dict[str, Any]]:
+    sales = sales_df(spark)
+    with tensprov_lab.track(spark, name="global") as run:
+        outs = {
+            "plain": sales.agg(F.sum("amount").alias("t")),
+            "grouped by nothing": sales.groupBy().count(),
+            "over a window": sales.withColumn(
+                "r", F.row_number().over(Window.orderBy("amount"))
+            ).agg(F.max("r").alias("m")),
+            "filtered before": sales.filter("amount > 1").agg(F.count("*").alias("c")),
+            "over nothing": sales.filter("amount > 100").agg(F.count("*").alias("c")),
+            "projected after": sales.agg(F.sum("amount").alias("t")).select(
+                (F.col("t") * 2).alias("t2")
+            ),
+        }
+        fit_in = sales.select(F.col("amount").cast("double").alias("x")).fillna(0.0)
+        from pyspark.ml.feature import StandardScaler, VectorAssembler
+
+        vec = VectorAssembler(inputCols=["x"], outputCol="v").transform(fit_in)
+        StandardScaler(inputCol="v", outputCol="s").fit(vec)
+    return run, outs
+
+
+def test_global_aggregates_need_no_job_and_match_the_general_path(spark, monkeypatch) -> None:  # noqa: ANN001
+    """One group of every input record is known without reading keys back from Spark;
+    the lineage equals the one the general path reads back (the oracle)."""
+    from tensprov_lab.capture import _tracker
+
+    fast: list[bool] = []
+    real_test = _tracker._takes_every_record
+    monkeypatch.setattr(
+        _tracker, "_takes_every_record", lambda rw: fast.append(real_test(rw)) or fast[-1]
+    )
+    run, outs = _global_aggregates(spark)
+    assert fast.count(True) == len(outs) + 1  # every aggregate and the fit took the short way
+    collected: list[int] = []
+    monkeypatch.setattr(_tracker, "_takes_every_record", lambda rw: False)
+    real = _tracker.Tracker._group_tensors
+
+    def counting(self, rw, occ):  # noqa: ANN001, ANN202
+        collected.append(1)
+        return real(self, rw, occ)
+
+    monkeypatch.setattr(_tracker.Tracker, "_group_tensors", counting)
+    slow_run, slow_outs = _global_aggregates(spark)
+    assert len(collected) == len(outs) + 1  # the oracle took the general path every time
+    for what, df in outs.items():
+        slow = slow_outs[what]
+        assert run.dataset(df).n_rows == slow_run.dataset(slow).n_rows == 1, what
+        assert back(run, df, 0) == back(slow_run, slow, 0), what
+        assert records(run, df) == records(slow_run, slow), what
+        for j in range(len(SALES)):
+            assert fwd(run, "sales", j, df) == fwd(slow_run, "sales", j, slow), (what, j)
+    assert back(run, outs["plain"], 0) == {"sales": [0, 1, 2, 3, 4, 5]}
+    assert back(run, outs["over nothing"], 0) == {"sales": []}
+    (fit,) = [o for o in run.operations if o.category == "ml_fit"]
+    (slow_fit,) = [o for o in slow_run.operations if o.category == "ml_fit"]
+    model, slow_model = run.store.datasets[fit.output], slow_run.store.datasets[slow_fit.output]
+    assert back(run, model, 0) == back(slow_run, slow_model, 0)
+    assert back(run, model, 0) == {"sales": [0, 1, 2, 3, 4, 5]}
+
+
 def _check_groups(run: Any, out: Any, src: Any, groups: dict, key_of: Any, total_of: Any) -> None:
     """Each output row of a rollup/cube is one group: its backward is the group's members.
 

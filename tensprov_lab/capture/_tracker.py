@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import time
 import warnings
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +79,9 @@ _IDENTITY_NODES = TRIVIAL | {"Project", "Window", "Sort"}
 #: these are left to Spark's own join)
 _JOIN_MAX_SIDE = 20_000_000
 _JOIN_MAX_BYTES = 4 << 30
+#: first consumers that read a source's keys anyway (see Tracker._join_keys), so that
+#: its record index costs no job of its own
+_READS_SOURCE_KEYS = {"join"}
 
 
 @dataclass
@@ -190,7 +195,10 @@ class Tracker:
         self.by_ds: dict[int, Node] = {}
         self.pending: list[Pending | Node] = []
         self.runs: dict[int, RunLog] = {}
-        self._depth = 0
+        #: per thread: how deep in wrapped calls (or quiet()) the thread is; calls made
+        #: below the first are the method's own, and capture's worker builds DataFrames
+        #: of its own while the user's thread records
+        self._local = threading.local()
         #: bytes of tensors the store may hold before capture stops tracing records
         self.budget: int | None = None
         self._active: RunLog | None = None
@@ -203,6 +211,20 @@ class Tracker:
         #: which datasets to keep materialized: "auto" (pipeline outputs, inputs of
         #: contextual operations, outputs of non-deterministic ones), "all" or "none"
         self.materialize = "auto"
+        #: sources of the running block no operation has read yet (by plan identity)
+        self._fresh: set[int] = set()
+        #: sources whose record index is being counted while the block runs: their
+        #: annotated plan and the counting job (see _index_early)
+        self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex]]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def _depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value: int) -> None:
+        self._local.depth = value
 
     # -- patching ------------------------------------------------------------------
     def _classes(self) -> list[tuple[type, list[str], Callable[[str, Any], bool] | None]]:
@@ -302,6 +324,7 @@ class Tracker:
             node = self.register(d)
             if all(node is not n for n in inputs):
                 inputs.append(node)
+        self._index_early(method, inputs)
         parts = [_describe(a) for a in args]
         parts += [f"{k}={_describe(v)}" for k, v in (kwargs or {}).items()]
         assert self._active is not None
@@ -328,6 +351,7 @@ class Tracker:
         node = Node(df=df, plan=plan, ident=ident, run=self._run_id())
         self.nodes[ident] = node
         self.pending.append(node)
+        self._fresh.add(ident)
         return node
 
     def _run_id(self) -> int | None:
@@ -395,7 +419,16 @@ class Tracker:
                 if id(df) not in kept:
                     df.unpersist()
             self._cached, self._reused, self._kept = [], set(), {}
+            self._drop_early()
         return run
+
+    def _drop_early(self) -> None:
+        """Forget the counts started in the block (a source nothing captured): the jobs
+        still running finish on their own."""
+        for _, future in self._early.values():
+            future.cancel()
+        self._early.clear()
+        self._fresh.clear()
 
     def _materialize(self, run: RunLog) -> None:
         """Keep the datasets recomputation needs whole (DESIGN.md §6).  Sources stay where
@@ -438,6 +471,7 @@ class Tracker:
         self.unpatch()
         self.pending = []
         self._active = None
+        self._drop_early()
 
     def forget(self, run_ids: list[int], keep: list[Any] | None = None) -> list[str]:
         """Drop the provenance of runs: their datasets and operations leave the store,
@@ -692,8 +726,12 @@ class Tracker:
     def _capture_source(self, node: Node, run: RunLog, defer: bool = False) -> None:
         """Key a source by scan position and count its records; ``defer`` leaves the
         count to its first consumer (see :meth:`_index_deferred`)."""
-        stable = plan_is_stable(self.jvm, node.plan)
-        ann = annotate_source(self.jvm, node.plan, pin=not stable)
+        early = self._early.get(node.ident)
+        if early is not None:
+            stable, ann = True, early[0]
+        else:
+            stable = plan_is_stable(self.jvm, node.plan)
+            ann = annotate_source(self.jvm, node.plan, pin=not stable)
         cols, types = self.jvm.columns(node.df)
         origin = self.jvm.tree_string(self._leaf(node.plan))
         ds = self.store.add_dataset(
@@ -712,7 +750,18 @@ class Tracker:
         for node in nodes:
             if node.deferred:
                 assert node.ann is not None
-                self._set_index(node, self._scan_index(node.ann))
+                self._set_index(node, self._early_index(node) or self._scan_index(node.ann))
+
+    def _early_index(self, node: Node) -> ScanKeyIndex | None:
+        """The record index counted for ``node`` while the block ran (None: none was, or
+        the job failed, and counting again says why)."""
+        early = self._early.pop(node.ident, None)
+        if early is None or early[0] is not node.ann:
+            return None
+        try:
+            return early[1].result()
+        except Exception:  # noqa: BLE001 - counted again, in this thread
+            return None
 
     def _set_index(self, node: Node, ki: ScanKeyIndex) -> None:
         node.ki, node.n, node.deferred = ki, ki.n, False
@@ -1138,6 +1187,15 @@ class Tracker:
         extra = set(rw.nodes) - _IDENTITY_NODES - {"Aggregate", "Deduplicate", "Distinct", "Expand"}
         if extra:
             raise Unsupported(f"{sorted(extra)} after a grouping step")
+        node = occ[g.pos]
+        assert node.ki is not None and node.n is not None
+        if _takes_every_record(rw):
+            # one group of every input record (an ML fit, a global aggregate straight
+            # over its input): nothing to read back from Spark
+            member = np.arange(node.n, dtype=np.int64)
+            tensor = tensor_from_pairs(np.zeros(node.n, dtype=np.int64), member, 1, node.n)
+            everything = np.zeros(node.n, dtype=np.int64)
+            return 1, [tensor], MappedKeyIndex(node.ki, everything, 1, 0 if not node.n else None)
         if g.flat_plan is not None:
             table = self.jvm.to_df(g.flat_plan).toArrow()
             raw = arrow_keys(table, g.key_cols)
@@ -1154,8 +1212,6 @@ class Tracker:
                 pc.list_parent_indices(col).to_numpy(zero_copy_only=False), dtype=np.int64
             )
             raw = arrow_keys(pa.table({"k": flat}), ["k"])
-        node = occ[g.pos]
-        assert node.ki is not None and node.n is not None
         member = node.ki.lookup(raw)
         # groups ordered by their smallest member (set semantics, DESIGN.md §3); groups of
         # different grouping sets with the same smallest member by grouping-set id
@@ -1209,6 +1265,7 @@ class Tracker:
         node.run = self._run_id()
         self.nodes[node.ident] = node
         self.pending.append(node)
+        self._fresh.add(node.ident)
         return node
 
     def add_pending(self, method: str, inputs: list[Node], out: Node, expression: str) -> Node:
@@ -1222,7 +1279,39 @@ class Tracker:
         out.run = self._active.id
         self.nodes[out.ident] = out
         self.pending.append(Pending(method, inputs, out, expression, self._active.id))
+        self._index_early(method, inputs)
         return out
+
+    def _index_early(self, method: str, inputs: list[Node]) -> None:
+        """Start counting the records of the sources ``method`` is the first to read.
+
+        The count is one Spark job per source (see :meth:`_scan_index`).  Started here,
+        in a background thread, it runs while the rest of the block is still building
+        DataFrames (work in this process), instead of adding its time to the end of
+        the block.  A source whose order is not stable is pinned at the end as before,
+        and one first read by a join gets its index from the join's keys.
+        """
+        for node in inputs:
+            if node.ident not in self._fresh:
+                continue
+            self._fresh.discard(node.ident)
+            if method in _READS_SOURCE_KEYS or node.ident in self._early:
+                continue
+            try:
+                with self.quiet():  # the annotation's own DataFrame calls are not the user's
+                    if not plan_is_stable(self.jvm, node.plan):
+                        continue
+                    ann = annotate_source(self.jvm, node.plan, pin=False)
+                    ann.key_names()  # asked here: the worker thread only runs the job
+            except Exception:  # noqa: BLE001 - left to the end of the block, as before
+                continue
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="tensprov-lab-index")
+            self._early[node.ident] = (ann, self._pool.submit(self._count_quietly, ann))
+
+    def _count_quietly(self, ann: Annotated) -> ScanKeyIndex:
+        with self.quiet():  # the worker's DataFrames are capture's own, not the user's
+            return self._scan_index(ann)
 
     def quiet(self) -> Any:
         """A context manager in which wrapped calls are not recorded (for the DataFrames
@@ -1259,6 +1348,19 @@ def _first_consumers(pending: list[Any]) -> dict[int, Pending]:
             for n in item.inputs:
                 first.setdefault(id(n), item)
     return first
+
+
+def _takes_every_record(rw: Rewrite) -> bool:
+    """Whether the operation is one global aggregate over every record of its one input:
+    no grouping keys or grouping sets, and only row-preserving steps around it."""
+    g = rw.group
+    if g is None or g.kind != "aggregate" or g.group_cols or g.gid_col is not None:
+        return False
+    # flat_plan is None when grouping values cannot be compared exactly: then there are some
+    if g.flat_plan is None or len(rw.occurrences) != 1:
+        return False
+    steps = [n for n in rw.nodes if n not in _IDENTITY_NODES]
+    return steps == ["Aggregate"]
 
 
 def _short_error(exc: Exception) -> str:

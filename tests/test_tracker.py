@@ -1,0 +1,95 @@
+"""The tracker's own machinery: counting sources while the block runs."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+import tensprov_lab
+from tensprov_lab.capture import _tracker
+
+pytestmark = pytest.mark.spark
+
+
+def _pipeline(spark: Any) -> tuple[Any, dict[str, Any]]:
+    """Sources first read by a projection, a filter, an aggregate and a join."""
+    a = spark.range(0, 40, 1, 3).withColumn("g", F.col("id") % 4)
+    b = spark.createDataFrame([(i, f"v{i}") for i in range(0, 40, 3)], "id long, v string")
+    c = spark.range(0, 25, 1, 2)
+    d = spark.createDataFrame([(i % 5, i) for i in range(12)], "k long, x long")
+    with tensprov_lab.track(spark) as run:
+        out = {
+            "projected": a.withColumn("h", F.col("g") * 2),
+            "filtered": c.filter("id % 3 = 1"),
+            "summed": d.groupBy("k").agg(F.sum("x").alias("s")),
+        }
+        out["joined"] = out["projected"].join(b, "id")
+    return run, out
+
+
+def _summary(run: Any, out: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "operations": [(o.method, o.category, o.opaque) for o in run.operations],
+        "rows": {d.label: d.n_rows for d in run.datasets},
+        "lineage": {name: run.backward(df).to_dict() for name, df in out.items()},
+        "records": {name: run.rows(df).values.tolist() for name, df in out.items()},
+    }
+
+
+def test_sources_are_counted_while_the_block_runs(spark, monkeypatch) -> None:  # noqa: ANN001
+    threads: list[str] = []
+    real = _tracker.Tracker._scan_index
+
+    def spy(self, ann):  # noqa: ANN001, ANN202
+        threads.append(threading.current_thread().name)
+        return real(self, ann)
+
+    monkeypatch.setattr(_tracker.Tracker, "_scan_index", spy)
+    run, out = _pipeline(spark)
+    # three sources are read first by a projection, a filter and an aggregate: each is
+    # counted by the worker; the join's right side is left to the join (which reads its
+    # keys anyway when Spark shuffles; this small side is broadcast, so it is counted at
+    # the end of the block)
+    assert sorted(threads) == ["MainThread"] + ["tensprov-lab-index_0"] * 3
+    early = _summary(run, out)
+
+    # the oracle: the same pipeline counted at the end of the block, in this thread
+    threads.clear()
+    monkeypatch.setattr(_tracker.Tracker, "_index_early", lambda self, method, inputs: None)
+    late_run, late_out = _pipeline(spark)
+    assert threads and not any(t.startswith("tensprov-lab-index") for t in threads)
+    late = _summary(late_run, late_out)
+    assert early["operations"] == late["operations"]
+    assert sorted(early["rows"].values(), key=str) == sorted(late["rows"].values(), key=str)
+    assert early["lineage"] == late["lineage"]
+    assert early["records"] == late["records"]
+    assert run.dataset(out["filtered"]).n_rows == 8
+
+
+def test_a_failed_count_is_made_again(spark, monkeypatch) -> None:  # noqa: ANN001
+    real = _tracker.Tracker._scan_index
+
+    def flaky(self, ann):  # noqa: ANN001, ANN202
+        if threading.current_thread().name.startswith("tensprov-lab-index"):
+            raise RuntimeError("the worker's job failed")
+        return real(self, ann)
+
+    monkeypatch.setattr(_tracker.Tracker, "_scan_index", flaky)
+    run, out = _pipeline(spark)
+    assert not any(o.opaque for o in run.operations)
+    assert run.dataset(out["filtered"]).n_rows == 8
+    assert run.backward(out["filtered"]).to_dict() == {"c": [1, 4, 7, 10, 13, 16, 19, 22]}
+
+
+def test_the_workers_dataframes_are_not_recorded(spark) -> None:  # noqa: ANN001
+    src = spark.range(0, 30, 1, 2)
+    with tensprov_lab.track(spark) as run:
+        out = src.withColumn("x", F.col("id") + 1)
+        # the user keeps writing while the worker counts ``src`` with DataFrame calls
+        more = [out.withColumn(f"y{i}", F.col("x") * i) for i in range(20)]
+    assert [o.method for o in run.operations] == ["withColumn"] * 21
+    assert len(run.datasets) == 22
+    assert run.rows(more[-1]).shape == (30, 1 + 3)
