@@ -1,4 +1,5 @@
-"""Plan helpers: object numbering that capture's lookups rely on."""
+"""Plan helpers: object numbering that capture's lookups rely on, and the JVM-side
+helper (TensProvHelper.java) against plain py4j reading."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ _TYPES = [
 ]  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     fields=st.lists(
         st.tuples(_NAME, st.sampled_from(_TYPES) | st.tuples(_NAME, _NAME)),
@@ -66,15 +67,20 @@ _TYPES = [
         unique_by=lambda f: f[0].lower(),
     )
 )
-def test_columns_read_like_pyspark_schema(spark, fields) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("helper", [True, False])
+def test_columns_read_like_pyspark_schema(spark, fields, helper) -> None:  # noqa: ANN001
     """Names and type strings read from the catalog string equal pyspark's own (from
     JSON), whatever the names: nested fields with brackets or commas in their names
-    fall back to JSON rather than split wrongly."""
+    fall back to JSON rather than split wrongly.  Read through the helper or not."""
     from pyspark.ml.linalg import Vectors
 
     from tensprov_lab.capture._jvm import Jvm
 
     jvm = Jvm(spark)
+    if not helper:
+        jvm._helper = None
+    else:
+        assert jvm.helper is not None
     cols = []
     for name, kind in fields:
         if isinstance(kind, tuple):  # a struct with two oddly named fields
@@ -153,3 +159,112 @@ def test_memo_forgets_without_changing_answers(spark, monkeypatch) -> None:  # n
     # forgotten proxies are asked again and get the numbers they had
     assert [jvm.ident(p) for p in plans] == first
     assert [jvm.cls(p) for p in plans] == ["Range"] * 6
+
+
+# -- the JVM-side helper --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def jvm(spark):  # noqa: ANN001, ANN201
+    from tensprov_lab.capture._jvm import Jvm
+
+    jvm = Jvm(spark)
+    assert jvm.helper is not None, "Janino did not compile TensProvHelper.java"
+    return jvm
+
+
+def _escaped_utf8(text: str) -> int:
+    # what py4j sends: backslashes and line breaks escaped
+    return len(text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").encode())
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    unit=st.text(min_size=1, max_size=6),
+    times=st.sampled_from([1, 500, 1500, 4000]),
+)
+def test_helper_replies_come_back_whole_in_small_pieces(jvm, unit, times) -> None:  # noqa: ANN001
+    """A text of any characters (line breaks, backslashes, 3- and 4-byte ones) comes back
+    exactly, in pieces that each fit under the size where py4j's answer stalls."""
+    text = unit * times + "\\\n\r\U0001f600é" * (times // 100)
+    pieces = []
+    reply = str(jvm.helper.reply(text))
+    while True:
+        token, _, piece = reply.partition(" ")
+        pieces.append(piece)
+        if token == "0":
+            break
+        reply = str(jvm.helper.more(int(token)))
+    assert "".join(pieces) == text
+    assert jvm._whole(jvm.helper, str(jvm.helper.reply(text))) == text
+    assert all(_escaped_utf8(p) <= 7000 for p in pieces)
+    if _escaped_utf8(text) > 7000:
+        assert len(pieces) > 1
+
+
+def test_helper_reads_projections_like_py4j(spark, jvm) -> None:  # noqa: ANN001
+    """Output ids and the added columns' references, against reading them call by call;
+    a subquery is left to the JSON path (None)."""
+    df = spark.range(3).withColumn("a", F.col("id") + 1)
+    for i in range(40):
+        df = df.withColumn(f"c{i}", F.col("a") * i + F.col("id"))
+    df = df.withColumn("a", F.col("c3") + F.col("c7")).withColumn("lit", F.lit(5))
+    df = df.select("*", (F.col("c1") - F.col("c2")).alias("d"), F.col("c4").alias("e"))
+    for step in (df, df.drop("c5"), df.withColumnRenamed("c6", "six")):
+        plan = jvm.plan(step)
+        got = jvm.project_info(plan)
+        assert got is not None
+        out = [int(a.exprId().id()) for a in jvm.lst(plan.output())]
+        fresh = jvm.lst(plan.projectList().diff(plan.child().output()))
+        expected = [
+            [
+                int(e.exprId().id()),
+                *sorted(int(r.exprId().id()) for r in jvm.lst(e.references().toSeq())),
+            ]
+            for e in fresh
+        ]
+        assert got[0] == out
+        assert [[e[0], *sorted(e[1:])] for e in got[1]] == expected
+    sub = spark.range(3).withColumn("q", F.expr("(select max(id) from range(4))"))
+    assert jvm.project_info(jvm.plan(sub)) is None
+
+
+def test_helper_json_equals_the_plans_own(spark, jvm) -> None:  # noqa: ANN001
+    df = spark.range(3)
+    for i in range(60):
+        df = df.withColumn(f"column_with_a_long_name_{i}", F.col("id") * i)
+    plan = jvm.plan(df.groupBy("column_with_a_long_name_3").count())
+    text = str(plan.toJSON())
+    assert len(text) > 7000
+    assert jvm.to_json(plan) == text
+
+
+def test_capture_without_the_helper_is_the_same(spark, monkeypatch) -> None:  # noqa: ANN001
+    """Where Janino is missing, capture reads the same facts call by call."""
+    import numpy as np
+
+    import tensprov_lab
+    from tensprov_lab.capture._jvm import Jvm
+
+    def wide(name: str) -> tuple:
+        src = spark.createDataFrame(
+            [(i, i % 3, f"s{i}") for i in range(12)], "id int, g int, s string"
+        )
+        with tensprov_lab.track(spark, name=name) as run:
+            df = src
+            for i in range(35):
+                df = df.withColumn(f"c{i}", F.col("id") * i + F.col("g"))
+            df = df.withColumn("s", F.upper("s")).filter("g > 0").select("id", "s", "c3", "c30")
+        ops = [run.store.operations[o] for o in run._log.operations]
+        return run, df, ops
+
+    run, out, ops = wide("with")
+    monkeypatch.setattr(Jvm, "helper", property(lambda self: None))
+    slow_run, slow_out, slow_ops = wide("without")
+    assert len(ops) == len(slow_ops) == 38
+    for a, b in zip(ops, slow_ops):
+        assert (a.method, a.category) == (b.method, b.category)
+        assert all(np.array_equal(x, y) for x, y in zip(a.contributing, b.contributing))
+        assert all(np.array_equal(x, y) for x, y in zip(a.influencing, b.influencing))
+    assert run.backward(out).to_dict() == slow_run.backward(slow_out).to_dict()
+    assert run.rows(out).equals(slow_run.rows(slow_out))

@@ -318,7 +318,7 @@ class _Rewriter:
 
     def _on_Project(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
         child, blocks = self._single(results)
-        return self.jvm.project_with(node.projectList(), self._attrs(blocks), child), blocks
+        return self.jvm.reproject(node, self._attrs(blocks), child), blocks
 
     def _on_Sort(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
         child, blocks = self._single(results)

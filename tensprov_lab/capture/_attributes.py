@@ -83,6 +83,12 @@ class _Expr:
         return found
 
 
+def _added(expr_id: int, refs: list[int]) -> _Expr:
+    """A new column of a projection as far as lineage needs it: its id and what it reads."""
+    kids = [_Expr("AttributeReference", {"exprId": {"id": r}}) for r in refs]
+    return _Expr("Alias", {"exprId": {"id": expr_id}}, kids)
+
+
 def _tree(items: list[dict[str, Any]]) -> _Expr:
     """A Catalyst expression from its pre-order JSON list."""
     pos = 0
@@ -148,7 +154,7 @@ class _Walker:
     def out_ids(self, node: JObject) -> list[int]:
         ident = self.jvm.ident(node)
         if ident not in self.ids:
-            items = json.loads(str(self._relation(node.output()).toJSON()))
+            items = json.loads(self.jvm.to_json(self._relation(node.output())))
             self.ids[ident] = _ids(items[0]["output"])
         return self.ids[ident]
 
@@ -175,7 +181,7 @@ class _Walker:
             # the node alone (children emptied): Catalyst writes ~0.4 ms per attribute
             # into JSON, so each attribute is written once
             shallow = node.withNewChildren(self.jvm.seq([self.jvm.no_columns] * n_kids))
-            d = json.loads(str(shallow.toJSON()))[0]
+            d = json.loads(self.jvm.to_json(shallow))[0]
             out_ids = self._node_ids(node, d, kid_ids)
         env: dict[int, _Lin] = {}
         for e in envs:
@@ -191,6 +197,10 @@ class _Walker:
         None when it does not pay or the ids cannot be read back exactly."""
         if len(child_ids) < _WIDE:
             return None
+        info = self.jvm.project_info(node)
+        if info is not None:
+            out_ids, added = info
+            return self._passed_on(node, out_ids, [_added(e[0], e[1:]) for e in added], child_ids)
         output = node.output()
         size = int(output.size())
         parts = str(output.mkString(_SEP)).split(_SEP)
@@ -208,7 +218,14 @@ class _Walker:
         exprs = self._read_fresh(fresh, n_fresh) if n_fresh <= _FEW_FRESH else None
         if exprs is None:
             shallow = self.jvm.logical("Project")(fresh, self.jvm.no_columns)
-            exprs = _exprs(json.loads(str(shallow.toJSON()))[0]["projectList"])
+            exprs = _exprs(json.loads(self.jvm.to_json(shallow))[0]["projectList"])
+        return self._passed_on(node, ids, exprs, child_ids)
+
+    def _passed_on(
+        self, node: JObject, ids: list[int], exprs: list[_Expr], child_ids: list[int]
+    ) -> tuple[dict[str, Any], list[int]] | None:
+        """The narrow reading of a projection with output ``ids`` that adds ``exprs``;
+        None unless every output is a child's column or an added expression, once."""
         d = {"class": "Project", "parsed": exprs}
         known = set(child_ids) | {i for e in exprs if (i := e.named_id()) is not None}
         if len(set(ids)) != len(ids) or not known.issuperset(ids):
@@ -233,8 +250,8 @@ class _Walker:
             ids = [_ATTRIBUTE_ID.search(p) for p in parts]
             if len(parts) != size or any(m is None for m in ids):
                 return None
-            kids = [_Expr("AttributeReference", {"exprId": {"id": int(m.group(1))}}) for m in ids]  # type: ignore[union-attr]
-            exprs.append(_Expr("Alias", {"exprId": {"id": int(e.exprId().id())}}, kids))
+            refs = [int(m.group(1)) for m in ids]  # type: ignore[union-attr]
+            exprs.append(_added(int(e.exprId().id()), refs))
         return exprs
 
     def _node_ids(self, node: JObject, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int]:

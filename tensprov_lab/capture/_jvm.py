@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
+from importlib import resources
 from typing import Any
 
 __all__ = ["Jvm"]
@@ -18,6 +20,9 @@ _MISS = object()
 #: facts remembered per py4j proxy before the memo starts afresh (each holds a proxy at
 #: most, so the JVM objects behind them stay alive until then)
 _MEMO_SIZE = 50_000
+#: the compiled helper of each py4j gateway (one JVM each), by ``id`` of the gateway
+_HELPERS: dict[int, tuple[Any, Any]] = {}
+_HELPER_LOCK = threading.Lock()
 
 
 class Jvm:
@@ -33,6 +38,71 @@ class Jvm:
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
         self._classes: dict[str, JObject] = {}
         self._memo: dict[tuple[str, str], Any] = {}
+        self._helper: Any = _MISS
+        self._seqs: dict[tuple[str, ...], JObject] = {}
+
+    # -- the JVM-side helper (TensProvHelper.java) ---------------------------------
+    @property
+    def helper(self) -> JObject | None:
+        """Capture's helper object in the JVM, compiled on first use; None when it cannot
+        be compiled here (then every fact is read with plain py4j calls, more of them)."""
+        if self._helper is _MISS:
+            # one per JVM: py4j finds a method by its class's name, so a second class of
+            # the same name (another compilation) would be called with the first's methods
+            with _HELPER_LOCK:  # the worker thread may ask while the block runs
+                known = _HELPERS.get(id(self.gateway))
+                if known is None or known[0] is not self.gateway:
+                    known = _HELPERS[id(self.gateway)] = (self.gateway, self._compile_helper())
+                self._helper = known[1]
+        return self._helper
+
+    def _compile_helper(self) -> JObject | None:
+        try:
+            source = resources.files(__package__).joinpath("TensProvHelper.java")
+            compiler = self.jvm.org.codehaus.janino.SimpleCompiler()
+            compiler.setParentClassLoader(
+                self.jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+            )
+            compiler.cook(source.read_text(encoding="utf-8"))
+            cls = compiler.getClassLoader().loadClass("TensProvHelper")
+            no_types = self.gateway.new_array(self.jvm.java.lang.Class, 0)
+            no_args = self.gateway.new_array(self.jvm.java.lang.Object, 0)
+            return cls.getDeclaredConstructor(no_types).newInstance(no_args)
+        except Exception:  # noqa: BLE001 - another Spark build, no Janino: the slow way
+            return None
+
+    def project_info(self, project: JObject) -> tuple[list[int], list[list[int]]] | None:
+        """A projection's output expression ids, and for each expression it adds to its
+        child's output that expression's id followed by the ids it references; None
+        without the helper or when an added expression holds a subquery."""
+        helper = self.helper
+        if helper is None:
+            return None
+        reply = helper.projectInfo(project)
+        if reply is None:
+            return None
+        lines = self._whole(helper, str(reply)).split("\n")
+        out = [int(x) for x in lines[0].split()]
+        return out, [[int(x) for x in line.split()] for line in lines[1:]]
+
+    @staticmethod
+    def _whole(helper: JObject, reply: str) -> str:
+        """The text of a helper's reply, asking for the pieces after the first."""
+        parts = []
+        while True:
+            token, _, text = reply.partition(" ")
+            parts.append(text)
+            if token == "0":
+                return "".join(parts)
+            reply = str(helper.more(int(token)))
+
+    def to_json(self, node: JObject) -> str:
+        """``node.toJSON()``; through the helper in pieces, which is much faster for
+        a long text (see TensProvHelper.java)."""
+        helper = self.helper
+        if helper is None:
+            return str(node.toJSON())
+        return self._whole(helper, str(helper.json(node)))
 
     # -- constants (looked up once: each costs py4j round trips) -------------------
     @functools.cached_property
@@ -282,6 +352,27 @@ class Jvm:
         round trips per column."""
         return self.logical("Project")(getattr(exprs, "$plus$plus")(self.seq(extra)), child)
 
+    def reproject(self, project: JObject, extra: list[JObject], child: JObject) -> JObject:
+        """The projection ``project`` over ``child``, passing ``extra`` on after its own
+        expressions (one round trip with the helper)."""
+        helper = self.helper
+        if helper is None:
+            return self.project_with(project.projectList(), extra, child)
+        return helper.projectWith(project, self._same_seq(extra), child)
+
+    def _same_seq(self, items: list[JObject]) -> JObject:
+        """``seq(items)``, made once for the same objects: a chain of projections passes
+        the same key columns on at every step."""
+        key = tuple(str(getattr(i, "_target_id", "")) for i in items)
+        if "" in key:
+            return self.seq(items)
+        seq = self._seqs.get(key)
+        if seq is None:
+            if len(self._seqs) >= _MEMO_SIZE:
+                self._seqs.clear()
+            seq = self._seqs[key] = self.seq(items)
+        return seq
+
     def alias(self, expr: JObject, name: str, like: JObject | None = None) -> JObject:
         """``expr AS name``; with ``like`` (an attribute) reuse its expression id."""
         empty = self.empty
@@ -316,12 +407,17 @@ class Jvm:
         spell unambiguously (user-defined types, structs, whose field names it does not
         quote) is read as JSON.
         """
-        schema = df._jdf.schema()
-        names = str(self._join_names(schema)).split("\0")
-        types = _split_types(str(schema.catalogString()), names)
+        helper = self.helper
+        if helper is not None:
+            catalog, text, *names = _fields(self._whole(helper, str(helper.columns(df._jdf))))
+        else:
+            schema = df._jdf.schema()
+            names = str(self._join_names(schema)).split("\0")
+            catalog, text = str(schema.catalogString()), str(schema)
+        types = _split_types(catalog, names)
         # nested field names are not quoted in a catalog string: with a struct type
         # a split could be wrong, not only impossible
-        if types is None or any("struct<" in t for t in types) or _maybe_udt(str(schema)):
+        if types is None or any("struct<" in t for t in types) or _maybe_udt(text):
             fields = df.schema.fields
             return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
         return names, types
@@ -340,6 +436,21 @@ class Jvm:
 
 #: longest sequence ``Jvm.lst`` reads by position without converting it first
 _SHORT = 8
+
+
+def _fields(text: str) -> list[str]:
+    """Split the helper's ``length:text`` fields.
+
+    >>> _fields("3:a:b0:1:c")
+    ['a:b', '', 'c']
+    """
+    out, pos = [], 0
+    while pos < len(text):
+        colon = text.index(":", pos)
+        size = int(text[pos:colon])
+        out.append(text[colon + 1 : colon + 1 + size])
+        pos = colon + 1 + size
+    return out
 
 
 def _simple_name(obj: JObject) -> str:

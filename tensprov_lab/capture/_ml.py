@@ -32,6 +32,8 @@ vector, the entries that read it are its slots in order: the k-th entry naming c
 
 from __future__ import annotations
 
+import json
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -225,12 +227,37 @@ def _pairs(stage: Any) -> list[tuple[str, str]]:
     return []
 
 
+#: fields read one by one, per DataFrame (see _field)
+_FIELDS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _field(df: Any, col: str) -> Any:
+    """``df.schema[col]``, without reading the whole schema when pyspark has not: the
+    schema of an ML pipeline's output is long (every vector's slot metadata), and py4j
+    takes ~40 ms more for any answer above 8 KB."""
+    if getattr(df, "_schema", None) is not None:
+        return df.schema[col]
+    try:
+        fields = _FIELDS.setdefault(df, {})
+    except TypeError:  # not weakly referenceable: read the schema
+        return df.schema[col]
+    if col not in fields:
+        from pyspark.sql.types import StructField
+
+        try:
+            text = str(df._jdf.schema().apply(col).json())
+            fields[col] = StructField.fromJson(json.loads(text))
+        except Exception:  # noqa: BLE001 - pyspark's own reading says what is wrong
+            return df.schema[col]
+    return fields[col]
+
+
 def _ml_attr(df: Any, col: str) -> dict[str, Any]:
-    return dict(df.schema[col].metadata.get("ml_attr", {}))
+    return dict(_field(df, col).metadata.get("ml_attr", {}))
 
 
 def _is_vector(df: Any, col: str) -> bool:
-    return str(df.schema[col].dataType.simpleString()) == "vector"
+    return str(_field(df, col).dataType.simpleString()) == "vector"
 
 
 def vector_size(df: Any, col: str) -> int | None:

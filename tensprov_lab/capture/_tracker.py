@@ -1056,7 +1056,7 @@ class Tracker:
         later capture job than to cache whole: caching every reused result made capture
         two to three times slower on the engine benchmark."""
         try:
-            text = str(plan.toJSON())
+            text = self.jvm.to_json(plan)
         except Exception:
             return True  # cannot tell: keep the old, safe behaviour
         return any(m in text for m in _PYTHON_MARKERS)

@@ -1,0 +1,135 @@
+// Reads and builds Catalyst plans in the JVM for capture (see Jvm.helper in _jvm.py).
+//
+// Compiled when first needed with Janino, the Java compiler Spark itself uses for
+// generated code, so nothing is added to the classpath.  Every method answers in one
+// py4j round trip what would otherwise take five to fifteen.  Janino reads Java without
+// generics or lambdas: Scala collections are used through their erased types.
+//
+// Text goes back in pieces of at most REPLY bytes: py4j writes a longer answer in two
+// TCP segments, and the second waits for the first one's delayed acknowledgement
+// (about 40 ms on Linux), where a whole answer below the limit takes a tenth of a ms.
+
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.trees.TreePatternBits;
+import org.apache.spark.sql.types.StructType;
+
+public class TensProvHelper {
+    private static final int REPLY = 7000;
+
+    private final scala.Enumeration.Value planExpression =
+        org.apache.spark.sql.catalyst.trees.TreePattern.PLAN_EXPRESSION();
+    private final java.util.concurrent.ConcurrentHashMap rest =
+        new java.util.concurrent.ConcurrentHashMap();
+    private final java.util.concurrent.atomic.AtomicLong tokens =
+        new java.util.concurrent.atomic.AtomicLong();
+
+    /** The first piece of {@code text} after a token and a space: 0 when it is the whole
+     *  text, else the token that {@link #more} gives the next piece for. */
+    public String reply(String text) {
+        if (text.length() > 64 * REPLY) {
+            // one wait of a delayed acknowledgement costs less than sixty round trips
+            return "0 " + text;
+        }
+        int end = 0;
+        int bytes = 0;
+        while (end < text.length()) {
+            char c = text.charAt(end);
+            // UTF-8 as py4j sends it: backslashes and line breaks escaped in two bytes
+            int size = 3;
+            int step = 1;
+            if (c == '\\' || c == '\n' || c == '\r') {
+                size = 2;
+            } else if (c < 0x80) {
+                size = 1;
+            } else if (c < 0x800) {
+                size = 2;
+            } else if (Character.isHighSurrogate(c) && end + 1 < text.length()) {
+                size = 4;
+                step = 2;
+            }
+            if (bytes + size > REPLY) {
+                break;
+            }
+            bytes += size;
+            end += step;
+        }
+        if (end == text.length()) {
+            return "0 " + text;
+        }
+        long token = tokens.incrementAndGet();
+        rest.put(Long.valueOf(token), text.substring(end));
+        return token + " " + text.substring(0, end);
+    }
+
+    /** The next piece of a reply (see {@link #reply}). */
+    public String more(long token) {
+        return reply((String) rest.remove(Long.valueOf(token)));
+    }
+
+    /** A tree's JSON, as a reply. */
+    public String json(org.apache.spark.sql.catalyst.trees.TreeNode node) {
+        return reply(node.toJSON());
+    }
+
+    private static void field(StringBuilder b, String text) {
+        // counted in code points, as Python counts a string's characters
+        b.append(text.codePointCount(0, text.length())).append(':').append(text);
+    }
+
+    /** The schema of a Dataset: its catalog string, its toString and each field name, every
+     *  part as its length, a colon and its text. */
+    public String columns(org.apache.spark.sql.Dataset ds) {
+        StructType schema = ds.schema();
+        String[] names = schema.fieldNames();
+        StringBuilder b = new StringBuilder();
+        field(b, schema.catalogString());
+        field(b, schema.toString());
+        for (int i = 0; i < names.length; i++) {
+            field(b, names[i]);
+        }
+        return reply(b.toString());
+    }
+
+    /** The output expression ids of a projection on the first line, then a line for each
+     *  expression it adds to its child's output: its id and the ids it references.  Null
+     *  when an added expression holds a subquery (whose outer references this does not
+     *  read). */
+    public String projectInfo(Project p) {
+        StringBuilder b = new StringBuilder();
+        scala.collection.Seq out = p.output();
+        int n = out.size();
+        for (int i = 0; i < n; i++) {
+            if (i > 0) {
+                b.append(' ');
+            }
+            b.append(((Attribute) out.apply(i)).exprId().id());
+        }
+        scala.collection.Seq fresh = (scala.collection.Seq) p.projectList().diff(p.child().output());
+        int m = fresh.size();
+        for (int i = 0; i < m; i++) {
+            NamedExpression e = (NamedExpression) fresh.apply(i);
+            // a Scala trait's method: Janino finds it on the interface only
+            if (((TreePatternBits) e).containsPattern(planExpression)) {
+                return null;
+            }
+            b.append('\n').append(e.exprId().id());
+            scala.collection.Iterator refs = ((Expression) e).references().iterator();
+            while (refs.hasNext()) {
+                b.append(' ').append(((Attribute) refs.next()).exprId().id());
+            }
+        }
+        return reply(b.toString());
+    }
+
+    /** The projection {@code p} over {@code child}, passing {@code extra} on after its own
+     *  expressions. */
+    public LogicalPlan projectWith(Project p, scala.collection.immutable.Seq extra, LogicalPlan child) {
+        scala.collection.immutable.Seq list =
+            (scala.collection.immutable.Seq) p.projectList().$plus$plus(extra);
+        return new Project(list, child);
+    }
+}
