@@ -268,3 +268,27 @@ def test_capture_without_the_helper_is_the_same(spark, monkeypatch) -> None:  # 
         assert all(np.array_equal(x, y) for x, y in zip(a.influencing, b.influencing))
     assert run.backward(out).to_dict() == slow_run.backward(slow_out).to_dict()
     assert run.rows(out).equals(slow_run.rows(slow_out))
+
+
+def test_schema_read_in_pieces_equals_pyspark(spark, jvm) -> None:  # noqa: ANN001
+    """An ML output's schema (slot metadata: far above 8 KB) read through the helper
+    equals pyspark's, field by field as ML capture reads it."""
+    import json
+
+    from pyspark.ml.feature import OneHotEncoder, StringIndexer, VectorAssembler
+    from pyspark.sql.types import StructType
+
+    from tensprov_lab.capture import _ml
+    from tensprov_lab.capture._jvm import schema_json
+
+    rows = [(f"category number {i % 90}", f"c{i % 7}", float(i)) for i in range(200)]
+    df = spark.createDataFrame(rows, "a string, b string, x double")
+    idx = StringIndexer(inputCols=["a", "b"], outputCols=["ai", "bi"]).fit(df).transform(df)
+    hot = OneHotEncoder(inputCols=["ai", "bi"], outputCols=["av", "bv"]).fit(idx).transform(idx)
+    out = VectorAssembler(inputCols=["x", "av", "bv"], outputCol="v").transform(hot)
+    text = schema_json(out)
+    assert text is not None and len(text) > 8192
+    assert StructType.fromJson(json.loads(text)) == out.schema
+    fresh = out.select("*")  # a DataFrame whose schema pyspark has not read
+    assert [_ml._field(fresh, c) for c in out.columns] == list(out.schema.fields)
+    assert _ml.vector_size(fresh, "v") == 1 + 89 + 6

@@ -70,6 +70,11 @@ public class TensProvHelper {
         return reply((String) rest.remove(Long.valueOf(token)));
     }
 
+    /** A Dataset's schema as JSON (pyspark's form), as a reply. */
+    public String schemaJson(org.apache.spark.sql.Dataset ds) {
+        return reply(ds.schema().json());
+    }
+
     /** A tree's JSON, as a reply. */
     public String json(org.apache.spark.sql.catalyst.trees.TreeNode node) {
         return reply(node.toJSON());

@@ -227,14 +227,14 @@ def _pairs(stage: Any) -> list[tuple[str, str]]:
     return []
 
 
-#: fields read one by one, per DataFrame (see _field)
+#: schemas (or fields read one by one) of the DataFrames ML stages read (see _field)
 _FIELDS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def _field(df: Any, col: str) -> Any:
-    """``df.schema[col]``, without reading the whole schema when pyspark has not: the
-    schema of an ML pipeline's output is long (every vector's slot metadata), and py4j
-    takes ~40 ms more for any answer above 8 KB."""
+    """``df.schema[col]``, without pyspark's one-answer schema read when it has not made
+    it yet: the schema of an ML pipeline's output is long (every vector's slot
+    metadata), and py4j takes ~40 ms more for any answer above 8 KB."""
     if getattr(df, "_schema", None) is not None:
         return df.schema[col]
     try:
@@ -242,14 +242,20 @@ def _field(df: Any, col: str) -> Any:
     except TypeError:  # not weakly referenceable: read the schema
         return df.schema[col]
     if col not in fields:
-        from pyspark.sql.types import StructField
+        from pyspark.sql.types import StructField, StructType
+
+        from tensprov_lab.capture._jvm import schema_json
 
         try:
-            text = str(df._jdf.schema().apply(col).json())
-            fields[col] = StructField.fromJson(json.loads(text))
+            text = schema_json(df)
+            if text is not None:
+                fields.update({f.name: f for f in StructType.fromJson(json.loads(text)).fields})
+            else:
+                text = str(df._jdf.schema().apply(col).json())
+                fields[col] = StructField.fromJson(json.loads(text))
         except Exception:  # noqa: BLE001 - pyspark's own reading says what is wrong
             return df.schema[col]
-    return fields[col]
+    return fields[col] if col in fields else df.schema[col]
 
 
 def _ml_attr(df: Any, col: str) -> dict[str, Any]:

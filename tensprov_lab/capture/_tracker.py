@@ -380,7 +380,15 @@ class Tracker:
         self.runs[run.id] = run
         self._active = run
         self.patch()
+        if not self.jvm.helper_known:
+            # compiled while the user's code runs, not at the end of the first block
+            self._worker().submit(lambda: self.jvm.helper)
         return run
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="tensprov-lab-index")
+        return self._pool
 
     def end(self, frame: Any, progress: Callable[[int, int, str], None] | None = None) -> RunLog:
         run = self._active
@@ -1305,9 +1313,7 @@ class Tracker:
                     ann.key_names()  # asked here: the worker thread only runs the job
             except Exception:  # noqa: BLE001 - left to the end of the block, as before
                 continue
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="tensprov-lab-index")
-            self._early[node.ident] = (ann, self._pool.submit(self._count_quietly, ann))
+            self._early[node.ident] = (ann, self._worker().submit(self._count_quietly, ann))
 
     def _count_quietly(self, ann: Annotated) -> ScanKeyIndex:
         with self.quiet():  # the worker's DataFrames are capture's own, not the user's
