@@ -758,7 +758,8 @@ class Tracker:
         for node in nodes:
             if node.deferred:
                 assert node.ann is not None
-                self._set_index(node, self._early_index(node) or self._scan_index(node.ann))
+                ki = self._early_index(node)
+                self._set_index(node, ki if ki is not None else self._scan_index(node.ann))
 
     def _early_index(self, node: Node) -> ScanKeyIndex | None:
         """The record index counted for ``node`` while the block ran (None: none was, or
