@@ -29,12 +29,17 @@ def schema_json(df: Any) -> str | None:
     """The JSON of ``df``'s schema, read in pieces by the helper of its JVM (pyspark's
     ``df.schema`` reads it in one answer, which stalls ~43 ms above 8 KB); None when no
     helper was compiled there yet."""
-    gateway = df.sparkSession.sparkContext._gateway
-    known = _HELPERS.get(id(gateway))
-    if known is None or known[0] is not gateway or known[1] is None:
+    helper = _compiled(df.sparkSession.sparkContext._gateway)
+    if helper is _MISS or helper is None:
         return None
-    helper = known[1]
     return Jvm._whole(helper, str(helper.schemaJson(df._jdf)))
+
+
+def _compiled(gateway: Any) -> Any:
+    """The helper compiled for ``gateway`` (None: it could not be), ``_MISS`` if none was
+    tried yet."""
+    known = _HELPERS.get(id(gateway))
+    return known[1] if known is not None and known[0] is gateway else _MISS
 
 
 class Jvm:
@@ -62,10 +67,11 @@ class Jvm:
             # one per JVM: py4j finds a method by its class's name, so a second class of
             # the same name (another compilation) would be called with the first's methods
             with _HELPER_LOCK:  # the worker thread may ask while the block runs
-                known = _HELPERS.get(id(self.gateway))
-                if known is None or known[0] is not self.gateway:
-                    known = _HELPERS[id(self.gateway)] = (self.gateway, self._compile_helper())
-                self._helper = known[1]
+                helper = _compiled(self.gateway)
+                if helper is _MISS:
+                    helper = self._compile_helper()
+                    _HELPERS[id(self.gateway)] = (self.gateway, helper)
+                self._helper = helper
         return self._helper
 
     @property

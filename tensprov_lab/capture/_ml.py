@@ -249,7 +249,8 @@ def _field(df: Any, col: str) -> Any:
         try:
             text = schema_json(df)
             if text is not None:
-                fields.update({f.name: f for f in StructType.fromJson(json.loads(text)).fields})
+                for f in StructType.fromJson(json.loads(text)).fields:
+                    fields.setdefault(f.name, f)  # the first of equal names, as pyspark
             else:
                 text = str(df._jdf.schema().apply(col).json())
                 fields[col] = StructField.fromJson(json.loads(text))
