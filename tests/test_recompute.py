@@ -337,3 +337,67 @@ def test_kept_records_are_read_by_key(spark: Any, monkeypatch: pytest.MonkeyPatc
     assert all(c is not None for c in conditions), conditions
     # the missing side of the outer join is asked for as null
     assert any("IS NULL" in str(c) for c in conditions)
+
+
+def _jobs(spark: Any) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+
+
+def test_a_few_records_replay_in_the_driver_without_a_job(spark: Any) -> None:
+    """Once the sources are cached, a replay through projections, filters, joins of
+    every kind and unions runs in the driver: no Spark job, and the very records (and
+    dtypes) the replay as a Spark job gives.  An aggregate in between, or a dataset
+    whose sources are not cached yet, takes the job."""
+    from tensprov_lab.capture import _replay
+
+    orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
+    cust = spark.createDataFrame(CUSTOMERS, "cid int, name string, region string")
+    with tensprov_lab.track(spark, name="driver-replay") as run:
+        big = orders.filter(F.col("amount") > 10).withColumn("day", F.lit("2026-01-01"))
+        joins = {
+            how: big.join(cust, "cid", how).withColumn("tax", F.col("amount") * 0.2)
+            for how in ("inner", "left", "right", "full", "left_semi", "left_anti")
+        }
+        theta = big.join(cust.withColumnRenamed("cid", "c2"), F.col("cid") < F.col("c2"))
+        both = joins["inner"].select("oid", "name").union(joins["left"].select("oid", "name"))
+        counted = joins["inner"].groupBy("region").count()
+    tracker = run._tracker
+    first = run.rows(joins["inner"], rows=[0])  # the first recomputation caches the sources
+    assert first.attrs["recomputed"] is True
+    for df in [big, both, *joins.values(), counted, theta]:
+        ds = run.dataset(df).id
+        n = run.dataset(df).n_rows or 0
+        for rows in [np.arange(n)[:1], np.arange(n)[n // 2 :], np.arange(n)]:
+            rows = rows.astype(np.int64)
+            before = _jobs(spark)
+            got = _replay._local(tracker, ds, rows)
+            if df is counted:
+                assert got is None
+                continue
+            assert got is not None, run.dataset(df).label
+            assert _jobs(spark) == before  # no Spark job ran
+            plan, small = _replay._restricted(tracker, ds, rows)
+            want = _replay._read(tracker, ds, plan, small)
+            order_got, order_want = np.argsort(got[1], kind="stable"), np.argsort(want[1])
+            np.testing.assert_array_equal(got[1][order_got], want[1][order_want])
+            pd.testing.assert_frame_equal(
+                got[0].iloc[order_got].reset_index(drop=True),
+                want[0].iloc[order_want].reset_index(drop=True),
+            )
+            assert set(rows) <= set(got[1].tolist())
+        # and through the public call
+        everything = run.rows(df)
+        picked = run.rows(df, rows=[0, n - 1] if n else [])
+        want_rows = everything[everything[ROW].isin([0, n - 1])].reset_index(drop=True)
+        pd.testing.assert_frame_equal(picked, want_rows, check_dtype=False)
+
+
+def test_driver_replay_is_skipped_for_uncached_sources(spark: Any) -> None:
+    from tensprov_lab.capture import _replay
+
+    orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
+    with tensprov_lab.track(spark, name="not-cached", materialize="none") as run:
+        big = orders.filter(F.col("amount") > 10)
+    assert _replay._local(run._tracker, run.dataset(big).id, np.array([0])) is None
+    assert run.rows(big, rows=[0]).attrs["recomputed"] is True
+    assert _replay._local(run._tracker, run.dataset(big).id, np.array([0])) is None

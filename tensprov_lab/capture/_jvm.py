@@ -20,8 +20,11 @@ _MISS = object()
 #: facts remembered per py4j proxy before the memo starts afresh (each holds a proxy at
 #: most, so the JVM objects behind them stay alive until then)
 _MEMO_SIZE = 50_000
-#: the compiled helper of each py4j gateway (one JVM each), by ``id`` of the gateway
-_HELPERS: dict[int, tuple[Any, Any]] = {}
+#: the compiled helpers of each py4j gateway (one JVM each), by ``id`` of the gateway
+#: and class name
+_HELPERS: dict[tuple[int, str], tuple[Any, Any]] = {}
+_HELPER = "TensProvHelper"
+_REPLAYER = "TensProvReplay"
 _HELPER_LOCK = threading.Lock()
 
 
@@ -35,10 +38,10 @@ def schema_json(df: Any) -> str | None:
     return Jvm._whole(helper, str(helper.schemaJson(df._jdf)))
 
 
-def _compiled(gateway: Any) -> Any:
-    """The helper compiled for ``gateway`` (None: it could not be), ``_MISS`` if none was
-    tried yet."""
-    known = _HELPERS.get(id(gateway))
+def _compiled(gateway: Any, name: str = _HELPER) -> Any:
+    """The helper ``name`` compiled for ``gateway`` (None: it could not be), ``_MISS`` if
+    none was tried yet."""
+    known = _HELPERS.get((id(gateway), name))
     return known[1] if known is not None and known[0] is gateway else _MISS
 
 
@@ -56,6 +59,7 @@ class Jvm:
         self._classes: dict[str, JObject] = {}
         self._memo: dict[tuple[str, str], Any] = {}
         self._helper: Any = _MISS
+        self._replayer: Any = _MISS
         self._seqs: dict[tuple[str, ...], JObject] = {}
 
     # -- the JVM-side helper (TensProvHelper.java) ---------------------------------
@@ -64,30 +68,47 @@ class Jvm:
         """Capture's helper object in the JVM, compiled on first use; None when it cannot
         be compiled here (then every fact is read with plain py4j calls, more of them)."""
         if self._helper is _MISS:
-            # one per JVM: py4j finds a method by its class's name, so a second class of
-            # the same name (another compilation) would be called with the first's methods
-            with _HELPER_LOCK:  # the worker thread may ask while the block runs
-                helper = _compiled(self.gateway)
-                if helper is _MISS:
-                    helper = self._compile_helper()
-                    _HELPERS[id(self.gateway)] = (self.gateway, helper)
-                self._helper = helper
+            self._helper = self._once(_HELPER, None)
         return self._helper
+
+    @property
+    def replayer(self) -> JObject | None:
+        """The JVM side of replays run in the driver (TensProvReplay.java, see
+        ``_replay._local``), compiled on first use; None when it cannot be here."""
+        if self._replayer is _MISS:
+            helper = self.helper
+            self._replayer = None if helper is None else self._once(_REPLAYER, helper)
+        return self._replayer
+
+    def _once(self, name: str, parent: JObject | None) -> JObject | None:
+        # one per JVM: py4j finds a method by its class's name, so a second class of
+        # the same name (another compilation) would be called with the first's methods
+        with _HELPER_LOCK:  # the worker thread may ask while the block runs
+            helper = _compiled(self.gateway, name)
+            if helper is _MISS:
+                helper = self._compile_helper(name, parent)
+                _HELPERS[(id(self.gateway), name)] = (self.gateway, helper)
+        return helper
 
     @property
     def helper_known(self) -> bool:
         """Whether :attr:`helper` was looked for already (compiled, or found missing)."""
         return self._helper is not _MISS
 
-    def _compile_helper(self) -> JObject | None:
+    def _compile_helper(self, name: str, parent: JObject | None) -> JObject | None:
+        """An instance of the class in ``name``.java, compiled with Janino; its classes
+        see Spark's and, with ``parent``, those of that compiled object's class."""
         try:
-            source = resources.files(__package__).joinpath("TensProvHelper.java")
+            source = resources.files(__package__).joinpath(f"{name}.java")
             compiler = self.jvm.org.codehaus.janino.SimpleCompiler()
-            compiler.setParentClassLoader(
+            loader = (
                 self.jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+                if parent is None
+                else parent.getClass().getClassLoader()
             )
+            compiler.setParentClassLoader(loader)
             compiler.cook(source.read_text(encoding="utf-8"))
-            cls = compiler.getClassLoader().loadClass("TensProvHelper")
+            cls = compiler.getClassLoader().loadClass(name)
             no_types = self.gateway.new_array(self.jvm.java.lang.Class, 0)
             no_args = self.gateway.new_array(self.jvm.java.lang.Object, 0)
             return cls.getDeclaredConstructor(no_types).newInstance(no_args)

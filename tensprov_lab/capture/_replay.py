@@ -209,10 +209,15 @@ def _read(
     """Records of a (replayed) annotated plan of ``ds_id`` and their canonical rows;
     ``-1`` for a record the capture did not see (it appears only after a what-if).
     ``small``: the plan reads only a few records (run it in the replay session)."""
-    node = _node(tracker, ds_id)
+    table = tracker.jvm.to_df(plan, tracker.replay_spark if small else None).toArrow()
+    return _records(_node(tracker, ds_id), table)
+
+
+def _records(node: Node, table: Any) -> tuple[pd.DataFrame, np.ndarray]:
+    """The user's columns of an Arrow table of annotated records, and their canonical
+    rows (see _read)."""
     assert node.ann is not None and node.ki is not None
     names = node.ann.key_names()
-    table = tracker.jvm.to_df(plan, tracker.replay_spark if small else None).toArrow()
     raw = arrow_keys(table, names)
     try:
         idx = node.ki.lookup(raw)
@@ -241,11 +246,9 @@ def _restricted(
     source's plan instead of the plain key filter."""
     node = _node(tracker, ds_id)
     assert node.ann is not None
-    front = frontier(tracker, ds_id, stop_at_cached=edit is None)
+    front, back, whole = _inputs(tracker, ds_id, rows, stop_at_cached=edit is None)
     if front == [ds_id]:
         return node.ann.plan, False
-    back = backward(tracker.store, ds_id, rows, to=front).rows
-    whole = _whole(tracker, ds_id)
     repl: dict[int, JObject] = {}
     # the replay session interprets rows one by one: right for a few records, slower
     # than compiled code for many (a what-if reaching big groups replays their members)
@@ -271,13 +274,96 @@ def _restricted(
     return _substitute(tracker, node.ann.plan, repl, few=few), small
 
 
+def _inputs(
+    tracker: Tracker, ds_id: int, rows: np.ndarray, stop_at_cached: bool = True
+) -> tuple[list[int], dict[int, np.ndarray], set[int]]:
+    """Where a replay of ``rows`` of ``ds_id`` starts (see :func:`frontier`), the rows it
+    needs of each of those datasets, and the datasets it must read whole."""
+    front = frontier(tracker, ds_id, stop_at_cached=stop_at_cached)
+    if front == [ds_id]:
+        return front, {}, set()
+    back = backward(tracker.store, ds_id, rows, to=front).rows
+    return front, back, _whole(tracker, ds_id)
+
+
+#: most record pairs a join of a replay run in the driver compares (see _local)
+_PAIRS = 250_000
+
+
+def _local(
+    tracker: Tracker, ds_id: int, rows: np.ndarray
+) -> tuple[pd.DataFrame, np.ndarray] | None:
+    """Records of ``rows`` of ``ds_id`` replayed in the driver without a Spark job, or
+    None when this replay needs Spark (see TensProvReplay.java).
+
+    It applies when every dataset the replay starts from is a keyed source (or opaque
+    output) that an earlier recomputation cached and whose cache this JVM holds, when
+    those hold at most ``_FEW`` of the wanted records, and when the operations in
+    between are projections, filters, joins and unions.  A Spark job costs ~40 ms of
+    scheduling on two cores, more than the rest of such a replay.
+    """
+    import base64
+
+    import pyarrow as pa
+
+    replayer = tracker.jvm.replayer
+    front, back, whole = _inputs(tracker, ds_id, rows)
+    if replayer is None or front == [ds_id]:
+        return None
+    node = _node(tracker, ds_id)
+    assert node.ann is not None
+    session = tracker.replay_spark._jsparkSession
+    repl: dict[int, JObject] = {}
+    total = 0
+    for d in front:
+        fnode = _node(tracker, d)
+        assert fnode.ann is not None and fnode.ki is not None
+        if _cached(tracker, d) or d in whole or fnode.cached is None or len(fnode.ann.keys) != 1:
+            return None
+        keep = back.get(d, np.zeros(0, dtype=np.int64))
+        values = np.sort(fnode.ki.values(np.asarray(keep, dtype=np.int64)))  # type: ignore[attr-defined]
+        total += len(values)
+        if total > _FEW or values.dtype.kind not in "iu":
+            return None
+        relation = replayer.cachedRecords(
+            session, fnode.ann.plan, fnode.ann.keys[0], values.astype(">i8").tobytes()
+        )
+        if relation is None:
+            return None
+        repl[tracker.jvm.ident(fnode.ann.plan)] = relation
+    helper = tracker.jvm.helper
+    large = tracker.replay_spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
+    if node.arrow_schema is None:
+        import json
+
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
+
+        text = tracker.jvm._whole(helper, str(replayer.schemaJson(session, node.ann.plan, helper)))
+        node.arrow_schema = to_arrow_schema(
+            StructType.fromJson(json.loads(text)),
+            error_on_duplicated_field_names_in_struct=True,
+            timezone="UTC",
+            prefers_large_types=large,
+        )
+    reply = replayer.run(session, _substitute(tracker, node.ann.plan, repl), _PAIRS, large, helper)
+    if reply is None:
+        return None
+    data = base64.b64decode(tracker.jvm._whole(helper, str(reply)))
+    table = pa.ipc.open_stream(data).read_all().cast(node.arrow_schema)
+    return _records(node, table)
+
+
 def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
     """Recompute ``rows`` of ``ds_id`` from their provenance-related records only."""
     from tensprov_lab._run import ROW
 
     rows = unique(np.asarray(rows, dtype=np.int64))
-    plan, small = _restricted(tracker, ds_id, rows)
-    pdf, idx = _read(tracker, ds_id, plan, small)
+    found = _local(tracker, ds_id, rows)
+    if found is None:
+        plan, small = _restricted(tracker, ds_id, rows)
+        found = _read(tracker, ds_id, plan, small)
+    pdf, idx = found
     pdf.insert(0, ROW, idx)
     pdf = pdf[np.isin(idx, rows)]
     pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
