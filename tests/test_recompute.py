@@ -401,3 +401,63 @@ def test_driver_replay_is_skipped_for_uncached_sources(spark: Any) -> None:
     assert _replay._local(run._tracker, run.dataset(big).id, np.array([0])) is None
     assert run.rows(big, rows=[0]).attrs["recomputed"] is True
     assert _replay._local(run._tracker, run.dataset(big).id, np.array([0])) is None
+
+
+def test_driver_replay_reads_every_column_type_as_the_job_does(spark: Any) -> None:
+    """Cache batches decoded in the driver and sent as Arrow give the values and dtypes
+    a replay run as a Spark job gives, for every Spark SQL type a source may hold."""
+    import datetime as dt
+    from decimal import Decimal
+
+    schema = (
+        "id int, flag boolean, b tinyint, sh smallint, l bigint, f float, d double, "
+        "dec decimal(12,3), s string, bin binary, day date, ts timestamp, "
+        "tsn timestamp_ntz, arr array<string>, m map<string,int>, "
+        "st struct<x:int,y:string>"
+    )
+    rows = [
+        (
+            i, i % 2 == 0, i - 3, 1000 + i, 2**40 + i, i / 3, i * 1.5,
+            Decimal(f"{i}.125"), f"s{i}", bytes([i, 255 - i]),
+            dt.date(2026, 1, 1 + i), dt.datetime(2026, 1, 1, i, 30),
+            dt.datetime(2020, 5, 5, 0, i), [f"a{i}", None], {"k": i}, (i, f"y{i}"),
+        )
+        for i in range(6)
+    ]  # fmt: skip
+    nulls = tuple([6] + [None] * 15)
+    src = spark.createDataFrame([*rows, nulls], schema)
+    other = spark.createDataFrame([(i, f"o{i}") for i in range(0, 8, 2)], "id int, o string")
+    with tensprov_lab.track(spark, name="driver-types") as run:
+        kept = src.filter(F.col("id") != 3).withColumn("l2", F.col("l") * 2)
+        joined = kept.join(other, "id", "left")
+        joined.groupBy("o").count()  # a sink: joined is an intermediate dataset
+    tracker = run._tracker
+    for df in (kept, joined):
+        run.rows(df, rows=[0])  # the first recomputation caches the sources it reads
+    # pyspark hands timestamps to pandas in UTC whatever the session's time zone
+    zone = tracker.replay_spark.conf.get("spark.sql.session.timeZone")
+    tracker.replay_spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        _compare_driver_and_job(run, [kept, joined])
+    finally:
+        tracker.replay_spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def _compare_driver_and_job(run: Any, frames: list[Any]) -> None:
+    from tensprov_lab.capture import _replay
+
+    tracker = run._tracker
+    for df in frames:
+        ds = run.dataset(df).id
+        n = run.dataset(df).n_rows or 0
+        every = np.arange(n, dtype=np.int64)
+        got = _replay._local(tracker, ds, every)
+        assert got is not None
+        want = _replay._read(tracker, ds, *_replay._restricted(tracker, ds, every))
+        order_got, order_want = np.argsort(got[1]), np.argsort(want[1])
+        assert got[1][order_got].tolist() == want[1][order_want].tolist() == every.tolist()
+        a = got[0].iloc[order_got].reset_index(drop=True)
+        b = want[0].iloc[order_want].reset_index(drop=True)
+        assert list(a.dtypes) == list(b.dtypes)
+        for col in a.columns:  # object columns hold arrays, dicts and bytes
+            assert [repr(v) for v in a[col]] == [repr(v) for v in b[col]], col
