@@ -13,7 +13,10 @@ materialized datasets -- for small ones:
   the replay stops there, so a window still sees its whole partition.
 
 Only the records the query needs are read and pushed through the user's own
-expressions; the key columns then name each replayed record's canonical row.
+expressions; the key columns then name each replayed record's canonical row.  A replay of
+a few records from cached sources through projections, filters, joins and unions runs in
+the driver without a Spark job (:func:`_local`, ``TensProvReplay.java``); any other runs
+as a Spark job.
 
 What-if (drop or edit input records) replays the same way on the edited frontier and
 compares the old and new records of each downstream dataset.  Dropping records can be
