@@ -390,6 +390,7 @@ def test_a_few_records_replay_in_the_driver_without_a_job(spark: Any) -> None:
         picked = run.rows(df, rows=[0, n - 1] if n else [])
         want_rows = everything[everything[ROW].isin([0, n - 1])].reset_index(drop=True)
         pd.testing.assert_frame_equal(picked, want_rows, check_dtype=False)
+    assert tracker.jvm.replayer.getFailure() == ""  # no error made it answer "not here"
 
 
 def test_driver_replay_is_skipped_for_uncached_sources(spark: Any) -> None:
@@ -461,3 +462,4 @@ def _compare_driver_and_job(run: Any, frames: list[Any]) -> None:
         assert list(a.dtypes) == list(b.dtypes)
         for col in a.columns:  # object columns hold arrays, dicts and bytes
             assert [repr(v) for v in a[col]] == [repr(v) for v in b[col]], col
+    assert tracker.jvm.replayer.getFailure() == ""

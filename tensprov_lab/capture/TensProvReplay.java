@@ -58,6 +58,26 @@ public class TensProvReplay {
             LogicalPlan plan,
             Attribute key,
             byte[] keyBytes) {
+        try {
+            return readCached(session, plan, key, keyBytes);
+        } catch (RuntimeException e) {
+            failure = e.toString();
+            return null;
+        }
+    }
+
+    /** Why the last call answered null because of an error (tests read it). */
+    public String failure = "";
+
+    public String getFailure() {
+        return failure;
+    }
+
+    private LogicalPlan readCached(
+            org.apache.spark.sql.classic.SparkSession session,
+            LogicalPlan plan,
+            Attribute key,
+            byte[] keyBytes) {
         long[] keys = new long[keyBytes.length / 8];
         java.nio.ByteBuffer.wrap(keyBytes).asLongBuffer().get(keys);
         scala.Option found = session.sharedState().cacheManager().lookupCachedData(session, plan);
@@ -108,27 +128,34 @@ public class TensProvReplay {
                 usable = false;
                 break;
             }
-            // read to the end: the block's read lock is released when its iterator is done
             scala.collection.Iterator data = ((BlockResult) got.get()).data();
-            while (data.hasNext()) {
-                Object item = data.next();
-                if (!(item instanceof DefaultCachedBatch)) {
-                    usable = false;
-                    continue;
+            try {
+                while (data.hasNext()) {
+                    Object item = data.next();
+                    if (!(item instanceof DefaultCachedBatch)) {
+                        usable = false;
+                        break;
+                    }
+                    DefaultCachedBatch batch = (DefaultCachedBatch) item;
+                    InternalRow stats = batch.stats();
+                    if (stats.isNullAt(STATS * k) || stats.isNullAt(STATS * k + 1)) {
+                        continue;
+                    }
+                    long lower = stats.getLong(STATS * k);
+                    long upper = stats.getLong(STATS * k + 1);
+                    int at = Arrays.binarySearch(keys, lower);
+                    if (at < 0) {
+                        at = -at - 1;
+                    }
+                    if (at < keys.length && keys[at] <= upper) {
+                        wanted.add(batch);
+                    }
                 }
-                DefaultCachedBatch batch = (DefaultCachedBatch) item;
-                InternalRow stats = batch.stats();
-                if (stats.isNullAt(STATS * k) || stats.isNullAt(STATS * k + 1)) {
-                    continue;
-                }
-                long lower = stats.getLong(STATS * k);
-                long upper = stats.getLong(STATS * k + 1);
-                int at = Arrays.binarySearch(keys, lower);
-                if (at < 0) {
-                    at = -at - 1;
-                }
-                if (at < keys.length && keys[at] <= upper) {
-                    wanted.add(batch);
+            } finally {
+                // read to the end: the block's read lock is released when its iterator
+                // is done, and a lock left held would stall unpersisting it for good
+                while (data.hasNext()) {
+                    data.next();
                 }
             }
         }
@@ -221,6 +248,10 @@ public class TensProvReplay {
                 }
                 current = folded;
             }
+            return null;
+        } catch (RuntimeException e) {
+            // the caller replays as a Spark job instead, which reports real errors
+            failure = e.toString();
             return null;
         } finally {
             if (before.isDefined()) {

@@ -80,10 +80,10 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
     Examples
     --------
     >>> w = run.explore()                      # doctest: +SKIP
-    >>> w.selected = "d8"                      # what a click on dataset 8 does
+    >>> w.selected = "d8"  # what a click on dataset 8 does  # doctest: +SKIP
     >>> w.records["rows"][0]                   # doctest: +SKIP
-    >>> w.select_record(0)                     # backward + forward lineage of row 0
-    >>> w.select_cell(0, "total")              # ... of one cell: contributing/influencing
+    >>> w.select_record(0)  # backward + forward lineage of row 0  # doctest: +SKIP
+    >>> w.select_cell(0, "total")  # ... of one cell: contributing/influencing  # doctest: +SKIP
     >>> w.mark_drop(3, node="d0"); w.preview_what_if()  # doctest: +SKIP
     >>> w.mark_edit(5, "region", "west", node="d2"); w.preview_what_if()  # doctest: +SKIP
     """
@@ -684,7 +684,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
         >>> w.mark_edit(5, "region", "west", node="d2")    # doctest: +SKIP
         >>> w.edited                                        # doctest: +SKIP
         {'d2': {5: {'region': 'west'}}}
-        >>> w.mark_edit(3, "amount", "120.5", node="d0")    # a double column: 120.5
+        >>> w.mark_edit(3, "amount", "120.5", node="d0")  # a double column: 120.5  # doctest: +SKIP
         >>> w.preview_what_if()                             # doctest: +SKIP
         """
         nid, ds_id, ds = self._source(node, row, "edit")
@@ -790,7 +790,7 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
 
         Examples
         --------
-        >>> w.mark_drop(3, node="d0"); w.mark_edit(5, "region", "west", node="d2")
+        >>> w.mark_drop(3, node="d0"); w.mark_edit(5, "region", "west", node="d2")  # doctest: +SKIP
         >>> w.preview_what_if(); w.what_if["datasets"][0]["changed"]  # doctest: +SKIP
         """
         if not self.dropped and not self.edited:
