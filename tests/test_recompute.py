@@ -345,9 +345,9 @@ def _jobs(spark: Any) -> int:
 
 def test_a_few_records_replay_in_the_driver_without_a_job(spark: Any) -> None:
     """Once the sources are cached, a replay through projections, filters, joins of
-    every kind and unions runs in the driver: no Spark job, and the very records (and
-    dtypes) the replay as a Spark job gives.  An aggregate in between, or a dataset
-    whose sources are not cached yet, takes the job."""
+    every kind, sorts (and a top-k limit) and unions runs in the driver: no Spark job,
+    and the very records (and dtypes) the replay as a Spark job gives.  An aggregate in
+    between, or a dataset whose sources are not cached yet, takes the job."""
     from tensprov_lab.capture import _replay
 
     orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
@@ -360,11 +360,12 @@ def test_a_few_records_replay_in_the_driver_without_a_job(spark: Any) -> None:
         }
         theta = big.join(cust.withColumnRenamed("cid", "c2"), F.col("cid") < F.col("c2"))
         both = joins["inner"].select("oid", "name").union(joins["left"].select("oid", "name"))
+        ranked = joins["full"].orderBy(F.col("name").desc_nulls_first(), "oid").limit(5)
         counted = joins["inner"].groupBy("region").count()
     tracker = run._tracker
     first = run.rows(joins["inner"], rows=[0])  # the first recomputation caches the sources
     assert first.attrs["recomputed"] is True
-    for df in [big, both, *joins.values(), counted, theta]:
+    for df in [big, both, ranked, *joins.values(), counted, theta]:
         ds = run.dataset(df).id
         n = run.dataset(df).n_rows or 0
         for rows in [np.arange(n)[:1], np.arange(n)[n // 2 :], np.arange(n)]:

@@ -6,9 +6,10 @@
 // Here the cached batches holding the wanted keys are read from this JVM's block manager
 // (local mode, or blocks this driver holds), the frontier becomes LocalRelations, and
 // Spark's own optimizer folds projections and filters over them (ConvertToLocalRelation);
-// joins and unions of local relations, which it leaves alone, are evaluated here with
-// their own conditions.  Whatever else the plan holds (aggregates, sorts, Python UDFs)
-// makes a method answer null, and the caller runs the replay as a Spark job instead.
+// joins, sorts and unions of local relations, which it leaves alone, are evaluated here
+// with their own conditions and orderings.  Whatever else the plan holds (aggregates,
+// windows, Python UDFs) makes a method answer null, and the caller runs the replay as a
+// Spark job instead.
 //
 // Compiled with Janino apart from TensProvHelper (whose replies it answers with), so that
 // a Spark build whose internals differ loses only this shortcut.  Janino reads Java
@@ -27,6 +28,7 @@ import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Sort;
 import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.execution.CachedData;
 import org.apache.spark.sql.execution.columnar.CachedRDDBuilder;
@@ -49,9 +51,10 @@ public class TensProvReplay {
 
     /**
      * The records of a cached plan whose long column {@code key} holds one of the keys
-     * in {@code keyBytes} (sorted, eight bytes each, big-endian), read from this JVM's block manager, as a LocalRelation with
-     * the plan's own output; null when the plan is not cached, its cache is not loaded,
-     * a block lives elsewhere, or the cache is not Spark's default columnar one.
+     * in {@code keyBytes} (sorted, eight bytes each, big-endian), read from this JVM's
+     * block manager, as a LocalRelation with the plan's own output; null when the plan
+     * is not cached, its cache is not loaded, a block lives elsewhere, or the cache is
+     * not Spark's default columnar one.
      */
     public LogicalPlan cachedRecords(
             org.apache.spark.sql.classic.SparkSession session,
@@ -66,7 +69,8 @@ public class TensProvReplay {
         }
     }
 
-    /** Why the last call answered null because of an error (tests read it). */
+    /** The last error that made a call answer null, "" while there was none (in this
+     *  JVM: the tests read it). */
     public String failure = "";
 
     public String getFailure() {
@@ -263,14 +267,24 @@ public class TensProvReplay {
         }
     }
 
-    /** {@code plan} with its joins and unions of local relations evaluated, or null when
-     *  there is none (or a join would compare more pairs than {@code budget} allows). */
+    /** {@code plan} with its joins, sorts and unions of local relations evaluated, or null
+     *  when there is none (or a join would compare more pairs than {@code budget} allows). */
     private LogicalPlan fold(LogicalPlan plan, long[] budget) {
         if (plan instanceof Join) {
             Join join = (Join) plan;
             if (join.left() instanceof LocalRelation && join.right() instanceof LocalRelation) {
                 return join(join, (LocalRelation) join.left(), (LocalRelation) join.right(), budget);
             }
+        }
+        if (plan instanceof Sort && ((Sort) plan).child() instanceof LocalRelation) {
+            Sort sort = (Sort) plan;
+            LocalRelation child = (LocalRelation) sort.child();
+            Object[] rows = rowsOf(child);
+            // Spark's interpreted ordering is a java.util.Comparator of rows
+            Arrays.sort(rows, new org.apache.spark.sql.catalyst.expressions.InterpretedOrdering(
+                sort.order(), child.output()));
+            return new LocalRelation(
+                child.output(), seq(new ArrayList(Arrays.asList(rows))), false, scala.None$.MODULE$);
         }
         if (plan instanceof Union) {
             scala.collection.immutable.Seq kids = plan.children();

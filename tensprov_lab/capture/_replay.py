@@ -243,13 +243,17 @@ def _restricted(
     ds_id: int,
     rows: np.ndarray,
     edit: Callable[[int, np.ndarray], JObject] | None = None,
+    inputs: Inputs | None = None,
 ) -> tuple[JObject, bool]:
     """Annotated plan of ``ds_id`` whose frontier holds only what ``rows`` need, and
     whether it reads only those records (nothing whole); ``edit(source, rows)`` builds a
-    source's plan instead of the plain key filter."""
+    source's plan instead of the plain key filter.  ``inputs``: :func:`_inputs` of the
+    same arguments, when the caller has them already."""
     node = _node(tracker, ds_id)
     assert node.ann is not None
-    front, back, whole = _inputs(tracker, ds_id, rows, stop_at_cached=edit is None)
+    if inputs is None:
+        inputs = _inputs(tracker, ds_id, rows, stop_at_cached=edit is None)
+    front, back, whole = inputs
     if front == [ds_id]:
         return node.ann.plan, False
     repl: dict[int, JObject] = {}
@@ -277,9 +281,11 @@ def _restricted(
     return _substitute(tracker, node.ann.plan, repl, few=few), small
 
 
-def _inputs(
-    tracker: Tracker, ds_id: int, rows: np.ndarray, stop_at_cached: bool = True
-) -> tuple[list[int], dict[int, np.ndarray], set[int]]:
+#: where a replay starts, the rows it needs there, the datasets it reads whole
+Inputs = tuple[list[int], dict[int, np.ndarray], set[int]]
+
+
+def _inputs(tracker: Tracker, ds_id: int, rows: np.ndarray, stop_at_cached: bool = True) -> Inputs:
     """Where a replay of ``rows`` of ``ds_id`` starts (see :func:`frontier`), the rows it
     needs of each of those datasets, and the datasets it must read whole."""
     front = frontier(tracker, ds_id, stop_at_cached=stop_at_cached)
@@ -294,7 +300,7 @@ _PAIRS = 250_000
 
 
 def _local(
-    tracker: Tracker, ds_id: int, rows: np.ndarray
+    tracker: Tracker, ds_id: int, rows: np.ndarray, inputs: Inputs | None = None
 ) -> tuple[pd.DataFrame, np.ndarray] | None:
     """Records of ``rows`` of ``ds_id`` replayed in the driver without a Spark job, or
     None when this replay needs Spark (see TensProvReplay.java).
@@ -310,8 +316,10 @@ def _local(
     import pyarrow as pa
 
     replayer = tracker.jvm.replayer
-    front, back, whole = _inputs(tracker, ds_id, rows)
-    if replayer is None or front == [ds_id]:
+    if replayer is None:
+        return None
+    front, back, whole = _inputs(tracker, ds_id, rows) if inputs is None else inputs
+    if front == [ds_id]:
         return None
     node = _node(tracker, ds_id)
     assert node.ann is not None
@@ -362,9 +370,10 @@ def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFra
     from tensprov_lab._run import ROW
 
     rows = unique(np.asarray(rows, dtype=np.int64))
-    found = _local(tracker, ds_id, rows)
+    inputs = _inputs(tracker, ds_id, rows)
+    found = _local(tracker, ds_id, rows, inputs)
     if found is None:
-        plan, small = _restricted(tracker, ds_id, rows)
+        plan, small = _restricted(tracker, ds_id, rows, inputs=inputs)
         found = _read(tracker, ds_id, plan, small)
     pdf, idx = found
     pdf.insert(0, ROW, idx)
