@@ -14,7 +14,7 @@ materialized datasets -- for small ones:
 
 Only the records the query needs are read and pushed through the user's own
 expressions; the key columns then name each replayed record's canonical row.  A replay of
-a few records from cached sources through projections, filters, joins and unions runs in
+a few records from cached sources through projections, filters, joins, sorts and unions runs in
 the driver without a Spark job (:func:`_local`, ``TensProvReplay.java``); any other runs
 as a Spark job.
 
@@ -308,7 +308,7 @@ def _local(
     It applies when every dataset the replay starts from is a keyed source (or opaque
     output) that an earlier recomputation cached and whose cache this JVM holds, when
     those hold at most ``_FEW`` of the wanted records, and when the operations in
-    between are projections, filters, joins and unions.  A Spark job costs ~40 ms of
+    between are projections, filters, joins, sorts and unions.  A Spark job costs ~40 ms of
     scheduling on two cores, more than the rest of such a replay.
     """
     import base64
