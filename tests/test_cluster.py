@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -28,11 +29,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _alive_workers(ui_port: int) -> int:
+def _alive_workers(master_log: Path) -> int:
+    """Workers the master counts, asked at the web UI port its log names: the port we
+    chose may have been taken meanwhile (another Spark on this machine), and Spark then
+    binds the next one."""
+    found = re.search(r"MasterWebUI.* started at https?://[^:\s]+:(\d+)", master_log.read_text())
+    if found is None:
+        return 0
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+        url = f"http://127.0.0.1:{found.group(1)}/json/"
+        with urllib.request.urlopen(url, timeout=2) as r:
             return int(json.load(r).get("aliveworkers", 0))
-    except OSError:
+    except (OSError, ValueError):
         return 0
 
 
@@ -59,7 +67,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             log = open(logs / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
             procs.append((subprocess.Popen(args, env=env, stdout=log, stderr=log), log))
         deadline = time.monotonic() + 120
-        while _alive_workers(ui) < 1:
+        while _alive_workers(logs / "master.log") < 1:
             dead = [p for p, _ in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 text = "".join((logs / f"{n}.log").read_text() for n in ("master", "worker"))
