@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 import tensprov_lab
 from tensprov_lab._run import ROW
+from tests._replays import by_row, driver_and_job, job_replay
 
 pytestmark = pytest.mark.spark
 
@@ -371,21 +372,16 @@ def test_a_few_records_replay_in_the_driver_without_a_job(spark: Any) -> None:
         for rows in [np.arange(n)[:1], np.arange(n)[n // 2 :], np.arange(n)]:
             rows = rows.astype(np.int64)
             before = _jobs(spark)
-            got = _replay._local(tracker, ds, rows)
             if df is counted:
-                assert got is None
+                assert _replay._local(tracker, ds, rows) is None
                 continue
-            assert got is not None, run.dataset(df).label
+            local = _replay._local(tracker, ds, rows)
+            assert local is not None, run.dataset(df).label
             assert _jobs(spark) == before  # no Spark job ran
-            plan, small = _replay._restricted(tracker, ds, rows)
-            want = _replay._read(tracker, ds, plan, small)
-            order_got, order_want = np.argsort(got[1], kind="stable"), np.argsort(want[1])
-            np.testing.assert_array_equal(got[1][order_got], want[1][order_want])
-            pd.testing.assert_frame_equal(
-                got[0].iloc[order_got].reset_index(drop=True),
-                want[0].iloc[order_want].reset_index(drop=True),
-            )
-            assert set(rows) <= set(got[1].tolist())
+            (got, got_idx), (want, want_idx) = by_row(local), by_row(job_replay(run, df, rows))
+            np.testing.assert_array_equal(got_idx, want_idx)
+            pd.testing.assert_frame_equal(got, want)
+            assert set(rows) <= set(got_idx.tolist())
         # and through the public call
         everything = run.rows(df)
         picked = run.rows(df, rows=[0, n - 1] if n else [])
@@ -446,20 +442,13 @@ def test_driver_replay_reads_every_column_type_as_the_job_does(spark: Any) -> No
 
 
 def _compare_driver_and_job(run: Any, frames: list[Any]) -> None:
-    from tensprov_lab.capture import _replay
-
     tracker = run._tracker
     for df in frames:
-        ds = run.dataset(df).id
-        n = run.dataset(df).n_rows or 0
-        every = np.arange(n, dtype=np.int64)
-        got = _replay._local(tracker, ds, every)
-        assert got is not None
-        want = _replay._read(tracker, ds, *_replay._restricted(tracker, ds, every))
-        order_got, order_want = np.argsort(got[1]), np.argsort(want[1])
-        assert got[1][order_got].tolist() == want[1][order_want].tolist() == every.tolist()
-        a = got[0].iloc[order_got].reset_index(drop=True)
-        b = want[0].iloc[order_want].reset_index(drop=True)
+        every = np.arange(run.dataset(df).n_rows or 0, dtype=np.int64)
+        pair = driver_and_job(run, df, every)
+        assert pair is not None
+        (a, got_idx), (b, want_idx) = pair
+        assert got_idx.tolist() == want_idx.tolist() == every.tolist()
         assert list(a.dtypes) == list(b.dtypes)
         for col in a.columns:  # object columns hold arrays, dicts and bytes
             assert [repr(v) for v in a[col]] == [repr(v) for v in b[col]], col

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab._run import ROW
+from tests._replays import driver_and_job
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, B_COLS, B_TYPES, a_rows, b_rows, draw_step
 from tests.test_capture_oracle import spark_step as _spark_step
@@ -153,26 +154,22 @@ def check_driver_replay(run: Any, df: Any, rows: list[int]) -> None:
     values, dtypes and canonical rows alike."""
     import numpy as np
 
-    from tensprov_lab.capture import _replay
-
     tracker, ds = run._tracker, run.dataset(df).id
     if not rows or run.store.producer(ds) is None:
         return
     picked = np.array(rows, dtype=np.int64)
-    got = _replay._local(tracker, ds, picked)
-    if got is None:  # not covered: said so without an error
+    pair = driver_and_job(run, df, picked)
+    if pair is None:  # not covered: said so without an error
         assert tracker.jvm.replayer is None or tracker.jvm.replayer.getFailure() == ""
         return
-    want = _replay._read(tracker, ds, *_replay._restricted(tracker, ds, picked))
     # the job may read more than asked for (a source read whole), never less
     sides = []
-    for frame, idx in (got, want):
+    for frame, idx in pair:
         keep = np.flatnonzero(np.isin(idx, picked))
-        keep = keep[np.argsort(idx[keep], kind="stable")]
         sides.append((frame.iloc[keep].reset_index(drop=True), idx[keep].tolist()))
     assert sides[0][1] == sides[1][1] == rows
     # pandas gives an int column with a null among the extra records floats
-    exact = len(want[1]) == len(rows)
+    exact = len(pair[1][1]) == len(rows)
     pd.testing.assert_frame_equal(sides[0][0], sides[1][0], check_dtype=exact)
 
 
