@@ -19,7 +19,7 @@ from tensprov_lab.store import (
     make_tensor,
     tensor_from_pairs,
 )
-from tensprov_lab.store._tensors import _ef_layout, _EliasFano
+from tensprov_lab.store._codes import PatchedInts, _ef_layout, _EliasFano
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -166,8 +166,13 @@ def test_mask_lazy_indexes_are_counted() -> None:
 def index_case(draw: st.DrawFn) -> tuple[list[int], int]:
     n_in = draw(st.integers(0, 40))
     idx = draw(st.lists(st.integers(-1, n_in - 1), max_size=60))
-    shape = draw(st.sampled_from(["random", "sorted", "runs"]))
-    if shape == "runs" and n_in:
+    shape = draw(st.sampled_from(["random", "sorted", "runs", "line"]))
+    if shape == "line" and n_in:
+        # near the diagonal with a few strays: the "pfor" form's case
+        idx = [min(o * n_in // 60 + draw(st.integers(0, 2)), n_in - 1) for o in range(60)]
+        for o in draw(st.lists(st.integers(0, 59), max_size=4)):
+            idx[o] = draw(st.integers(-1, n_in - 1))
+    elif shape == "runs" and n_in:
         # a join's left side: a few -1 (outer join) first, then groups of equal input rows
         lens = draw(st.lists(st.integers(0, 6), min_size=n_in, max_size=n_in))
         idx = [-1] * draw(st.integers(0, 3)) + [i for i, k in enumerate(lens) for _ in range(k)]
@@ -177,12 +182,20 @@ def index_case(draw: st.DrawFn) -> tuple[list[int], int]:
 
 
 @SETTINGS
-@given(case=index_case(), form=st.sampled_from([None, "packed", "sorted", "ef"]), data=st.data())
+@given(
+    case=index_case(),
+    form=st.sampled_from([None, "packed", "sorted", "ef", "pfor"]),
+    data=st.data(),
+)
 def test_index(case: tuple[list[int], int], form: str | None, data: st.DataObject) -> None:
     idx, n_in = case
     monotone = all(a <= b for a, b in zip(idx, idx[1:], strict=False))
     if form in ("sorted", "ef") and not monotone:
         with pytest.raises(ValueError, match="non-decreasing"):
+            IndexTensor.from_index(idx, n_in, form=form)
+        return
+    if form == "pfor" and not idx:
+        with pytest.raises(ValueError, match="at least one row"):
             IndexTensor.from_index(idx, n_in, form=form)
         return
     t = IndexTensor.from_index(idx, n_in, form=form)
@@ -210,16 +223,17 @@ def test_index_picks_smallest_form() -> None:
         ([], 0),
         ([-1], 0),
         ([-1, -1, 0], 1),
+        (np.arange(3000) ^ 1, 3000),  # a near-sorted permutation
     ]
     chosen = []
     for idx, n_in in cases:
         t = IndexTensor.from_index(idx, n_in)
         monotone = bool(np.all(np.diff(np.asarray(idx, dtype=np.int64)) >= 0))
-        forms = ("packed", "sorted", "ef") if monotone else ("packed",)
+        forms = ("packed", "sorted", "ef") if monotone else ("packed", "pfor")
         sizes = {f: IndexTensor.from_index(idx, n_in, form=f).nbytes for f in forms}
         assert t.nbytes == min(sizes.values()) == sizes[t.form], (idx, n_in, t, sizes)
         chosen.append(t.form)
-    assert set(chosen) == {"packed", "sorted", "ef"}
+    assert set(chosen) == {"packed", "sorted", "ef", "pfor"}
     assert IndexTensor.from_index(np.repeat(np.arange(1000), 50), 1000).form == "ef"
 
 
@@ -600,6 +614,7 @@ def test_join_bytes_budget_customers_left() -> None:
         IndexTensor.from_index([0, 2], 3, form="sorted"),
         IndexTensor.from_index([-1, 0, 2], 3, form="ef"),
         IndexTensor._build_ef(np.array([-1, 0, 2]), 3, over="offsets"),
+        IndexTensor.from_index([2, -1, 0], 3, form="pfor"),
         CSRTensor.from_pairs([0, 1], [1, 2], 2, 3),
     ],
     ids=lambda t: repr(t),
@@ -667,3 +682,80 @@ def test_index_injective_forward_uses_packed_inverse() -> None:
     inv = np.argsort(perm)
     rows = rng.integers(0, 10_000, 50)
     assert np.array_equal(t.forward(rows), np.unique(inv[rows]))
+
+
+@st.composite
+def near_line_case(draw: st.DrawFn) -> tuple[np.ndarray, int]:
+    """Larger idx arrays near the line ``o * n_in / n_out``, with strays, made by numpy."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n_out = draw(st.sampled_from([1, 2, 127, 128, 129, 1_000, 20_000]))
+    n_in = draw(st.sampled_from([1, 3, 130, 5_000, 40_000, 1 << 17]))
+    noise = draw(st.sampled_from([0, 1, 5, 300]))
+    line = np.arange(n_out, dtype=np.int64) * n_in // n_out
+    idx = np.clip(line + rng.integers(-noise, noise + 1, n_out), 0, n_in - 1)
+    strays = rng.random(n_out) < draw(st.sampled_from([0.0, 0.001, 0.07, 0.5, 1.0]))
+    idx[strays] = rng.integers(-1, n_in, int(strays.sum()))
+    if draw(st.booleans()):
+        idx[rng.random(n_out) < 0.05] = -1  # an outer join's missing rows
+    return idx, n_in
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=near_line_case(), data=st.data())
+def test_pfor_index_against_numpy(case: tuple[np.ndarray, int], data: st.DataObject) -> None:
+    idx, n_in = case
+    n_out = len(idx)
+    t = IndexTensor.from_index(idx, n_in, form="pfor")
+    assert t.form == "pfor" and t.nnz == int(np.count_nonzero(idx >= 0))
+    assert np.array_equal(t.to_index(), idx)
+    patched = PatchedInts.from_array(idx + 1, top=n_in)
+    assert patched.nbytes == t.nbytes  # the size from_index compares is the size built
+    assert np.array_equal(patched.to_numpy(), idx + 1)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    for k in (1, 3, 200):
+        rows = rng.integers(0, n_out, k)
+        v = idx[np.unique(rows)]
+        assert np.array_equal(t.backward(rows), np.unique(v[v >= 0]))
+        po, pi = t.backward_pairs(rows)
+        keep = v >= 0
+        assert np.array_equal(po, np.unique(rows)[keep]) and np.array_equal(pi, v[keep])
+        rows = rng.integers(0, n_in, k)
+        assert np.array_equal(t.forward(rows), np.flatnonzero(np.isin(idx, rows)))
+    # without a forced form the smaller of "packed" and "pfor" is kept
+    chosen = IndexTensor.from_index(idx, n_in)
+    monotone = bool(np.all(idx[1:] >= idx[:-1]))
+    if not monotone:
+        packed = IndexTensor.from_index(idx, n_in, form="packed").nbytes
+        assert chosen.nbytes <= packed
+        if chosen.form == "pfor":
+            assert chosen.nbytes == t.nbytes < packed
+        elif t.nbytes < 0.9 * packed and n_out <= 2 * 128 * 256:
+            raise AssertionError(f"pfor ({t.nbytes} B) was smaller than packed ({packed} B)")
+
+
+def test_pfor_shrinks_a_time_ordered_join_and_not_a_random_one() -> None:
+    rng = np.random.default_rng(5)
+    n = 200_000
+    # accounts in time order: each customer's first account arrives with the customer,
+    # 8% are later accounts of an earlier customer (the strays)
+    later = rng.random(n) < 0.08
+    owner = np.cumsum(~later) - 1
+    owner[later] = rng.integers(0, np.maximum(owner[later], 1))
+    right = np.lexsort((np.arange(n), owner))  # join output ordered by (customer, account)
+    t = make_tensor(right, n)
+    assert isinstance(t, IndexTensor) and t.form == "pfor"
+    packed = IndexTensor.from_index(right, n, form="packed").nbytes
+    assert t.nbytes < packed / 2.5
+    assert np.array_equal(t.to_index(), right)
+    random = make_tensor(rng.permutation(n), n)
+    assert isinstance(random, IndexTensor) and random.form == "packed"
+
+
+def test_patched_ints_errors() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        PatchedInts.from_array([1, -1])
+    with pytest.raises(ValueError, match="above top"):
+        PatchedInts.from_array([1, 5], top=4)
+    with pytest.raises(ValueError, match="at least one row"):
+        IndexTensor.from_index([], 3, form="pfor")
+    assert repr(PatchedInts.from_array([0, 1, 2])).startswith("PatchedInts(size=3")
