@@ -25,22 +25,41 @@ def test_sizes_follow_the_paper_and_interpolate() -> None:
         _tpcdi.sizes(0)
 
 
-def test_generator_is_exact_deterministic_and_skewed() -> None:
-    t = _tpcdi.generate(0.05, seed=3, trades=True)
+@pytest.mark.parametrize("accounts", _tpcdi.ACCOUNT_ORDERS)
+def test_generator_is_exact_deterministic_and_skewed(accounts: str) -> None:
+    t = _tpcdi.generate(0.05, seed=3, trades=True, accounts=accounts)
     n_c, n_a = _tpcdi.sizes(0.05)
     assert (t.n_customers, t.n_accounts) == (n_c, n_a)
     assert len(np.unique(t.customers["c_id"])) == n_c
     # every account belongs to a customer, so the join has one row per account
-    assert np.isin(t.accounts["ca_c_id"], t.customers["c_id"]).all()
-    per = np.unique(t.accounts["ca_c_id"], return_counts=True)[1]
-    assert per.max() >= 5 and len(per) < n_c  # a heavy tail, and customers without accounts
+    owner = t.accounts["ca_c_id"]
+    assert np.isin(owner, t.customers["c_id"]).all()
+    per = np.unique(owner, return_counts=True)[1]
+    assert per.max() >= 5  # a heavy tail
+    first = np.unique(owner, return_index=True)[1]  # each customer's first account
+    if accounts == "random":
+        assert len(per) < n_c  # customers without accounts
+        assert not np.all(np.diff(owner[np.sort(first)]) > 0)
+    else:
+        # a customer opens its first account when it arrives, in c_id order; the others
+        # come later, in among the newer customers' first accounts
+        assert len(per) == n_c
+        assert np.all(np.diff(owner[np.sort(first)]) > 0)
+        later = np.setdiff1d(np.arange(n_a), first)
+        assert 0 < len(later) == n_a - n_c
+        assert np.mean(np.diff(owner[later]) < 0) > 0.3  # not in customer order
     assert t.trades is not None and np.isin(t.trades["t_ca_id"], t.accounts["ca_id"]).all()
-    again = _tpcdi.generate(0.05, seed=3, trades=True)
+    again = _tpcdi.generate(0.05, seed=3, trades=True, accounts=accounts)
     for table in ("customers", "accounts", "trades"):
         for col, values in getattr(t, table).items():
             assert np.array_equal(values, getattr(again, table)[col]), (table, col)
-    other = _tpcdi.generate(0.05, seed=4)
+    other = _tpcdi.generate(0.05, seed=4, accounts=accounts)
     assert not np.array_equal(other.accounts["ca_c_id"], t.accounts["ca_c_id"])
+
+
+def test_generator_rejects_an_unknown_order() -> None:
+    with pytest.raises(ValueError, match="accounts must be one of"):
+        _tpcdi.generate(0.01, accounts="sorted")
 
 
 # -------------------------------------------------------------------------------------------
@@ -144,13 +163,14 @@ def test_unexplainable_steps_are_refused(spark, frames) -> None:  # type: ignore
 
 
 @pytest.mark.spark
-def test_tpcdi_join_agrees_and_reads_in_generator_order(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("accounts", _tpcdi.ACCOUNT_ORDERS)
+def test_tpcdi_join_agrees_and_reads_in_generator_order(spark, tmp_path, accounts) -> None:  # type: ignore[no-untyped-def]
     import tensprov_lab
 
-    tables = _tpcdi.load(spark, 0.01, str(tmp_path))
+    tables = _tpcdi.load(spark, 0.01, str(tmp_path), accounts=accounts)
     cust, acct = tables["customers"], tables["accounts"]
     n_c, n_a = _tpcdi.sizes(0.01)
-    gen = _tpcdi.generate(0.01)
+    gen = _tpcdi.generate(0.01, accounts=accounts)
     assert cust.count() == n_c
     head = [r.ca_c_id for r in acct.select("ca_c_id").limit(20).collect()]
     assert head == gen.accounts["ca_c_id"][:20].tolist()

@@ -26,7 +26,8 @@ def test_formatting_without_spark() -> None:
     timed = paper.JoinResult(20, materialize_s=4.0, capture_s=1.0, baseline_s=22.0)
     assert timed.overhead == 0.25 and timed.speedup == 22.0
     line = paper.format_join([timed]).splitlines()[3]
-    assert " 0.25 " in line and " 22.00 " in line
+    assert " 0.25 " in line and " 22.00 " in line and " chronological " in line
+    assert " random " in paper.format_join([paper.JoinResult(20, order="random")])
     assert paper._jsonable({"a": (1.0, float("nan"))}) == {"a": [1.0, None]}
 
 
@@ -36,6 +37,7 @@ def test_smoke_run_writes_every_result(spark, tmp_path, capsys) -> None:  # type
     # through the engine bench's --suite switch, as the command line does; COMPAS only,
     # to stay quick: the other pipelines are checked in test_baseline.py
     argv = ["--suite", "paper", "--smoke", "--pipelines", "compas", "--json", str(out)]
+    argv += ["--accounts", "chronological,random"]
     assert engine.main(argv) == 0
     printed = capsys.readouterr().out
     for title in ("Table IX", "Table X", "Table XI", "Fig. 4"):
@@ -52,11 +54,13 @@ def test_smoke_run_writes_every_result(spark, tmp_path, capsys) -> None:  # type
         assert p["materialize_s"] > 0 and p["capture_s"] > 0
         assert p["baseline_s"] > 0 and p["baseline_bytes"] > 0
         assert p["agrees"] is True, p  # the baseline's lineage equals ours
-    (j,) = report["join"]
-    assert j["sf"] == 0.05 and j["join_rows"] == j["accounts"] > 0
-    assert j["join_bytes"] > 0 and j["capture_s"] > 0 and min(j["why_ms"]) > 0
-    assert j["baseline_bytes"] > j["join_bytes"] and j["agrees"] is True
-    assert j["speedup"] == j["baseline_s"] / j["capture_s"] and j["overhead"] > 0
+    assert [j["order"] for j in report["join"]] == ["chronological", "random"]
+    for j in report["join"]:
+        assert j["error"] is None, j
+        assert j["sf"] == 0.05 and j["join_rows"] == j["accounts"] > 0
+        assert j["join_bytes"] > 0 and j["capture_s"] > 0 and min(j["why_ms"]) > 0
+        assert j["baseline_bytes"] > j["join_bytes"] and j["agrees"] is True
+        assert j["speedup"] == j["baseline_s"] / j["capture_s"] and j["overhead"] > 0
     timed = {q["query"]: q for q in report["queries"] if q["p50_ms"] is not None}
     assert {"Q1", "Q2"} <= set(timed)
     assert all(q["p50_ms"] > 0 and q["p99_ms"] >= q["p50_ms"] for q in timed.values())
@@ -79,3 +83,8 @@ def test_repeated_turns_keep_medians(spark, monkeypatch) -> None:  # type: ignor
     own = [d for d in run.store.datasets.values() if d.run == run.id and d.role == "source"]
     assert res.operations == len(run.operations) > 0 and len(own) == 1
     assert "medians of 3 turns" in paper.format_pipelines([res])
+
+
+def test_an_unknown_accounts_order_is_refused_before_spark_starts() -> None:
+    with pytest.raises(SystemExit, match="unknown accounts order sorted; choose from chrono"):
+        paper.main(["--accounts", "chronological,sorted"])

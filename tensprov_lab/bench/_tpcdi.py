@@ -4,10 +4,25 @@ The join of the TensProv paper's Table XI is customers ⨝ accounts at TPC-DI sc
 factors 3 to 20 (362,342 ⨝ 390,978 rows at SF 3 up to 2,411,006 ⨝ 2,601,648 at SF 20).
 :func:`sizes` gives those row counts (exact at the paper's scale factors, interpolated
 between them), and :func:`generate` makes tables of exactly that size with realistic keys
-and skew: customer ids are sparse surrogate keys, a customer holds a Zipf-distributed
-number of accounts (many hold none, a few hold hundreds), and every account has a
-geometric number of trades.  The join on ``c_id = ca_c_id`` therefore gives one output
-row per account, with duplicate keys on the customer side.
+and skew: customer ids are sparse surrogate keys, accounts are skewed over customers (a
+Zipf tail: a few hold hundreds), and every account has a geometric number of trades.  The
+join on ``c_id = ca_c_id`` gives one output row per account, with duplicate keys on the
+customer side.
+
+Two orders of the accounts table (``accounts=``):
+
+``"chronological"`` (the default)
+    The order of TPC-DI's own generator, which writes the customer-management history as
+    it happens: a ``NEW`` action opens a customer together with an account, and
+    ``ADDACCT`` actions later add accounts to existing customers.  Here every customer
+    opens one account when it arrives (customers arrive in ``c_id`` order), the other
+    accounts (7% of them at the paper's sizes) are opened at a uniformly random time
+    after their customer arrived, by a Zipf-skewed choice of customers, and accounts are
+    numbered in the order they were opened.
+``"random"``
+    Accounts dealt to customers in no particular order, with many customers holding none:
+    the worst case for provenance size, since the join's right side then carries about
+    ``log2(n_accounts)`` bits a row of pure information.
 
 Data is made with numpy (seeded, deterministic) and written as one parquet file per table
 with pyarrow, so Spark reads it in file order (a stable scan order for provenance) without
@@ -22,7 +37,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PAPER_SIZES", "TpcdiTables", "sizes", "generate", "write_parquet", "load"]
+__all__ = [
+    "ACCOUNT_ORDERS",
+    "PAPER_SIZES",
+    "TpcdiTables",
+    "sizes",
+    "generate",
+    "write_parquet",
+    "load",
+]
 
 #: Table XI of the paper: scale factor -> (customers, accounts)
 PAPER_SIZES: dict[float, tuple[int, int]] = {
@@ -40,6 +63,9 @@ _NAMES = np.array(
 )  # fmt: skip
 _TRADE_TYPES = np.array(["TMB", "TMS", "TLB", "TLS", "TSL"])
 _SYMBOLS = np.array([f"S{i:04d}" for i in range(400)])
+
+#: the orders of the accounts table :func:`generate` can make
+ACCOUNT_ORDERS = ("chronological", "random")
 
 
 def sizes(sf: float) -> tuple[int, int]:
@@ -119,8 +145,26 @@ def _accounts_per_customer(rng: np.random.Generator, n_c: int, n_a: int) -> np.n
     return counts
 
 
+def _chronological_owners(rng: np.random.Generator, c_id: np.ndarray, n_a: int) -> np.ndarray:
+    """``ca_c_id`` of accounts numbered in the order they were opened (see the module doc)."""
+    n_c = len(c_id)
+    first = min(n_c, n_a)  # fewer accounts than customers: the earliest customers hold one
+    later = _accounts_per_customer(rng, n_c, n_a - first) if n_a > first else np.zeros(n_c, int)
+    arrive = np.arange(n_c) + rng.random(n_c)
+    owner = np.repeat(np.arange(n_c), later)
+    opened = np.concatenate(
+        [arrive[:first], arrive[owner] + rng.random(len(owner)) * (n_c - arrive[owner])]
+    )
+    who = np.concatenate([np.arange(first), owner])
+    return c_id[who[np.argsort(opened, kind="stable")]]
+
+
 def generate(
-    sf: float, seed: int = 0, trades: bool = False, trades_per_account: float = 6.0
+    sf: float,
+    seed: int = 0,
+    trades: bool = False,
+    trades_per_account: float = 6.0,
+    accounts: str = "chronological",
 ) -> TpcdiTables:
     """Generate the tables of one scale factor (deterministic for a given seed).
 
@@ -135,11 +179,23 @@ def generate(
         mean ``trades_per_account``; many rows, so off by default).
     trades_per_account : float
         Mean trades per account.
+    accounts : {"chronological", "random"}
+        Order of the accounts table (see the module docstring).
 
     Returns
     -------
     TpcdiTables
+
+    Examples
+    --------
+    >>> t = generate(0.01)
+    >>> t.n_customers, t.n_accounts
+    (1208, 1303)
+    >>> bool(np.isin(t.accounts["ca_c_id"], t.customers["c_id"]).all())
+    True
     """
+    if accounts not in ACCOUNT_ORDERS:
+        raise ValueError(f"accounts must be one of {ACCOUNT_ORDERS}, got {accounts!r}")
     n_c, n_a = sizes(sf)
     rng = np.random.default_rng(seed)
     # surrogate keys as in a warehouse: increasing but with gaps
@@ -155,10 +211,11 @@ def generate(
         ),
         "c_st": _STATES[rng.integers(0, len(_STATES), n_c)],
     }
-    counts = _accounts_per_customer(rng, n_c, n_a)
-    # accounts are opened over time, so their customer keys arrive in no particular order
-    owner = rng.permutation(np.repeat(c_id, counts))
-    accounts = {
+    if accounts == "random":
+        owner = rng.permutation(np.repeat(c_id, _accounts_per_customer(rng, n_c, n_a)))
+    else:
+        owner = _chronological_owners(rng, c_id, n_a)
+    account_cols = {
         "ca_id": np.arange(n_a, dtype=np.int64) * 7 + 50_000,
         "ca_c_id": owner,
         "ca_b_id": rng.integers(0, max(n_a // 500, 10), n_a, dtype=np.int64),
@@ -166,10 +223,10 @@ def generate(
         "ca_name": np.char.add("acct-", rng.integers(0, 100_000, n_a).astype(str)),
         "ca_bal": np.round(rng.lognormal(8.0, 1.5, n_a), 2),
     }
-    tables = TpcdiTables(sf=sf, customers=customers, accounts=accounts)
+    tables = TpcdiTables(sf=sf, customers=customers, accounts=account_cols)
     if trades:
         per = rng.geometric(1.0 / max(trades_per_account, 1.0), n_a) - 1
-        t_ca = np.repeat(accounts["ca_id"], per)
+        t_ca = np.repeat(account_cols["ca_id"], per)
         n_t = len(t_ca)
         tables.trades = {
             "t_id": np.arange(n_t, dtype=np.int64) + 200_000_000,
@@ -206,7 +263,14 @@ def write_parquet(tables: TpcdiTables, folder: str) -> dict[str, str]:
     return paths
 
 
-def load(spark: Any, sf: float, folder: str, seed: int = 0, trades: bool = False) -> dict[str, Any]:
+def load(
+    spark: Any,
+    sf: float,
+    folder: str,
+    seed: int = 0,
+    trades: bool = False,
+    accounts: str = "chronological",
+) -> dict[str, Any]:
     """DataFrames of the tables at one scale factor, generated into ``folder`` once.
 
     Parameters
@@ -217,15 +281,17 @@ def load(spark: Any, sf: float, folder: str, seed: int = 0, trades: bool = False
         Cache folder; tables are written to ``folder/tpcdi-sf{sf}-seed{seed}/``.
     seed : int
     trades : bool
+    accounts : {"chronological", "random"}
+        Order of the accounts table, as for :func:`generate`.
 
     Returns
     -------
     dict
         ``{"customers": DataFrame, "accounts": DataFrame[, "trades": DataFrame]}``.
     """
-    sub = os.path.join(folder, f"tpcdi-sf{sf:g}-seed{seed}")
+    sub = os.path.join(folder, f"tpcdi-sf{sf:g}-seed{seed}-{accounts}")
     wanted = ["customers", "accounts"] + (["trades"] if trades else [])
     paths = {t: os.path.join(sub, f"{t}.parquet") for t in wanted}
     if not all(os.path.exists(p) for p in paths.values()):
-        write_parquet(generate(sf, seed=seed, trades=trades), sub)
+        write_parquet(generate(sf, seed=seed, trades=trades, accounts=accounts), sub)
     return {t: spark.read.parquet(p) for t, p in paths.items()}
