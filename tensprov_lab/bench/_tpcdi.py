@@ -12,9 +12,9 @@ customer side.
 Two orders of the accounts table (``accounts=``):
 
 ``"chronological"`` (the default)
-    The order of TPC-DI's own generator, which writes the customer-management history as
-    it happens: a ``NEW`` action opens a customer together with an account, and
-    ``ADDACCT`` actions later add accounts to existing customers.  Here every customer
+    Modelled on TPC-DI's customer-management history, which its generator writes as it
+    happens: a ``NEW`` action opens a customer together with an account, and ``ADDACCT``
+    actions later add accounts to existing customers.  Here every customer
     opens one account when it arrives (customers arrive in ``c_id`` order), the other
     accounts (7% of them at the paper's sizes) are opened at a uniformly random time
     after their customer arrived, by a Zipf-skewed choice of customers, and accounts are
