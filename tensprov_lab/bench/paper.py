@@ -584,8 +584,9 @@ def format_join(results: list[JoinResult]) -> str:
             f"{pmb:>8} {pgb:>13}"
         )
     lines.append(
-        "accounts = order of the accounts table (chronological: as TPC-DI writes them, "
-        "a customer's first account when it arrives; random: dealt in no order); "
+        "accounts = order of the accounts table (chronological: modelled on TPC-DI's "
+        "customer history, a customer's first account when it arrives; random: dealt in no "
+        "order); "
         "ratio = capture s / materialize s; speed-up = baseline s / capture s; "
         f"why-query = backward of one join output row to both sources; paper ≈ "
         f"{PAPER['why_query_s'] * 1000:.0f} ms at every scale factor"
