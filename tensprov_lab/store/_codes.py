@@ -581,14 +581,21 @@ class PatchedInts:
         full = nb * _PATCH_BLOCK
         pad = np.full(full, r[-1], dtype=np.int64)  # the last block's tail copies a real value
         pad[: len(r)] = r
-        s = np.sort(pad.reshape(nb, _PATCH_BLOCK), axis=1)
+        # rank-major: row j holds every block's j-th smallest value, contiguous
+        s = np.ascontiguousarray(np.sort(pad.reshape(nb, _PATCH_BLOCK), axis=1).T)
+        del pad
         spans, starts = [], []
         for k in _PATCH_TRIES:
-            # the tightest window holding all but k of the block's values
-            d = s[:, _PATCH_BLOCK - k - 1 :] - s[:, : k + 1]
-            at = d.argmin(axis=1)
-            spans.append(d[np.arange(nb), at])
-            starts.append(s[np.arange(nb), at])
+            # the tightest window holding all but k of the block's values; one row at a
+            # time keeps the temporaries at one value a block
+            span_k, start_k = s[_PATCH_BLOCK - k - 1] - s[0], s[0].copy()
+            for i in range(1, k + 1):
+                d = s[_PATCH_BLOCK - k - 1 + i] - s[i]
+                better = d < span_k
+                span_k[better] = d[better]
+                start_k[better] = s[i][better]
+            spans.append(span_k)
+            starts.append(start_k)
         span = np.stack(spans)
         tries = np.array(_PATCH_TRIES + (_PATCH_BLOCK,), dtype=np.int64)
         best: tuple[int, int] | None = None
