@@ -161,3 +161,55 @@ def test_join_of_two_datasets_reading_one_source(spark) -> None:  # noqa: ANN001
     assert run.dataset(j2).n_rows == 2
     assert run.mapping(j, j2).toarray().tolist() == [[True, False], [True, False]]
     assert run.mapping(b, j2).toarray().astype(int).tolist() == [[1, 0, 0], [1, 0, 1]]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("how", ["inner", "left", "full"])
+def test_a_broadcast_join_of_uncounted_sources_counts_them_from_its_keys(
+    spark, monkeypatch, tmp_path, how
+) -> None:  # noqa: ANN001
+    """Spark would broadcast these small sides, but reading their keys also numbers the
+    two sources, which otherwise takes a Spark job each; once they are numbered, the
+    next capture leaves the join to Spark."""
+    from tensprov_lab.capture import _tracker
+
+    assert int(spark.conf.get("spark.sql.autoBroadcastJoinThreshold").rstrip("b")) > 0
+    taken: list[bool] = []
+    counted: list[object] = []
+    real_join, real_scan = _tracker.Tracker._join_keys, _tracker.Tracker._scan_index
+
+    def join_spy(self, rw, occ):  # noqa: ANN001, ANN202
+        out = real_join(self, rw, occ)
+        taken.append(out is not None)
+        return out
+
+    def scan_spy(self, ann):  # noqa: ANN001, ANN202
+        counted.append(ann)
+        return real_scan(self, ann)
+
+    monkeypatch.setattr(_tracker.Tracker, "_join_keys", join_spy)
+    monkeypatch.setattr(_tracker.Tracker, "_scan_index", scan_spy)
+    left_rows = [(2, "b"), (1, "a"), (9, "z"), (2, "c")]
+    right_rows = [(2, 20.0), (3, 30.0), (1, 10.0), (2, 21.0)]
+    # parquet files, whose size Spark estimates (a local relation read again has none)
+    for name, rows, schema in (("a", left_rows, "k bigint, s string"),
+                               ("b", right_rows, "k2 bigint, v double")):  # fmt: skip
+        spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(tmp_path / name))
+    a = spark.read.parquet(str(tmp_path / "a"))
+    b = spark.read.parquet(str(tmp_path / "b"))
+    with tensprov_lab.track(spark, name=f"broadcast-{how}") as run:
+        joined = a.join(b, a.k == b.k2, how)
+    assert taken == [True] and counted == []
+    assert run.dataset(a).n_rows == 4 and run.dataset(b).n_rows == 4
+    keep_left, keep_right = how in ("left", "full"), how == "full"
+    pairs = brute_pairs([(r[0],) for r in left_rows], [(r[0],) for r in right_rows],
+                        keep_left, keep_right)  # fmt: skip
+    assert run.dataset(joined).n_rows == len(pairs)
+    assert (run.mapping(a, joined).toarray() == _expected_map(pairs, len(pairs), 4, 0)).all()
+    assert (run.mapping(b, joined).toarray() == _expected_map(pairs, len(pairs), 4, 1)).all()
+    # a second run reads the same, now numbered, sources: Spark's broadcast join it is
+    with tensprov_lab.track(spark, name=f"broadcast-{how}-again") as again:
+        joined2 = a.join(b, a.k == b.k2, how)
+    assert taken == [True, False] and counted == []
+    assert (again.mapping(a, joined2).toarray() == _expected_map(pairs, len(pairs), 4, 0)).all()
+    assert (again.mapping(b, joined2).toarray() == _expected_map(pairs, len(pairs), 4, 1)).all()

@@ -1005,7 +1005,8 @@ class Tracker:
     def _join_keys(self, rw: Rewrite, occ: list[Node]) -> np.ndarray | None:
         """The raw keys of an equi-join's output, matched in NumPy from one scan of each
         side (see :mod:`._equijoin`); ``None`` when the operation is not such a join or
-        Spark's own join is the cheaper way (a side it broadcasts, or too big a side)."""
+        Spark's own join is the cheaper way (too big a side, or a side it broadcasts
+        while every source it reads already has its record index)."""
         if rw.group is not None or rw.sort or rw.semi is not None or rw.nondeterministic:
             return None
         if any(b.kind != "input" for b in rw.blocks):
@@ -1015,13 +1016,19 @@ class Tracker:
         if ej is None or rw.join_node is None or jvm.ident(ej.node) != jvm.ident(rw.join_node):
             return None
         ids = [int(a.exprId().id()) for a in rw.keys]
+        split = rw.join_left_blocks
+        side_of = [0 if i < split else 1 for i in range(len(rw.blocks))]
+        # a side that is a whole source not yet counted gets its index from its keys
+        whole = [
+            bool(node.deferred and node.ann is not None)
+            and jvm.ident(ej.sides[side]) == jvm.ident(node.ann.plan)  # type: ignore[union-attr]
+            for node, side in ((occ[b.pos], s) for b, s in zip(rw.blocks, side_of))
+        ]
         # both sides read one source: its keys appear twice in the output, which Spark
         # cannot read back by name, while each side read on its own is unambiguous
         shared = len(set(ids)) < len(ids)
-        if not shared and not all(self._shuffled(side) for side in ej.sides):
+        if not shared and not self._numpy_cheaper(ej.sides, any(whole)):
             return None
-        split = rw.join_left_blocks
-        side_of = [0 if i < split else 1 for i in range(len(rw.blocks))]
         tables = []
         for side, (plan, keys) in enumerate(zip(ej.sides, ej.keys)):
             attrs = [a for b, s in zip(rw.blocks, side_of) if s == side for a in b.attrs]
@@ -1035,11 +1042,11 @@ class Tracker:
         codes = key_codes([lt.column(n) for n in ln], [rt.column(n) for n in rn])
         pairs = join_pairs(*codes, *ej.keep)
         raw = []
-        for b, side in zip(rw.blocks, side_of):
+        for b_i, (b, side) in enumerate(zip(rw.blocks, side_of)):
             table = tables[side][0]
             block = arrow_keys(table, [str(a.name()) for a in b.attrs])
             node = occ[b.pos]
-            if node.deferred and jvm.ident(ej.sides[side]) == jvm.ident(node.ann.plan):  # type: ignore[union-attr]
+            if whole[b_i] and node.deferred:
                 # the side is the whole source in scan order: its keys are its index
                 ki = ScanKeyIndex.from_keys(block[:, 0])
                 if ki is not None:
@@ -1051,19 +1058,36 @@ class Tracker:
         self._index_deferred(occ)
         return np.column_stack(raw) if raw else np.zeros((0, 0), np.int64)
 
-    def _shuffled(self, side: Any) -> bool:
-        """Whether Spark would shuffle ``side`` to join it (too big to broadcast), and it
-        is small enough to read into this process."""
+    def _numpy_cheaper(self, sides: list[Any], counts_a_source: bool) -> bool:
+        """Whether to match a join's keys in NumPy rather than read Spark's join output.
+
+        Every side must be small enough to read into this process.  Then NumPy wins
+        when Spark would shuffle every side (too big to broadcast: its own join sorts
+        both), and also when a side is a source still to be counted: reading its keys
+        gives its record index, which otherwise costs a Spark job of its own (two such
+        jobs made a user's first capture of a broadcast join three times slower).
+        """
         try:
-            stats = self.jvm.to_df(side)._jdf.queryExecution().optimizedPlan().stats()
-            size = int(str(stats.sizeInBytes()))
             limit = self.jvm.broadcast_threshold()
+            sizes = [
+                int(
+                    str(
+                        self.jvm.to_df(s)
+                        ._jdf.queryExecution()
+                        .optimizedPlan()
+                        .stats()
+                        .sizeInBytes()
+                    )
+                )
+                for s in sides
+            ]
         except Exception:  # noqa: BLE001 - no estimate: leave the join to Spark
             return False
         # Spark's "no estimate" (e.g. an RDD) is Long.MaxValue, and estimates above one
         # scale it down: sizes no real data has
-        unknown = size >= 2**60
-        return (limit < 0 or size > limit) and (unknown or size <= _JOIN_MAX_BYTES)
+        if not all(size >= 2**60 or size <= _JOIN_MAX_BYTES for size in sizes):
+            return False
+        return counts_a_source or all(limit < 0 or size > limit for size in sizes)
 
     def _costly(self, plan: Any) -> bool:
         """Whether recomputing ``plan`` runs Python code (UDFs, pandas or Arrow
