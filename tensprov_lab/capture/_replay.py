@@ -343,21 +343,24 @@ def _local(
             return None
         repl[tracker.jvm.ident(fnode.ann.plan)] = relation
     helper = tracker.jvm.helper
-    large = tracker.replay_spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
     if node.arrow_schema is None:
         import json
 
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
+        conf = tracker.replay_spark.conf
+        large = conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
         text = tracker.jvm._whole(helper, str(replayer.schemaJson(session, node.ann.plan, helper)))
+        node.arrow_large = large
         node.arrow_schema = to_arrow_schema(
             StructType.fromJson(json.loads(text)),
             error_on_duplicated_field_names_in_struct=True,
             timezone="UTC",
             prefers_large_types=large,
         )
-    reply = replayer.run(session, _substitute(tracker, node.ann.plan, repl), _PAIRS, large, helper)
+    plan = _substitute(tracker, node.ann.plan, repl)
+    reply = replayer.run(session, plan, _PAIRS, node.arrow_large, helper)
     if reply is None:
         return None
     data = base64.b64decode(tracker.jvm._whole(helper, str(reply)))

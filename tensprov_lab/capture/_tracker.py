@@ -115,9 +115,11 @@ class Node:
     #: its annotated plan reads a copy capture pinned (``localCheckpoint``: a persisted
     #: RDD that forgetting the run releases)
     pinned: bool = False
-    #: the Arrow schema pyspark's ``toArrow`` gives its annotated records (read once, for
-    #: replays run in the driver: see _replay._local)
+    #: the Arrow schema pyspark's ``toArrow`` gives its annotated records, and whether
+    #: it uses large string and binary types (read once, for replays run in the driver:
+    #: see _replay._local)
     arrow_schema: Any = None
+    arrow_large: bool = False
 
 
 @dataclass
