@@ -1067,22 +1067,11 @@ class Tracker:
         when Spark would shuffle every side (too big to broadcast: its own join sorts
         both), and also when a side is a source still to be counted: reading its keys
         gives its record index, which otherwise costs a Spark job of its own (two such
-        jobs made a user's first capture of a broadcast join three times slower).
+        jobs made a first capture of a broadcast join about twice as slow).
         """
         try:
             limit = self.jvm.broadcast_threshold()
-            sizes = [
-                int(
-                    str(
-                        self.jvm.to_df(s)
-                        ._jdf.queryExecution()
-                        .optimizedPlan()
-                        .stats()
-                        .sizeInBytes()
-                    )
-                )
-                for s in sides
-            ]
+            sizes = [self._estimated_bytes(s) for s in sides]
         except Exception:  # noqa: BLE001 - no estimate: leave the join to Spark
             return False
         # Spark's "no estimate" (e.g. an RDD) is Long.MaxValue, and estimates above one
@@ -1090,6 +1079,11 @@ class Tracker:
         if not all(size >= 2**60 or size <= _JOIN_MAX_BYTES for size in sizes):
             return False
         return counts_a_source or all(limit < 0 or size > limit for size in sizes)
+
+    def _estimated_bytes(self, plan: Any) -> int:
+        """Spark's size estimate of ``plan``'s result (what its broadcast choice reads)."""
+        stats = self.jvm.to_df(plan)._jdf.queryExecution().optimizedPlan().stats()
+        return int(str(stats.sizeInBytes()))
 
     def _costly(self, plan: Any) -> bool:
         """Whether recomputing ``plan`` runs Python code (UDFs, pandas or Arrow
