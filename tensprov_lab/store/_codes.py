@@ -502,6 +502,18 @@ _PATCH_TRIES = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 _PATCH_SAMPLE_BLOCKS = 256
 
 
+def _line(positions: np.ndarray, top: int, size: int) -> np.ndarray:
+    """The straight line ``0 .. top`` over ``size`` positions that patched values follow."""
+    return (positions * top) // size
+
+
+def _first_fit(span: np.ndarray, width: int) -> np.ndarray:
+    """Per block, the index into ``_PATCH_TRIES`` of the fewest strays that leave a window
+    of ``width`` bits (``len(_PATCH_TRIES)``: none of the tries does)."""
+    fits = span < (1 << width)
+    return np.where(fits.any(axis=0), fits.argmax(axis=0), len(_PATCH_TRIES))
+
+
 class PatchedInts:
     """Non-negative integers near the line ``i * top // size``, with the strays patched.
 
@@ -577,7 +589,7 @@ class PatchedInts:
     @staticmethod
     def _plan(v: np.ndarray, pos: np.ndarray, n: int, top: int, vw: int, nb: int) -> dict:
         """Pick the width and each block's base for the values ``v`` at positions ``pos``."""
-        r = v - (pos * int(top)) // n
+        r = v - _line(pos, int(top), n)
         full = nb * _PATCH_BLOCK
         pad = np.full(full, r[-1], dtype=np.int64)  # the last block's tail copies a real value
         pad[: len(r)] = r
@@ -598,18 +610,17 @@ class PatchedInts:
             starts.append(start_k)
         span = np.stack(spans)
         tries = np.array(_PATCH_TRIES + (_PATCH_BLOCK,), dtype=np.int64)
-        best: tuple[int, int] | None = None
+        best: tuple[int, int, np.ndarray] | None = None
         for w in range(vw + 2):
-            fits = span < (1 << w)
-            strays = tries[np.where(fits.any(axis=0), fits.argmax(axis=0), len(_PATCH_TRIES))]
-            m = int(strays.sum())
+            fit = _first_fit(span, w)
+            m = int(tries[fit].sum())
             bits = len(v) * w + m * vw + _ef_layout(m, len(v))[0] * 8 + nb * (vw + 2)
             if best is None or bits < best[0]:
-                best = (bits, w)
+                best = (bits, w, fit)
         assert best is not None
-        bits, w = best
-        fits = span < (1 << w)
-        choice = np.where(fits.any(axis=0), fits.argmax(axis=0), 0)
+        bits, w, fit = best
+        # a block no try fits keeps the window of its smallest values: all else strays
+        choice = np.where(fit < len(_PATCH_TRIES), fit, 0)
         base = np.stack(starts)[choice, np.arange(nb)]
         b_of = base[np.arange(len(r)) // _PATCH_BLOCK]
         stray = (r < b_of) | (r - b_of >= (1 << w))
@@ -668,7 +679,7 @@ class PatchedInts:
         p = positions.astype(np.int64, copy=False)
         if p.size == 0:
             return _EMPTY
-        val = (p * self.top) // self.size + self.base_min
+        val = _line(p, self.top, self.size) + self.base_min
         val += self.base.get(p // _PATCH_BLOCK) + self.low.get(p)
         if self.patch_pos is not None:
             lt, le = self.patch_pos.equal_range(p)
@@ -680,7 +691,7 @@ class PatchedInts:
     def to_numpy(self) -> np.ndarray:
         """All values, O(size)."""
         p = np.arange(self.size, dtype=np.int64)
-        val = (p * self.top) // self.size + self.base_min
+        val = _line(p, self.top, self.size) + self.base_min
         val += np.repeat(self.base.to_numpy(), _PATCH_BLOCK)[: self.size] + self.low.to_numpy()
         if self.patch_pos is not None:
             val[self.patch_pos.to_numpy()] = self.patch_val.to_numpy()

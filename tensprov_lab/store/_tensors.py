@@ -656,7 +656,6 @@ class IndexTensor(Tensor):
         if form in ("sorted", "ef") and not monotone:
             raise ValueError(f"the {form!r} form needs a non-decreasing idx")
         width = n_in.bit_length()
-        nnz = int(np.count_nonzero(a >= 0))
         planned = None
         if form == "pfor":
             if not n_out:
@@ -677,14 +676,14 @@ class IndexTensor(Tensor):
         if form == "pfor":
             assert planned is not None
             patched = PatchedInts.from_plan(a + 1, n_in, planned[1])
-            return cls(n_out, n_in, patched=patched, nnz=nnz)
+            return cls(n_out, n_in, patched=patched, nnz=int(np.count_nonzero(a >= 0)))
         if form == "sorted":
             offsets = np.searchsorted(a + 1, np.arange(n_in + 2, dtype=np.int64))
             return cls(n_out, n_in, offsets=offsets.astype(_uint_dtype(n_out)))
         if form == "ef":
             return cls._build_ef(a, n_in)
         values = PackedInts.from_array(a + 1, width=width)
-        return cls(n_out, n_in, values=values, nnz=nnz)
+        return cls(n_out, n_in, values=values, nnz=int(np.count_nonzero(a >= 0)))
 
     @classmethod
     def _build_ef(cls, a: np.ndarray, n_in: int, over: str | None = None) -> IndexTensor:
