@@ -229,6 +229,61 @@ def test_helper_reads_projections_like_py4j(spark, jvm) -> None:  # noqa: ANN001
     assert jvm.project_info(jvm.plan(sub)) is None
 
 
+def _walk_shapes(jvm, plan) -> list:  # noqa: ANN001
+    out, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        out.append(jvm.shape(node))
+        stack.extend(jvm.children(node))
+    return out
+
+
+def test_helper_shapes_equal_those_read_call_by_call(spark) -> None:  # noqa: ANN001
+    """One answer of the helper gives what walking a plan asked node by node: the same
+    class names, deterministic flags and children, and one numbering (ident) whichever
+    side, Python or the helper, numbered an object first."""
+    from tensprov_lab.capture._jvm import Jvm
+
+    a = spark.range(20).withColumn("g", F.col("id") % 3)
+    b = spark.range(5).withColumnRenamed("id", "k")
+    df = (
+        a.filter(F.rand() > -1.0)
+        .join(b, a.g == b.k, "left")
+        .union(a.join(b, a.g == b.k).sample(0.5, seed=1))
+        .groupBy("g")
+        .count()
+    )
+    fast = Jvm(spark)
+    assert fast.helper is not None
+    slow = Jvm(spark)
+    slow._helper = None  # as where Janino is missing
+    plan = fast.plan(df)
+    # the root's children numbered by Python before the helper sees them
+    first = [fast.ident(k) for k in slow.lst(plan.children())]
+    got = _walk_shapes(fast, plan)
+    want = _walk_shapes(slow, slow.plan(df))
+    assert [(s.cls, s.deterministic, len(s.kids)) for s in got] == [
+        (s.cls, s.deterministic, len(s.kids)) for s in want
+    ]
+    assert {s.cls for s in got} >= {"Aggregate", "Union", "Join", "Filter", "Sample", "Range"}
+    assert [s.deterministic for s in got].count(False) == 1  # the filter on rand()
+    assert list(got[0].kids) == first
+    # a fresh proxy of any node is numbered as its parent's shape reported it
+    for s, node in zip(got, _nodes(fast, plan)):
+        kids = node.children()
+        assert [fast.ident(kids.apply(i)) for i in range(int(kids.size()))] == list(s.kids)
+        assert fast.ident(node) == s.ident
+
+
+def _nodes(jvm, plan) -> list:  # noqa: ANN001
+    out, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(jvm.children(node))
+    return out
+
+
 def test_helper_json_equals_the_plans_own(spark, jvm) -> None:  # noqa: ANN001
     df = spark.range(3)
     for i in range(60):

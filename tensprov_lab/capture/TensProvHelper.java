@@ -26,6 +26,10 @@ public class TensProvHelper {
         new java.util.concurrent.ConcurrentHashMap();
     private final java.util.concurrent.atomic.AtomicLong tokens =
         new java.util.concurrent.atomic.AtomicLong();
+    // numbers given here start far above those Python gives (Jvm.ident counts from 1):
+    // both put them into the same map, first come first served
+    private final java.util.concurrent.atomic.AtomicLong numbers =
+        new java.util.concurrent.atomic.AtomicLong(1L << 40);
 
     /** The first piece of {@code text} after a token and a space: 0 when it is the whole
      *  text, else the token that {@link #more} gives the next piece for. */
@@ -136,5 +140,48 @@ public class TensProvHelper {
         scala.collection.immutable.Seq list =
             (scala.collection.immutable.Seq) p.projectList().$plus$plus(extra);
         return new Project(list, child);
+    }
+
+    /** The number of {@code o} in {@code known} (see Jvm.ident), given now if it has none. */
+    private long number(Object o, java.util.Map known) {
+        Object had = known.get(o);
+        if (had == null) {
+            Long token = Long.valueOf(numbers.incrementAndGet());
+            had = known.putIfAbsent(o, token);
+            if (had == null) {
+                return token.longValue();
+            }
+        }
+        return ((Number) had).longValue();
+    }
+
+    /** What capture asks of every plan node it walks, in one answer: the node's number in
+     *  {@code known}, 1 if its own expressions are deterministic (else 0), the number of
+     *  each child, then a tab and its class's simple name. */
+    public String shape(LogicalPlan node, java.util.Map known) {
+        StringBuilder b = new StringBuilder();
+        b.append(number(node, known));
+        boolean deterministic = node.deterministic();
+        if (!deterministic) {
+            // the node's subtree is not; its own expressions may still be
+            deterministic = true;
+            scala.collection.Iterator exprs = node.expressions().iterator();
+            while (exprs.hasNext()) {
+                if (!((Expression) exprs.next()).deterministic()) {
+                    deterministic = false;
+                }
+            }
+        }
+        b.append(deterministic ? " 1" : " 0");
+        scala.collection.Iterator kids = node.children().iterator();
+        while (kids.hasNext()) {
+            b.append(' ').append(number(kids.next(), known));
+        }
+        return b.append('\t').append(node.getClass().getSimpleName()).toString();
+    }
+
+    /** Child {@code i} of a plan node. */
+    public LogicalPlan child(LogicalPlan node, int i) {
+        return (LogicalPlan) node.children().apply(i);
     }
 }

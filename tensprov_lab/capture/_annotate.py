@@ -179,17 +179,14 @@ def plan_is_stable(jvm: Jvm, plan: JObject) -> bool:
 
 def annotate_source(jvm: Jvm, plan: JObject, pin: bool) -> Annotated:
     """Key a source by scan position; pin it first when its order is not stable."""
-    from pyspark.sql import functions as F
-
-    name = key_name("s")
-    mono = jvm.expressions_of(
-        jvm.spark.range(1).select(F.monotonically_increasing_id().alias(name))
-    )[0]
-    aplan = jvm.project([*jvm.output(plan), mono], plan)
+    # built in Catalyst's terms, as the analyzer resolves ``monotonically_increasing_id()
+    # .alias(name)``: through a DataFrame it took ~40 round trips for a 15-column source
+    mono = jvm.alias(jvm.expression("MonotonicallyIncreasingID")(), key_name("s"))
+    aplan = jvm.project_with(plan.output(), [mono], plan)
     if pin:
         pinned = jvm.to_df(aplan).localCheckpoint(eager=True)
         aplan = jvm.plan(pinned)
-    return Annotated(aplan, [jvm.output(aplan)[-1]], 1)
+    return Annotated(aplan, [aplan.output().last()], 1)
 
 
 def find_input(

@@ -10,7 +10,7 @@ import functools
 import itertools
 import threading
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Jvm"]
 
@@ -43,6 +43,17 @@ def _compiled(gateway: Any, name: str = _HELPER) -> Any:
     none was tried yet."""
     known = _HELPERS.get((id(gateway), name))
     return known[1] if known is not None and known[0] is gateway else _MISS
+
+
+class Shape(NamedTuple):
+    """What a walk over a plan asks of each node (see :meth:`Jvm.shape`)."""
+
+    ident: int
+    cls: str
+    #: the node's own expressions are deterministic (its children's are not included)
+    deterministic: bool
+    #: the ``ident`` of each child
+    kids: tuple[int, ...]
 
 
 class Jvm:
@@ -89,6 +100,15 @@ class Jvm:
                 helper = self._compile_helper(name, parent)
                 _HELPERS[(id(self.gateway), name)] = (self.gateway, helper)
         return helper
+
+    @property
+    def helper_ready(self) -> JObject | None:
+        """:attr:`helper` if it is compiled already, else None (without waiting for it:
+        the worker thread may be compiling it)."""
+        if self._helper is not _MISS:
+            return self._helper
+        helper = _compiled(self.gateway)
+        return None if helper is _MISS else helper
 
     @property
     def helper_known(self) -> bool:
@@ -349,8 +369,47 @@ class Jvm:
     def cls(self, obj: JObject) -> str:
         return str(self._memoized("cls", obj, _simple_name))
 
+    def shape(self, node: JObject) -> Shape:
+        """The ident, class name and deterministic flag of the plan node ``node`` and the
+        idents of its children: one round trip with the helper, where asking for them
+        one by one takes about seven."""
+        shape: Shape = self._memoized("shape", node, self._shape)
+        return shape
+
+    def _shape(self, node: JObject) -> Shape:
+        helper = self.helper
+        if helper is None:
+            kids = tuple(self.ident(k) for k in self.children(node))
+            return Shape(self.ident(node), self.cls(node), self.deterministic(node), kids)
+        head, _, cls = str(helper.shape(node, self._numbers)).partition("\t")
+        ident, det, *kids = (int(x) for x in head.split())
+        target = node._target_id
+        # asked again by these names: answered from the same reply
+        self._memo[("ident", target)] = ident
+        self._memo[("cls", target)] = cls
+        return Shape(ident, cls, bool(det), tuple(kids))
+
+    def plan_ident(self, plan: JObject) -> int:
+        """``ident(plan)``; when the helper is compiled already, asked with the plan's
+        :meth:`shape` in the same one round trip (a capture asks for it later).  Never
+        waits for the helper: called while the user's code runs."""
+        if self.helper_ready is not None:
+            return self.shape(plan).ident
+        return self.ident(plan)
+
     def children(self, node: JObject) -> list[JObject]:
-        return list(self._memoized("children", node, lambda n: self.lst(n.children())))
+        return list(self._memoized("children", node, self._children))
+
+    def _children(self, node: JObject) -> list[JObject]:
+        helper = self.helper
+        if helper is None or getattr(node, "_target_id", None) is None:
+            return self.lst(node.children())
+        kids = []
+        for i, ident in enumerate(self.shape(node).kids):
+            kid = helper.child(node, i)
+            self._memo[("ident", kid._target_id)] = ident
+            kids.append(kid)
+        return kids
 
     def output(self, node: JObject) -> list[JObject]:
         return self.lst(node.output())
@@ -433,9 +492,11 @@ class Jvm:
         return self.lst(plan.projectList())
 
     def deterministic(self, node: JObject) -> bool:
-        """Whether every expression of ``node`` is deterministic, in one round trip: an
-        expression is deterministic when all its children are, so we ask a (never
-        evaluated) ``Coalesce`` holding them all."""
+        """Whether every expression of the plan node ``node`` is deterministic, in one
+        round trip: an expression is deterministic when all its children are, so we ask
+        a (never evaluated) ``Coalesce`` holding them all."""
+        if self.helper is not None and getattr(node, "_target_id", None) is not None:
+            return self.shape(node).deterministic
         if node.deterministic():
             # the node and its whole subtree: one round trip for the common case
             return True

@@ -115,7 +115,7 @@ def _record_transform(tracker: Tracker, stage: Any, dataset: Any, params: Any, o
         return
     in_node = tracker.register(dataset)
     plan = tracker.jvm.plan(out)
-    ident = tracker.jvm.ident(plan)
+    ident = tracker.jvm.plan_ident(plan)
     if ident in tracker.nodes:  # the stage returned a DataFrame capture already knows
         return
     try:
@@ -156,22 +156,17 @@ def _finish_transform(
 
 
 def _record_fit(tracker: Tracker, est: Any, dataset: Any, params: Any, model: Any) -> None:
-    from pyspark.sql import functions as F
-
     eff = est if not isinstance(params, dict) or not params else est.copy(params)
     in_node = tracker.register(dataset)
-    # the model as a dataset: one record made from every input record, like a global
-    # aggregate (built quietly: it is capture's own DataFrame, not the user's call)
-    with tracker.quiet():
-        summary = dataset.agg(F.count(F.lit(1)).alias("model"))
-    plan = tracker.jvm.plan(summary)
+    # the model as a dataset of one record made from every input record, like a global
+    # aggregate; it has no plan (its tensor needs only the input's size)
     first = model[0] if isinstance(model, (list, tuple)) and model else model
     label = getattr(first, "uid", None) or type(est).__name__
     if isinstance(model, (list, tuple)):
         label = f"{label} (+{len(model) - 1} more)"
     node = FinishingNode(
-        df=summary, plan=plan, ident=tracker.jvm.ident(plan), name=label, tracker=tracker,
-        finish=_finish_fit(tracker, eff, model),
+        df=None, plan=None, ident=tracker.planless_ident(), name=label, tracker=tracker,
+        finish=_finish_fit(tracker, eff, model), every_record=True,
     )  # fmt: skip
     tracker.add_pending(f"{type(est).__name__}.fit", [in_node], node, f"{describe_stage(eff)}.fit")
 

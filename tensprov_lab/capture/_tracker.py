@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import threading
 import time
 import warnings
@@ -120,6 +121,9 @@ class Node:
     #: see _replay._local)
     arrow_schema: Any = None
     arrow_large: bool = False
+    #: its one record is made from every record of its one input, and it has no plan
+    #: (an ML fit: the model; see Tracker._capture_every_record)
+    every_record: bool = False
 
 
 @dataclass
@@ -221,6 +225,8 @@ class Tracker:
         self.materialize = "auto"
         #: sources of the running block no operation has read yet (by plan identity)
         self._fresh: set[int] = set()
+        # idents of nodes without a plan (ML models): negative, never a plan's number
+        self._planless = itertools.count(-1, -1)
         #: sources whose record index is being counted while the block runs: their
         #: annotated plan and the counting job (see _index_early)
         self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex]]] = {}
@@ -324,7 +330,7 @@ class Tracker:
         self, method: str, in_dfs: list[Any], out: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Node | None:
         plan = self.jvm.plan(out)
-        ident = self.jvm.ident(plan)
+        ident = self.jvm.plan_ident(plan)
         if ident in self.nodes:
             return self.nodes[ident]
         inputs: list[Node] = []
@@ -347,7 +353,7 @@ class Tracker:
         """The node of a DataFrame used as an input; new ones become sources (or are
         derived from known datasets by calls we did not watch, e.g. ``F.broadcast``)."""
         plan = self.jvm.plan(df)
-        ident = self.jvm.ident(plan)
+        ident = self.jvm.plan_ident(plan)
         if ident in self.nodes:
             return self.nodes[ident]
         known = self._known_below(plan)
@@ -361,6 +367,11 @@ class Tracker:
         self.pending.append(node)
         self._fresh.add(ident)
         return node
+
+    def planless_ident(self) -> int:
+        """A node identity for a dataset without a plan (an ML model), unique in this
+        tracker."""
+        return next(self._planless)
 
     def _run_id(self) -> int | None:
         return None if self._active is None else self._active.id
@@ -814,6 +825,9 @@ class Tracker:
 
     def _capture_operation(self, p: Pending, run: RunLog) -> None:
         t0 = time.perf_counter()
+        if p.out.every_record:
+            self._capture_every_record(p, run, t0)
+            return
         cols, types = self.jvm.columns(p.out.df)
         in_nodes = p.inputs
         unreadable = [n for n in in_nodes if n.ann is None or (n.ki is None and not n.deferred)]
@@ -893,6 +907,40 @@ class Tracker:
         run.datasets.append(ds.id)
         for w in warns:
             self._note_done(run, w)
+
+    def _capture_every_record(self, p: Pending, run: RunLog, t0: float) -> None:
+        """Record an operation whose one output record is made from every input record
+        (an ML fit): its tensor needs only the input's size, so no plan is rewritten and
+        no Spark job runs.  Its caller (``finish``) adds the category and column maps."""
+        (node,) = p.inputs
+        self._index_deferred([node])
+        readable = node.ann is not None and node.ki is not None and node.n is not None
+        ds = self.store.add_dataset(p.out.name, columns=["model"], dtypes=[""], n_rows=1, run=run.id)
+        tensors, ki, why = None, None, None
+        if readable:
+            _, tensors, ki = _every_record(node)
+        else:
+            why = (
+                f"{p.expression}: record-level provenance not captured (an input has no "
+                "record-level provenance); kept as an opaque operation"
+            )
+        try:
+            op = self.store.add_operation(
+                p.method, "aggregate" if readable else "opaque", [node.ds_id], ds.id, tensors,  # type: ignore[list-item]
+                expression=p.expression, contextual=True, opaque=not readable,
+                warnings=[why] if why else [], seconds=time.perf_counter() - t0, run=run.id,
+            )  # fmt: skip
+        except Exception:
+            self.store.remove_dataset(ds.id)
+            raise
+        # no annotated plan: nothing reads the model as a dataset, and it is not cached
+        # (the operation keeps the model itself)
+        p.out.ki, p.out.n, p.out.ds_id = ki, 1, ds.id
+        self.by_ds[ds.id] = p.out
+        run.operations.append(op.id)
+        run.datasets.append(ds.id)
+        if why:
+            self._note_done(run, why)
 
     def _attribute_maps(
         self, p: Pending, positions: list[int], n_out: int, in_cols: list[list[str]]
@@ -1225,12 +1273,9 @@ class Tracker:
         node = occ[g.pos]
         assert node.ki is not None and node.n is not None
         if _takes_every_record(rw):
-            # one group of every input record (an ML fit, a global aggregate straight
-            # over its input): nothing to read back from Spark
-            member = np.arange(node.n, dtype=np.int64)
-            tensor = tensor_from_pairs(np.zeros(node.n, dtype=np.int64), member, 1, node.n)
-            everything = np.zeros(node.n, dtype=np.int64)
-            return 1, [tensor], MappedKeyIndex(node.ki, everything, 1, 0 if not node.n else None)
+            # one group of every input record (a global aggregate straight over its
+            # input): nothing to read back from Spark
+            return _every_record(node)
         if g.flat_plan is not None:
             table = self.jvm.to_df(g.flat_plan).toArrow()
             raw = arrow_keys(table, g.key_cols)
@@ -1381,6 +1426,15 @@ def _first_consumers(pending: list[Any]) -> dict[int, Pending]:
             for n in item.inputs:
                 first.setdefault(id(n), item)
     return first
+
+
+def _every_record(node: Node) -> tuple[int, list[Any], KeyIndex]:
+    """One output record made from every record of ``node``: its size, tensor and keys."""
+    assert node.ki is not None and node.n is not None
+    member = np.arange(node.n, dtype=np.int64)
+    everything = np.zeros(node.n, dtype=np.int64)
+    tensor = tensor_from_pairs(everything, member, 1, node.n)
+    return 1, [tensor], MappedKeyIndex(node.ki, everything, 1, 0 if not node.n else None)
 
 
 def _takes_every_record(rw: Rewrite) -> bool:
