@@ -127,6 +127,36 @@ def test_fit_is_contextual_and_keeps_the_model(spark, df) -> None:  # noqa: ANN0
     assert [cols[c] for c in np.flatnonzero(op.contributing[0][0])] == ["y"]
 
 
+def test_a_fit_over_records_that_cannot_be_read_is_opaque(spark, df, monkeypatch) -> None:  # noqa: ANN001
+    """A fit's tensor needs its input's records: when an opaque step before it left them
+    unreadable, the fit is kept as an opaque operation with its one-record model."""
+    from tensprov_lab.capture import _tracker
+    from tensprov_lab.capture._tracker import TensProvWarning
+
+    real = _tracker.annotate_source
+
+    def no_pinning(jvm, plan, pin):  # noqa: ANN001, ANN202 - an opaque output is pinned
+        if pin:
+            raise RuntimeError("no checkpoint directory")
+        return real(jvm, plan, pin)
+
+    def same(batches):  # noqa: ANN001, ANN202
+        yield from batches
+
+    monkeypatch.setattr(_tracker, "annotate_source", no_pinning)
+    with pytest.warns(TensProvWarning, match="cannot be read|no record-level provenance"):
+        with tensprov_lab.track(spark) as run:
+            mapped = df.mapInPandas(same, schema=df.schema)
+            model = Imputer(inputCols=["y"], outputCols=["y_imp"]).fit(mapped)
+    mapping, fit = run.operations
+    assert mapping.opaque and run.dataset(mapped).n_rows is None
+    assert fit.method == "Imputer.fit" and fit.opaque and fit.tensors is None
+    assert fit.category == "opaque" and fit.contextual and fit.model is model
+    assert any("no record-level provenance" in w for w in fit.warnings)
+    ds = run.store.datasets[fit.output]
+    assert ds.role == "model" and ds.n_rows == 1
+
+
 def _fitted(stage: Any, df: Any) -> Any:
     return stage.fit(df) if isinstance(stage, Estimator) else stage
 

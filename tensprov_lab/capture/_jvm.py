@@ -382,12 +382,12 @@ class Jvm:
             kids = tuple(self.ident(k) for k in self.children(node))
             return Shape(self.ident(node), self.cls(node), self.deterministic(node), kids)
         head, _, cls = str(helper.shape(node, self._numbers)).partition("\t")
-        ident, det, *kids = (int(x) for x in head.split())
+        ident, det, *numbers = (int(x) for x in head.split())
         target = node._target_id
         # asked again by these names: answered from the same reply
         self._memo[("ident", target)] = ident
         self._memo[("cls", target)] = cls
-        return Shape(ident, cls, bool(det), tuple(kids))
+        return Shape(ident, cls, bool(det), tuple(numbers))
 
     def plan_ident(self, plan: JObject) -> int:
         """``ident(plan)``; when the helper is compiled already, asked with the plan's

@@ -915,7 +915,9 @@ class Tracker:
         (node,) = p.inputs
         self._index_deferred([node])
         readable = node.ann is not None and node.ki is not None and node.n is not None
-        ds = self.store.add_dataset(p.out.name, columns=["model"], dtypes=[""], n_rows=1, run=run.id)
+        ds = self.store.add_dataset(
+            p.out.name, columns=["model"], dtypes=[""], n_rows=1, run=run.id
+        )
         tensors, ki, why = None, None, None
         if readable:
             _, tensors, ki = _every_record(node)
