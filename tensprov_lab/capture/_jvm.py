@@ -69,6 +69,9 @@ class Jvm:
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
         self._classes: dict[str, JObject] = {}
         self._memo: dict[tuple[str, str], Any] = {}
+        #: a proxy of each plan whose shape was read, by ident: a child that is one of
+        #: them is not asked for again (most are: an operation's input is its child)
+        self._proxies: dict[int, JObject] = {}
         self._helper: Any = _MISS
         self._replayer: Any = _MISS
         self._seqs: dict[tuple[str, ...], JObject] = {}
@@ -249,6 +252,7 @@ class Jvm:
         if value is _MISS:
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
+                self._proxies.clear()
             value = self._memo[key] = compute(obj)
         return value
 
@@ -387,6 +391,7 @@ class Jvm:
         # asked again by these names: answered from the same reply
         self._memo[("ident", target)] = ident
         self._memo[("cls", target)] = cls
+        self._proxies[ident] = node
         return Shape(ident, cls, bool(det), tuple(numbers))
 
     def plan_ident(self, plan: JObject) -> int:
@@ -406,8 +411,10 @@ class Jvm:
             return self.lst(node.children())
         kids = []
         for i, ident in enumerate(self.shape(node).kids):
-            kid = helper.child(node, i)
-            self._memo[("ident", kid._target_id)] = ident
+            kid = self._proxies.get(ident)
+            if kid is None:
+                kid = helper.child(node, i)
+                self._memo[("ident", kid._target_id)] = ident
             kids.append(kid)
         return kids
 
