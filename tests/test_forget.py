@@ -152,6 +152,32 @@ def test_forget_one_run_frees_store_bytes_and_spark_cache(spark: Any, fresh: Non
     assert _persistent_rdds(spark) <= rdds_before
 
 
+@pytest.mark.spark
+def test_forgetting_releases_the_proxies_of_its_plans(spark: Any, fresh: None) -> None:
+    """Capture remembers facts of plans by their py4j proxies; a proxy alive in Python
+    keeps its plan alive in the JVM, so forgetting the run lets them go."""
+    import gc
+    import weakref
+
+    src = _source(spark, 3)
+    with tensprov_lab.track(spark, name="gone") as run:
+        out = src.filter("amount > 2").select("id", "amount")
+    node = run._tracker.node_of(out)
+    assert node is not None and node.ann is not None
+    plans = [weakref.ref(node.plan), weakref.ref(node.ann.plan)]
+    del node
+    gc.collect()
+    assert all(p() is not None for p in plans), "held while the run is kept"
+    tensprov_lab.forget(run)
+    gc.collect()
+    assert [p() for p in plans] == [None, None]
+    # the DataFrames still work, and are new sources when tracked again
+    with tensprov_lab.track(spark, name="again") as again:
+        twice = out.filter("amount > 3")
+    assert again.dataset(out).role == "source"
+    assert len(again.rows(twice)) == twice.count() == 16  # amount = i % 7 in {4, 5, 6}
+
+
 def _chained(spark: Any) -> tuple[Any, Any, dict[str, Any]]:
     """Run 1 makes ``big`` and ``out1``; run 2 starts from ``big`` (run 1's dataset)."""
     src = _source(spark, 3)

@@ -256,6 +256,14 @@ class Jvm:
             value = self._memo[key] = compute(obj)
         return value
 
+    def forget_facts(self) -> None:
+        """Drop every fact and proxy remembered so far: the JVM objects behind them (plans
+        of forgotten runs) can then be collected.  Facts asked again are read anew and
+        are the same; idents do not change."""
+        self._memo.clear()
+        self._proxies.clear()
+        self._seqs.clear()
+
     def ident(self, obj: JObject) -> int:
         """A number for the JVM object ``obj`` itself (not its value), unique for the life
         of this ``Jvm``: two proxies of one object get the same number, two equal but

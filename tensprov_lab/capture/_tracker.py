@@ -534,6 +534,8 @@ class Tracker:
             log = self.runs.pop(r, None)
             if log is not None:
                 log.forgotten = True
+        # the memo holds proxies of the forgotten plans, which keep them alive in the JVM
+        self.jvm.forget_facts()
         return self._release([n for _, n in gone], keep or [])
 
     def _release(self, nodes: list[Node], keep: list[Any]) -> list[str]:
