@@ -108,10 +108,9 @@ class Jvm:
     def helper_ready(self) -> JObject | None:
         """:attr:`helper` if it is compiled already, else None (without waiting for it:
         the worker thread may be compiling it)."""
-        if self._helper is not _MISS:
-            return self._helper
-        helper = _compiled(self.gateway)
-        return None if helper is _MISS else helper
+        if self._helper is _MISS and _compiled(self.gateway) is _MISS:
+            return None
+        return self.helper
 
     @property
     def helper_known(self) -> bool:
@@ -414,7 +413,8 @@ class Jvm:
         return list(self._memoized("children", node, self._children))
 
     def _children(self, node: JObject) -> list[JObject]:
-        helper = self.helper
+        # not waiting for the helper: asked while the user's code runs too
+        helper = self.helper_ready
         if helper is None or getattr(node, "_target_id", None) is None:
             return self.lst(node.children())
         kids = []
@@ -510,7 +510,7 @@ class Jvm:
         """Whether every expression of the plan node ``node`` is deterministic, in one
         round trip: an expression is deterministic when all its children are, so we ask
         a (never evaluated) ``Coalesce`` holding them all."""
-        if self.helper is not None and getattr(node, "_target_id", None) is not None:
+        if self.helper_ready is not None and getattr(node, "_target_id", None) is not None:
             return self.shape(node).deterministic
         if node.deterministic():
             # the node and its whole subtree: one round trip for the common case
