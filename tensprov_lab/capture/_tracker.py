@@ -890,25 +890,17 @@ class Tracker:
             p.out.name, columns=cols, dtypes=types, n_rows=n_out, run=run.id,
             hidden=category == "trivial",
         )  # fmt: skip
-        try:
-            op = self.store.add_operation(
-                p.method, category, [n.ds_id for n in occ_nodes], ds.id, tensors,  # type: ignore[misc]
-                expression=p.expression, nondeterministic=nondet, contextual=rw.contextual,
-                trivial=category == "trivial", warnings=warns,
-                seconds=time.perf_counter() - t0, run=run.id, **attrs,
-            )  # fmt: skip
-        except Exception:
-            self.store.remove_dataset(ds.id)
-            raise
+        op = self._add_operation(
+            ds.id, p.method, category, [n.ds_id for n in occ_nodes], tensors,
+            expression=p.expression, nondeterministic=nondet, contextual=rw.contextual,
+            trivial=category == "trivial", warnings=warns,
+            seconds=time.perf_counter() - t0, run=run.id, **attrs,
+        )  # fmt: skip
         p.out.ann = Annotated(rw.plan, rw.keys, rw.width)
         p.out.ki, p.out.n, p.out.ds_id = ki, n_out, ds.id
         p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
         p.out.ties_exact = _ties_exact(rw, occ_nodes)
-        self.by_ds[ds.id] = p.out
-        run.operations.append(op.id)
-        run.datasets.append(ds.id)
-        for w in warns:
-            self._note_done(run, w)
+        self._recorded(run, p.out, op.id, warns)
 
     def _capture_every_record(self, p: Pending, run: RunLog, t0: float) -> None:
         """Record an operation whose one output record is made from every input record
@@ -928,23 +920,35 @@ class Tracker:
                 f"{p.expression}: record-level provenance not captured (an input has no "
                 "record-level provenance); kept as an opaque operation"
             )
-        try:
-            op = self.store.add_operation(
-                p.method, "aggregate" if readable else "opaque", [node.ds_id], ds.id, tensors,  # type: ignore[list-item]
-                expression=p.expression, contextual=True, opaque=not readable,
-                warnings=[why] if why else [], seconds=time.perf_counter() - t0, run=run.id,
-            )  # fmt: skip
-        except Exception:
-            self.store.remove_dataset(ds.id)
-            raise
+        notes = [why] if why else []
+        op = self._add_operation(
+            ds.id, p.method, "aggregate" if readable else "opaque", [node.ds_id], tensors,
+            expression=p.expression, contextual=True, opaque=not readable, warnings=notes,
+            seconds=time.perf_counter() - t0, run=run.id,
+        )  # fmt: skip
         # no annotated plan: nothing reads the model as a dataset, and it is not cached
         # (the operation keeps the model itself)
         p.out.ki, p.out.n, p.out.ds_id = ki, 1, ds.id
-        self.by_ds[ds.id] = p.out
-        run.operations.append(op.id)
-        run.datasets.append(ds.id)
-        if why:
-            self._note_done(run, why)
+        self._recorded(run, p.out, op.id, notes)
+
+    def _add_operation(self, out: int, method: str, category: str, inputs: list[Any],
+                       tensors: Any, **kwargs: Any) -> Any:  # fmt: skip
+        """``store.add_operation`` of the operation making dataset ``out``, just added;
+        when the store refuses it, the dataset goes too (no half-recorded operation)."""
+        try:
+            return self.store.add_operation(method, category, inputs, out, tensors, **kwargs)
+        except Exception:
+            self.store.remove_dataset(out)
+            raise
+
+    def _recorded(self, run: RunLog, node: Node, op_id: int, notes: list[str]) -> None:
+        """Note a captured operation and its output ``node`` in the run, and warn."""
+        assert node.ds_id is not None
+        self.by_ds[node.ds_id] = node
+        run.operations.append(op_id)
+        run.datasets.append(node.ds_id)
+        for note in notes:
+            self._note_done(run, note)
 
     def _attribute_maps(
         self, p: Pending, positions: list[int], n_out: int, in_cols: list[list[str]]
@@ -1011,18 +1015,15 @@ class Tracker:
             p, list(range(len(p.inputs))), len(cols), [self._dataset(i).columns for i in p.inputs]
         )
         ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
-        op = self.store.add_operation(
-            p.method, "opaque", [n.ds_id for n in p.inputs], ds.id, None,  # type: ignore[misc]
+        op = self._add_operation(
+            ds.id, p.method, "opaque", [n.ds_id for n in p.inputs], None,
             expression=p.expression, opaque=True, warnings=[message], seconds=seconds, run=run.id,
             **attrs,
         )  # fmt: skip
         p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
         p.out.pinned = ann is not None
         p.out.cacheable = self.materialize != "none"
-        self.by_ds[ds.id] = p.out
-        run.operations.append(op.id)
-        run.datasets.append(ds.id)
-        self._note_done(run, message)
+        self._recorded(run, p.out, op.id, [message])
 
     def _tensors(
         self, rw: Rewrite, in_nodes: list[Node], out_ident: int = 0
