@@ -11,6 +11,7 @@ Pure numpy: testable without a JVM.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ __all__ = [
     "KeyIndex",
     "UniqueKeyIndex",
     "ScanKeyIndex",
+    "LazyScanKeyIndex",
     "MappedKeyIndex",
     "ComposedKeyIndex",
     "RangeKeyIndex",
@@ -184,6 +186,53 @@ class ScanKeyIndex(KeyIndex):
     @property
     def nbytes(self) -> int:
         return self.sizes.nbytes + self.offsets.nbytes
+
+
+class LazyScanKeyIndex(ScanKeyIndex):
+    """A :class:`ScanKeyIndex` whose size is known and whose partition sizes are
+    counted (by ``count``, a Spark job) only when a raw key is first translated: a
+    capture that reads a source in scan order needs its keys only for later replays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = LazyScanKeyIndex(5, lambda: ScanKeyIndex(np.array([2, 0, 3])))
+    >>> k.n, k.lookup(np.array([[(2 << 33) + 2]])).tolist()
+    (5, [4])
+    """
+
+    def __init__(self, n: int, count: Callable[[], ScanKeyIndex]) -> None:
+        self.n = n
+        self.width = 1
+        self._count: Callable[[], ScanKeyIndex] | None = count
+        self._sizes: np.ndarray | None = None
+        self._offsets: np.ndarray | None = None
+
+    def _load(self) -> None:
+        if self._count is not None:
+            counted = self._count()
+            if counted.n != self.n:
+                raise KeyError_(
+                    f"a source counted {counted.n} records where its scan read {self.n}: "
+                    "its records changed since capture"
+                )
+            self._sizes, self._offsets, self._count = counted.sizes, counted.offsets, None
+
+    @property
+    def sizes(self) -> np.ndarray:  # type: ignore[override]
+        self._load()
+        assert self._sizes is not None
+        return self._sizes
+
+    @property
+    def offsets(self) -> np.ndarray:  # type: ignore[override]
+        self._load()
+        assert self._offsets is not None
+        return self._offsets
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._sizes is None else super().nbytes
 
 
 class MappedKeyIndex(KeyIndex):

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture import _fused
 from tensprov_lab.capture._annotate import (
     TRIVIAL,
     Annotated,
@@ -42,6 +43,7 @@ from tensprov_lab.capture._keys import (
     GroupSetKeyIndex,
     KeyError_,
     KeyIndex,
+    LazyScanKeyIndex,
     MappedKeyIndex,
     RangeKeyIndex,
     ScanKeyIndex,
@@ -75,14 +77,17 @@ GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "applyInP
 _TRANSPARENT = {"transform"}
 
 _IDENTITY_NODES = TRIVIAL | {"Project", "Window", "Sort"}
+#: numbers of the job groups capture counts its Spark jobs with
+_JOB_GROUPS = itertools.count(1)
 #: most records of one join side read into this process to match keys in NumPy, and
 #: Spark's size estimate of a side above which that is not even tried (sizes beyond
 #: these are left to Spark's own join)
 _JOIN_MAX_SIDE = 20_000_000
 _JOIN_MAX_BYTES = 4 << 30
-#: first consumers that read a source's keys anyway (see Tracker._join_keys), so that
-#: its record index costs no job of its own
-_READS_SOURCE_KEYS = {"join"}
+#: first consumers that read a source's records anyway (a join reads its keys, see
+#: Tracker._join_keys; a filter or aggregate its columns, see _fused), so that counting
+#: it early would only scan it twice
+_READS_SOURCE_KEYS = {"join", "filter", "where", "dropna", *GROUPED_METHODS}
 
 
 @dataclass
@@ -146,6 +151,8 @@ class RunLog:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     failed: list[str] = field(default_factory=list)
+    #: Spark jobs its capture ran (counting jobs, fused reads, operations' own jobs)
+    jobs: int = 0
     #: its provenance was dropped (``tensprov_lab.forget``)
     forgotten: bool = False
 
@@ -231,6 +238,13 @@ class Tracker:
         #: annotated plan and the counting job (see _index_early)
         self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex]]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        #: the fused reads of the block being captured (see _fused), and the operations
+        #: (by output ident) whose tensors came from them
+        self._fusion: _fused.Fusion | None = None
+        self._fused_done: set[int] = set()
+        #: whether to fuse a block's reads (False: one job per operation, as before;
+        #: the tests compare the two)
+        self.fuse = True
 
     @property
     def _depth(self) -> int:
@@ -422,25 +436,35 @@ class Tracker:
             self._reused = {
                 n.ident for item in pending if isinstance(item, Pending) for n in item.inputs
             }
+            self._fusion = self._fuse(pending, progress)
+            if self._fusion is not None:
+                run.jobs += sum(self._fusion.jobs.values())
             first_use = _first_consumers(pending)
             for i, item in enumerate(pending):
                 if progress is not None:
                     what = item.method if isinstance(item, Pending) else "source"
                     progress(i, len(pending), what)
+                with self._jobs() as jobs:
+                    if isinstance(item, Pending):
+                        try:
+                            self._capture_operation(item, run)
+                        finally:
+                            self._index_deferred(item.inputs)
+                    else:
+                        consumer = first_use.get(id(item))
+                        defer = consumer is not None and consumer.method == "join"
+                        self._capture_source(item, run, defer=defer)
+                run.jobs += jobs[0]
                 if isinstance(item, Pending):
-                    try:
-                        self._capture_operation(item, run)
-                    finally:
-                        self._index_deferred(item.inputs)
-                else:
-                    consumer = first_use.get(id(item))
-                    defer = consumer is not None and consumer.method == "join"
-                    self._capture_source(item, run, defer=defer)
-            self._index_deferred([n for n in pending if isinstance(n, Node)])
-            self._materialize(run)
+                    self._account(item, jobs[0])
+            with self._jobs() as jobs:
+                self._index_deferred([n for n in pending if isinstance(n, Node)])
+                self._materialize(run)
+            run.jobs += jobs[0]
             run.seconds = time.perf_counter() - t0
         finally:
-            self._active = None
+            self._active, self._fusion = None, None
+            self._fused_done = set()
             kept = {id(n.cached) for n in self.by_ds.values() if n.cached is not None}
             for df in self._cached:
                 if id(df) not in kept:
@@ -771,8 +795,73 @@ class Tracker:
         node.cacheable = self.materialize != "none"
         self.by_ds[ds.id] = node
         run.datasets.append(ds.id)
-        if not defer:
+        n = self._fusion.size(node.ident) if self._fusion is not None and stable else None
+        if n is not None:
+            # read whole in scan order already: its partition sizes, which translate
+            # its raw keys, are counted only if a raw key is ever translated
+            self._set_index(node, LazyScanKeyIndex(n, functools.partial(self._count, node)))
+        elif not defer:
             self._index_deferred([node])
+
+    def _fuse(self, pending: list[Any], progress: Any) -> _fused.Fusion | None:
+        """Plan the block's fused reads and run them (one Spark job per dataset read)."""
+        if not self.fuse:
+            return None
+        try:
+            fusion = _fused.plan(self.jvm, pending, Pending)
+            fusion.size_of = lambda ident: self.nodes[ident].n if ident in self.nodes else None
+            if fusion.reads and progress is not None:
+                progress(0, len(pending), "reading sources")
+            fusion.fetch(self._jobs)
+        except Exception as exc:  # noqa: BLE001 - every operation takes its own job
+            self._note(f"fused capture not used ({_short_error(exc)})")
+            return None
+        return fusion
+
+    @contextlib.contextmanager
+    def _jobs(self) -> Any:
+        """Count the Spark jobs run inside the block (``with ... as counted``: the count
+        is ``counted[0]`` afterwards), by a job group of capture's own; the thread's
+        previous job group is restored."""
+        sc = self.spark.sparkContext
+        counted = [0]
+        try:
+            previous = sc.getLocalProperty("spark.jobGroup.id")
+            group = f"tensprov-lab-capture-{next(_JOB_GROUPS)}"
+            sc.setLocalProperty("spark.jobGroup.id", group)
+        except Exception:  # noqa: BLE001 - counting is extra: never fail capture for it
+            yield counted
+            return
+        try:
+            yield counted
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
+            try:
+                counted[0] = len(sc.statusTracker().getJobIdsForGroup(group))
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _account(self, p: Pending, jobs: int) -> None:
+        """Note on ``p``'s operation the jobs its capture ran, the fused reads it owns
+        (their jobs and time) and whether its tensors came from them."""
+        if p.out.ds_id is None:
+            return
+        op = self.store.producer(p.out.ds_id)
+        if op is None:
+            return
+        op.jobs = jobs
+        fusion = self._fusion
+        if fusion is not None:
+            for target in fusion.reads_of(p.out.ident):
+                op.jobs += fusion.jobs.get(target, 0)
+                op.seconds += fusion.seconds.get(target, 0.0)
+        op.fused = p.out.ident in self._fused_done
+
+    def _count(self, node: Node) -> ScanKeyIndex:
+        """The partition sizes of source ``node`` (a Spark job; see LazyScanKeyIndex)."""
+        assert node.ann is not None
+        with self.quiet():
+            return self._scan_index(node.ann)
 
     def _index_deferred(self, nodes: list[Node]) -> None:
         """Give deferred sources their record index (one small aggregate per source)."""
@@ -1041,6 +1130,9 @@ class Tracker:
             n = occ[0].n
             assert n is not None and occ[0].ki is not None
             return n, [IdentityTensor(n)], occ[0].ki
+        fused = self._fused_tensors(rw, occ, out_ident)
+        if fused is not None:
+            return fused
         joined = self._join_keys(rw, occ)
         if joined is not None:
             return self._functional(rw, occ, joined)
@@ -1056,6 +1148,43 @@ class Tracker:
         keep = rw.nondeterministic or (out_ident in self._reused and self._costly(rw.plan))
         raw = self._collect_keys(rw.plan, names, keep=keep, ident=out_ident)
         return self._functional(rw, occ, raw)
+
+    def _fused_tensors(
+        self, rw: Rewrite, occ: list[Node], out_ident: int
+    ) -> tuple[int, list[Any], KeyIndex] | None:
+        """The operation's tensors from the block's fused reads (see :mod:`._fused`);
+        None when no fused rule covers it, or its reads are missing or disagree with
+        what capture counted (then it takes a job of its own)."""
+        fusion = self._fusion
+        rule = fusion.rules.get(out_ident) if fusion is not None else None
+        if fusion is None or rule is None or rw.sort or rw.semi is not None or rw.n_branches:
+            return None
+        try:
+            self._index_deferred(occ)
+            if rule.kind == "group":
+                g = rw.group
+                if g is None or g.kind != "aggregate" or g.gid_col is not None or len(occ) != 1:
+                    return None
+                parent, n_groups = fusion.groups(out_ident)
+                members = np.arange(len(parent), dtype=np.int64)
+                got = self._groups(occ[0], members, parent, n_groups, ordered=True)
+                self._fused_done.add(out_ident)
+                return got
+            if rw.group is not None or any(b.kind != "input" for b in rw.blocks):
+                return None
+            if rule.kind == "filter":
+                rows = {rule.inputs[0]: fusion.survivors(out_ident)}
+            else:
+                li, ri = fusion.pairs(out_ident)
+                rows = dict(zip(rule.inputs, (li, ri)))
+            given = [rows[occ[b.pos].ident] for b in rw.blocks]
+            got = self._functional(rw, occ, None, given=given)
+            self._fused_done.add(out_ident)
+            return got
+        except (KeyError, KeyError_) as exc:  # a read missing or inconsistent
+            if isinstance(exc, KeyError_):
+                self._note(f"fused capture not used ({exc}); captured on its own")
+            return None
 
     def _join_keys(self, rw: Rewrite, occ: list[Node]) -> np.ndarray | None:
         """The raw keys of an equi-join's output, matched in NumPy from one scan of each
@@ -1173,9 +1302,17 @@ class Tracker:
         return raw, runs.astype(np.int64)
 
     def _functional(
-        self, rw: Rewrite, occ: list[Node], raw: np.ndarray, runs: np.ndarray | None = None
+        self,
+        rw: Rewrite,
+        occ: list[Node],
+        raw: np.ndarray | None,
+        runs: np.ndarray | None = None,
+        given: list[np.ndarray] | None = None,
     ) -> tuple[int, list[Any], KeyIndex]:
-        m = len(raw)
+        """Tensors and key index of an operation whose every output record comes from
+        one record of each input: from the raw keys read back, or (``given``) from the
+        input rows of each input block, known already (a fused capture)."""
+        m = len(raw) if raw is not None else len(given[0]) if given else 0
         parts: list[np.ndarray] = []
         branch = np.zeros(m, dtype=np.int64)
         genpos = None
@@ -1184,15 +1321,21 @@ class Tracker:
         off = 0
         for b in rw.blocks:
             if b.kind == "branch":
+                assert raw is not None
                 branch, branch_col = raw[:, off], off
             elif b.kind == "genpos":
+                assert raw is not None
                 genpos = raw[:, off]
                 pos_ki = RangeKeyIndex(int(genpos.max()) + 1 if m else 0)
                 blocks_ki.append((pos_ki, off))
             else:
                 node = occ[b.pos]
                 assert node.ki is not None
-                parts.append(node.ki.lookup(raw[:, off : off + b.width]))
+                if given is not None:
+                    parts.append(given[len(parts)])
+                else:
+                    assert raw is not None
+                    parts.append(node.ki.lookup(raw[:, off : off + b.width]))
                 blocks_ki.append((node.ki, off))
             off += b.width
         all_parts = parts + ([genpos] if genpos is not None else [])
@@ -1298,19 +1441,37 @@ class Tracker:
             )
             raw = arrow_keys(pa.table({"k": flat}), ["k"])
         member = node.ki.lookup(raw)
-        # groups ordered by their smallest member (set semantics, DESIGN.md §3); groups of
-        # different grouping sets with the same smallest member by grouping-set id
-        first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(first, parent, member)
-        gid = None
-        group_gid = np.zeros(n_groups, dtype=np.int64)
-        if g.gid_col is not None:
-            gid = arrow_keys(table, [g.gid_col])[:, 0]
-            group_gid[parent] = gid
-        order = np.lexsort((group_gid, first))
-        rank = np.empty(n_groups, dtype=np.int64)
-        rank[order] = np.arange(n_groups)
-        out_rows = rank[parent]
+        gid = arrow_keys(table, [g.gid_col])[:, 0] if g.gid_col is not None else None
+        return self._groups(node, member, parent, n_groups, gid)
+
+    def _groups(
+        self,
+        node: Node,
+        member: np.ndarray,
+        parent: np.ndarray,
+        n_groups: int,
+        gid: np.ndarray | None = None,
+        ordered: bool = False,
+    ) -> tuple[int, list[Any], KeyIndex]:
+        """The tensor and key index of a grouping of ``node``'s records: ``member[i]``
+        is in group ``parent[i]`` (of grouping set ``gid[i]``); ``ordered``: groups are
+        numbered by smallest member already."""
+        assert node.ki is not None and node.n is not None
+        if ordered:
+            rank, out_rows = np.arange(n_groups), parent
+        else:
+            # groups ordered by their smallest member (set semantics, DESIGN.md §3);
+            # groups of different grouping sets with the same smallest member by
+            # grouping-set id
+            first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+            np.minimum.at(first, parent, member)
+            group_gid = np.zeros(n_groups, dtype=np.int64)
+            if gid is not None:
+                group_gid[parent] = gid
+            order = np.lexsort((group_gid, first))
+            rank = np.empty(n_groups, dtype=np.int64)
+            rank[order] = np.arange(n_groups)
+            out_rows = rank[parent]
         empty = np.flatnonzero(np.bincount(parent, minlength=n_groups) == 0)
         null_row = int(rank[empty[0]]) if len(empty) else None
         tensor = tensor_from_pairs(out_rows, member, n_groups, node.n)

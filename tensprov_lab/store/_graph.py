@@ -80,6 +80,11 @@ class Operation:
     #: Spark ML: the fitted model of a ``fit`` (its context: statistics of every input
     #: record) or the stage of a ``transform``, kept so the operation can be replayed
     model: Any = None
+    #: Spark jobs its capture ran (a read shared by several operations of a fused
+    #: capture counts at the first that needs it), and whether its tensors came from
+    #: the block's fused reads
+    jobs: int = 0
+    fused: bool = False
 
     @property
     def localized(self) -> bool:

@@ -1,0 +1,367 @@
+"""Fused capture: one Spark job per scan-ordered dataset instead of one per operation.
+
+A dataset is *scan-ordered* when Spark returns its records in their canonical order
+(DESIGN.md §3): a source whose plan is stable, and a filter or projection of a
+scan-ordered dataset.  For such a dataset the position of a record in ``toArrow()``'s
+answer is its canonical index, so its records need no key at all: a filter's mask is
+its condition evaluated on the input, a column that a later join or aggregate needs is
+just read.  Before a block's operations are captured, :func:`plan` walks them in order
+and, for the operations one of the rules below covers, notes the columns their rules
+need, per dataset.  Each dataset's columns are then read in one job (a column of a
+source that a filter of it passes on unchanged is read from the source, so a source, its
+filters and the join keys of those filters take one scan).  The capture of each covered
+operation then takes its record indices from those columns:
+
+- *filter* of a scan-ordered input: the rows where the condition is true;
+- *equi-join* of two scan-ordered inputs: each side's key columns matched in NumPy
+  (:mod:`._equijoin`), pairs in canonical (left, right) order;
+- *aggregate* grouping by attributes of a scan-ordered input, or of one side of such a
+  join (a projection in between keeps them): every input record is a member of the
+  group of its values.
+
+Anything else (and any of these whose columns could not be read) is captured by its own
+job as before.  The result is the same lineage, which the tests that compare captures
+across partitionings and against the oracle check.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensprov_lab.capture._annotate import STABLE_LEAVES, key_name
+from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes
+from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keys import KeyError_
+
+__all__ = ["Fusion", "plan"]
+
+JObject = Any
+
+#: nodes between an operation's root and its input that keep the input's records and
+#: their order (a repartition would not)
+_KEEPS_ROWS = {"Project", "SubqueryAlias", "View", "ResolvedHint"}
+#: grouping value types whose equality Arrow's dictionary encoding reproduces exactly
+_EXACT_GROUP_TYPES = {"integer", "long", "short", "byte", "string", "boolean", "date"}
+#: inner nodes of a plan whose output comes back from Spark in scan order
+_SCAN_INNER = {"Project", "Filter", "SubqueryAlias", "View", "ResolvedHint"}
+
+
+@dataclass
+class _Scan:
+    """A scan-ordered dataset: the source it restricts and how."""
+
+    base: int
+    #: the dataset it filters or equals (None: it is the source itself)
+    parent: int | None = None
+    #: the column of ``parent``'s reads that holds the filter's condition
+    flag: tuple[int, str] | None = None
+
+
+@dataclass
+class _Rule:
+    kind: str  # "filter" | "join" | "group"
+    inputs: list[int]
+    #: join: per side, its key columns; group: the grouping columns, each with the
+    #: side of the input (0 or 1 of a join, 0 for a scan-ordered input) it comes from
+    columns: list[list[tuple[int, str]]] = field(default_factory=list)
+    sides: list[int] = field(default_factory=list)
+    keep: tuple[bool, bool] = (False, False)
+
+
+class Fusion:
+    """The columns one tracked block reads, and the record indices derived from them."""
+
+    def __init__(self, jvm: Jvm) -> None:
+        self.jvm = jvm
+        self.scans: dict[int, _Scan] = {}
+        #: a join's output (or a projection of it), by ident: the join output's ident
+        self.composite: dict[int, int] = {}
+        self.rules: dict[int, _Rule] = {}
+        #: per dataset read: its plan, and its columns by name
+        self.plans: dict[int, JObject] = {}
+        self.reads: dict[int, dict[str, JObject]] = {}
+        self._attr_names: dict[tuple[int, int], str] = {}
+        self._ids: dict[int, set[int]] = {}
+        self.tables: dict[int, Any] = {}
+        #: the operation (by output ident) whose capture runs each read, and its seconds
+        self.owner: dict[int, int] = {}
+        self.seconds: dict[int, float] = {}
+        self.jobs: dict[int, int] = {}
+        self._positions: dict[int, np.ndarray | None] = {}
+        #: the number of records capture gave each dataset (every column read is
+        #: checked against it)
+        self.size_of: Any = lambda ident: None
+        self._pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    # -- planning --------------------------------------------------------------------
+    def _out_ids(self, ident: int, plan: JObject) -> set[int]:
+        ids = self._ids.get(ident)
+        if ids is None:
+            ids = self._ids[ident] = set(self.jvm.expr_ids(plan))
+        return ids
+
+    def _read(self, ds: int, plan: JObject, expr: JObject, owner: int) -> tuple[int, str]:
+        """Ask for ``expr`` over dataset ``ds``'s records: read from the source ``ds``
+        filters when it is an attribute the source has (so the source and its filters
+        take one scan), else from ``ds`` itself."""
+        jvm = self.jvm
+        target, target_plan = ds, plan
+        attr = jvm.cls(expr) == "AttributeReference"
+        if attr:
+            base = self.scans[ds].base
+            base_plan = self.plans.get(base)
+            if base != ds and base_plan is not None:
+                if int(expr.exprId().id()) in self._out_ids(base, base_plan):
+                    target, target_plan = base, base_plan
+            known = self._attr_names.get((target, int(expr.exprId().id())))
+            if known is not None:
+                return target, known
+        name = key_name("f")
+        self.plans.setdefault(target, target_plan)
+        self.reads.setdefault(target, {})[name] = jvm.alias(expr, name)
+        self.owner.setdefault(target, owner)
+        if attr:
+            self._attr_names[(target, int(expr.exprId().id()))] = name
+        return target, name
+
+    def add_source(self, ident: int, plan: JObject) -> None:
+        """A source of the block: scan-ordered when its plan is stable."""
+        if _scan_ordered(self.jvm, plan):
+            self.scans[ident] = _Scan(ident)
+            self.plans[ident] = plan
+
+    def add_operation(self, out: int, inputs: list[Any], plan: JObject) -> None:
+        """Note the rule that covers ``out = f(inputs)``, if one does."""
+        jvm = self.jvm
+        idents = [n.ident for n in inputs]
+        if len(set(idents)) != len(idents):
+            return
+        if len(inputs) == 2 and all(i in self.scans for i in idents):
+            self._join(out, inputs, plan)
+            return
+        if len(inputs) != 1:
+            return
+        (src,) = inputs
+        if _below(jvm, plan, src.ident) is not None:  # projections only: the same records
+            if src.ident in self.scans:
+                self.scans[out] = _Scan(self.scans[src.ident].base, src.ident)
+                self.plans.setdefault(out, plan)
+            elif src.ident in self.composite:
+                self.composite[out] = self.composite[src.ident]
+            return
+        cls = jvm.cls(plan)
+        kids = jvm.children(plan)
+        if not jvm.deterministic(plan) or len(kids) != 1 or jvm.ident(kids[0]) != src.ident:
+            return
+        if cls == "Filter" and src.ident in self.scans:
+            flag = self._read(src.ident, src.plan, plan.condition(), out)
+            self.scans[out] = _Scan(self.scans[src.ident].base, src.ident, flag)
+            self.plans.setdefault(out, plan)
+            self.rules[out] = _Rule("filter", [src.ident])
+        elif cls == "Aggregate":
+            self._aggregate(out, src, plan)
+
+    def _join(self, out: int, inputs: list[Any], plan: JObject) -> None:
+        jvm = self.jvm
+        ej = find_equi_join(jvm, plan)
+        if ej is None or [jvm.ident(s) for s in ej.sides] != [n.ident for n in inputs]:
+            return
+        if _below(jvm, plan, jvm.ident(ej.node)) is None:
+            return
+        columns = [
+            [self._read(node.ident, node.plan, k, out) for k in keys]
+            for node, keys in zip(inputs, ej.keys)
+        ]
+        self.rules[out] = _Rule("join", [n.ident for n in inputs], columns, keep=ej.keep)
+        self.composite[out] = out
+
+    def _aggregate(self, out: int, src: Any, agg: JObject) -> None:
+        jvm = self.jvm
+        grouping = jvm.lst(agg.groupingExpressions())
+        if not grouping:
+            return  # a global aggregate takes every record without a job already
+        if src.ident in self.scans:
+            parts = [(src.ident, src.plan)]
+        elif src.ident in self.composite:
+            rule = self.rules[self.composite[src.ident]]
+            parts = [(i, self.plans[i]) for i in rule.inputs]
+        else:
+            return
+        columns, sides = [], []
+        for g in grouping:
+            if jvm.cls(g) != "AttributeReference" or str(g.name()) == "spark_grouping_id":
+                return
+            if str(g.dataType().typeName()) not in _EXACT_GROUP_TYPES:
+                return
+            found = [
+                s for s, (i, p) in enumerate(parts)
+                if int(g.exprId().id()) in self._out_ids(i, p)
+            ]  # fmt: skip
+            if len(found) != 1:
+                return
+            ident, p = parts[found[0]]
+            columns.append(self._read(ident, p, g, out))
+            sides.append(found[0])
+        self.rules[out] = _Rule("group", [src.ident], [columns], sides)
+
+    # -- reading -----------------------------------------------------------------------
+    def fetch(self, count_jobs: Any) -> None:
+        """Read every dataset's columns, one job each; a dataset that cannot be read
+        leaves the rules that need it to their own jobs."""
+        jvm = self.jvm
+        for ident, columns in self.reads.items():
+            t0 = time.perf_counter()
+            with count_jobs() as jobs:
+                try:
+                    df = jvm.to_df(jvm.project(list(columns.values()), self.plans[ident]))
+                    self.tables[ident] = df.toArrow()
+                except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
+                    pass
+            self.seconds[ident] = time.perf_counter() - t0
+            self.jobs[ident] = jobs[0]
+
+    def reads_of(self, out: int) -> list[int]:
+        """The reads the capture of operation ``out`` runs (the first one that needs them)."""
+        return [t for t, o in self.owner.items() if o == out]
+
+    def size(self, ident: int) -> int | None:
+        """The number of records of a source whose columns were read (None: not read)."""
+        table, scan = self.tables.get(ident), self.scans.get(ident)
+        if table is None or scan is None or scan.parent is not None:
+            return None
+        return int(table.num_rows)
+
+    def positions(self, ident: int) -> np.ndarray | None:
+        """Where the records of a scan-ordered dataset are among its source's (None: they
+        are the source's, or unknown)."""
+        if ident in self._positions:
+            return self._positions[ident]
+        scan = self.scans[ident]
+        pos: np.ndarray | None = None
+        if scan.parent is not None:
+            up = self.positions(scan.parent)
+            if scan.flag is None:
+                pos = up
+            else:
+                rows = self.survivors(ident)
+                pos = rows if up is None else up[rows]
+        self._positions[ident] = pos
+        return pos
+
+    def column(self, ds: int, read: tuple[int, str]) -> Any:
+        """The Arrow column ``read`` over the records of dataset ``ds``, in their order."""
+        target, name = read
+        col = self.tables[target].column(name)
+        if target != ds:
+            pos = self.positions(ds)
+            if pos is not None:
+                col = col.take(pos)
+        expected = self.size_of(ds)
+        if expected is not None and len(col) != expected:
+            raise KeyError_(f"a fused read has {len(col)} records where {expected} were counted")
+        return col
+
+    def survivors(self, ident: int) -> np.ndarray:
+        """A filter's surviving input rows."""
+        scan = self.scans[ident]
+        assert scan.parent is not None and scan.flag is not None
+        flag = self.column(scan.parent, scan.flag)
+        return np.flatnonzero(np.asarray(flag.fill_null(False).to_numpy(), dtype=bool))
+
+    def pairs(self, ident: int) -> tuple[np.ndarray, np.ndarray]:
+        """A join's (left row, right row) pairs in canonical order (-1: no record)."""
+        got = self._pairs.get(ident)
+        if got is None:
+            rule = self.rules[ident]
+            left, right = (
+                [self.column(i, r) for r in cols] for i, cols in zip(rule.inputs, rule.columns)
+            )
+            li, ri = join_pairs(*key_codes(left, right), *rule.keep)
+            order = np.lexsort((ri, li))
+            got = self._pairs[ident] = (li[order], ri[order])
+        return got
+
+    def groups(self, ident: int) -> tuple[np.ndarray, int]:
+        """An aggregate's group of every input record, numbered by smallest member."""
+        import pandas as pd
+
+        rule = self.rules[ident]
+        (src,) = rule.inputs
+        join = self.composite.get(src)
+        index = self.pairs(join) if join is not None else None
+        parts = self.rules[join].inputs if join is not None else [src]
+        combined: np.ndarray | None = None
+        for read, side in zip(rule.columns[0], rule.sides):
+            encoded = self.column(parts[side], read).combine_chunks().dictionary_encode()
+            codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+            codes = codes.astype(np.int64) + 1  # 0: null
+            if index is not None:
+                rows = index[side]
+                codes = np.where(rows < 0, 0, codes[np.maximum(rows, 0)])
+            width = len(encoded.dictionary) + 1
+            if combined is None:
+                combined = codes
+            else:
+                if (int(combined.max(initial=0)) + 1) * width >= 2**62:
+                    combined = pd.factorize(combined)[0].astype(np.int64)
+                combined = combined * width + codes
+        assert combined is not None
+        # factorize numbers values in order of first appearance: by smallest member
+        parent, uniq = pd.factorize(combined)
+        expected = self.size_of(src)
+        if expected is not None and len(parent) != expected:
+            raise KeyError_(f"a fused aggregate has {len(parent)} members of {expected} records")
+        return parent.astype(np.int64), len(uniq)
+
+
+def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
+    """The classes of the row-keeping nodes from ``plan`` down to the node ``ident``
+    (excluded); None when another kind of node, or a non-deterministic one, is on the
+    way."""
+    seen: list[str] = []
+    node = plan
+    while jvm.ident(node) != ident:
+        cls = jvm.cls(node)
+        kids = jvm.children(node)
+        if cls not in _KEEPS_ROWS or len(kids) != 1 or not jvm.deterministic(node):
+            return None
+        seen.append(cls)
+        node = kids[0]
+    return seen
+
+
+def _scan_ordered(jvm: Jvm, plan: JObject) -> bool:
+    """Whether Spark returns ``plan``'s records in scan order every time."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        cls = jvm.cls(node)
+        kids = jvm.children(node)
+        if cls not in STABLE_LEAVES and cls not in _SCAN_INNER:
+            return False
+        if not jvm.deterministic(node) or len(kids) > 1:
+            return False
+        stack.extend(kids)
+    return True
+
+
+def plan(jvm: Jvm, pending: list[Any], pending_cls: Any) -> Fusion:
+    """The fused reads of a block's ``pending`` items (source nodes and operations)."""
+    fusion = Fusion(jvm)
+    for item in pending:
+        if isinstance(item, pending_cls):
+            if item.out.every_record or item.out.plan is None:
+                continue
+            for node in item.inputs:
+                # a dataset of an earlier run, read again: a source of this block
+                known = node.ds_id is not None and node.ki is not None and not node.pinned
+                if known and node.ident not in fusion.scans and node.plan is not None:
+                    fusion.add_source(node.ident, node.plan)
+            fusion.add_operation(item.out.ident, item.inputs, item.out.plan)
+        elif item.plan is not None and item.ann is None:
+            fusion.add_source(item.ident, item.plan)
+    return fusion
