@@ -60,6 +60,11 @@ class Run:
         return self._log.forgotten
 
     def _check(self) -> None:
+        if self._log.interrupted:
+            raise LookupError(
+                f"the capture of run {self.name or self.id} was interrupted: its "
+                "provenance was dropped; track the block again to query it"
+            )
         if self._log.forgotten:
             raise LookupError(
                 f"run {self.name or self.id} was forgotten (tensprov_lab.forget): its "

@@ -10,8 +10,10 @@ from typing import Any
 @contextlib.contextmanager
 def numpy_joins(spark: Any) -> Iterator[list[bool]]:
     """Broadcast joins off (so Spark would shuffle both sides of every join, the case
-    capture matches in NumPy); yields a list that gets, per join operation captured,
-    whether it took the NumPy path."""
+    capture matches in NumPy) and the block's reads not fused (a fused capture matches
+    the joins it covers from its own reads, see tests/test_fused.py); yields a list
+    that gets, per join operation captured, whether it took the NumPy path."""
+    from tensprov_lab._api import _tracker as tracker_of
     from tensprov_lab.capture import _tracker
 
     taken: list[bool] = []
@@ -26,8 +28,10 @@ def numpy_joins(spark: Any) -> Iterator[list[bool]]:
     before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     _tracker.Tracker._join_keys = spy  # type: ignore[method-assign]
+    tracker_of(spark).fuse = False
     try:
         yield taken
     finally:
+        tracker_of(spark).fuse = True
         _tracker.Tracker._join_keys = real  # type: ignore[method-assign]
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)

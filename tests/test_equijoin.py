@@ -171,6 +171,7 @@ def test_a_broadcast_join_of_uncounted_sources_counts_them_from_its_keys(
     """Spark would broadcast these small sides, but reading their keys also numbers the
     two sources, which otherwise takes a Spark job each; once they are numbered, the
     next capture leaves the join to Spark."""
+    from tensprov_lab._api import _tracker as tracker_of
     from tensprov_lab.capture import _tracker
 
     assert int(spark.conf.get("spark.sql.autoBroadcastJoinThreshold").rstrip("b")) > 0
@@ -189,6 +190,8 @@ def test_a_broadcast_join_of_uncounted_sources_counts_them_from_its_keys(
 
     monkeypatch.setattr(_tracker.Tracker, "_join_keys", join_spy)
     monkeypatch.setattr(_tracker.Tracker, "_scan_index", scan_spy)
+    # the join's own capture (a fused one reads the sources itself: tests/test_fused.py)
+    monkeypatch.setattr(tracker_of(spark), "fuse", False)
     left_rows = [(2, "b"), (1, "a"), (9, "z"), (2, "c")]
     right_rows = [(2, 20.0), (3, 30.0), (1, 10.0), (2, 21.0)]
     # parquet files, whose size Spark estimates (a local relation read again has none)

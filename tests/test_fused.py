@@ -83,6 +83,7 @@ def _compare(spark: Any, body: Any, fused_methods: list[str]) -> Any:
             assert ta.shape == tb.shape
             assert (ta.to_sparse() != tb.to_sparse()).nnz == 0, a.expression
     assert [op.method for op in fused.operations if op.fused] == fused_methods
+    assert not [w for w in fused.warnings if "fused capture not used" in w]
     assert fused._log.jobs < plain._log.jobs
     assert sum(op.jobs for op in fused.operations) <= fused._log.jobs
     return fused

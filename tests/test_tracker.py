@@ -49,17 +49,21 @@ def test_sources_are_counted_while_the_block_runs(spark, monkeypatch) -> None:  
 
     monkeypatch.setattr(_tracker.Tracker, "_scan_index", spy)
     run, out = _pipeline(spark)
-    # three sources are read first by a projection, a filter and an aggregate: each is
-    # counted by the worker; the join's right side is left to the join, which numbers it
-    # from the keys it reads (also when, as here, Spark would broadcast that side)
-    assert sorted(threads) == ["tensprov-lab-index_0"] * 3
+    # three sources are read first by a projection, a filter and an aggregate: the first
+    # is counted by the worker; the filter and the aggregate read their sources in scan
+    # order (the fused capture), which sizes them without a count; the join's right
+    # side is read by the join, which numbers it from its own read
+    assert sorted(threads) == ["tensprov-lab-index_0"]
+    assert [o.method for o in run.operations if o.fused] == ["filter", "agg", "join"]
     early = _summary(run, out)
 
     # the oracle: the same pipeline counted at the end of the block, in this thread
     threads.clear()
     monkeypatch.setattr(_tracker.Tracker, "_index_early", lambda self, method, inputs: None)
     late_run, late_out = _pipeline(spark)
-    assert threads and not any(t.startswith("tensprov-lab-index") for t in threads)
+    # not counted at all: the fused reads size every source (the projected one too,
+    # whose join key its read carries)
+    assert threads == []
     late = _summary(late_run, late_out)
     assert early["operations"] == late["operations"]
     assert sorted(early["rows"].values(), key=str) == sorted(late["rows"].values(), key=str)

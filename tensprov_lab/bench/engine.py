@@ -35,6 +35,14 @@ class EngineResult:
     steps: list[tuple[str, float]] = field(default_factory=list)
     #: Q1–Q11, recomputation and what-if latencies (``tensprov_lab.bench.queries``)
     queries: list[Any] = field(default_factory=list)
+    #: Spark jobs the capture ran, and the operations it could not trace (a figure
+    #: measured with any of them is not a figure of record-level capture)
+    jobs: int = 0
+    opaque: list[str] = field(default_factory=list)
+    #: peak resident memory of this Python process and of the JVM, MB (``VmHWM``: the
+    #: highest since the process started, so a curve of growing sizes reads each size's)
+    py_peak_mb: float = 0.0
+    jvm_peak_mb: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -117,8 +125,12 @@ def run_engine_bench(
         priced = joined.withColumn("amount_eur", joined.amount * 0.92)
         out = priced.groupBy("region", "segment").agg({"amount_eur": "sum", "*": "count"})
     capture = time.perf_counter() - t0
-    join_op = next(op for op in run.operations if op.category == "join")
-    join_rows = run.store.datasets[join_op.output].n_rows or 0
+    opaque = [op.expression for op in run.operations if op.opaque]
+    if opaque:
+        progress(f"[{n_orders:,} orders] NOT TRACED record by record: {opaque}")
+    join_op = next((op for op in run.operations if op.method == "join"), None)
+    join_rows = (run.store.datasets[join_op.output].n_rows or 0) if join_op else 0
+    peaks = (_peak_mb(os.getpid()), _peak_mb(_jvm_pid(spark)))
 
     rng = np.random.default_rng(0)
     n_out = run.dataset(out).n_rows or 1
@@ -157,29 +169,63 @@ def run_engine_bench(
         baseline_s=baseline,
         capture_s=capture,
         join_rows=join_rows,
-        join_bytes=join_op.nbytes,
+        join_bytes=join_op.nbytes if join_op else 0,
         total_bytes=run.nbytes,
         backward_ms=backward,
         forward_ms=forward,
         steps=[(op.method, op.seconds) for op in run.operations],
         queries=figures,
+        jobs=run._log.jobs,
+        opaque=opaque,
+        py_peak_mb=peaks[0],
+        jvm_peak_mb=peaks[1],
     )
+
+
+def _jvm_pid(spark: Any) -> int | None:
+    try:
+        return int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    except Exception:  # noqa: BLE001 - a JVM elsewhere (a cluster's driver): not measured
+        return None
+
+
+def _peak_mb(pid: int | None) -> float:
+    """Peak resident memory of process ``pid`` in MB (Linux ``VmHWM``; 0 elsewhere)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def format_table(results: list[EngineResult]) -> str:
     head = (
-        f"{'orders':>10} {'baseline s':>10} {'capture s':>10} {'ratio':>6} "
-        f"{'join rows':>10} {'B/join row':>10} {'store MB':>9} "
-        f"{'bwd p50 ms':>10} {'bwd p99':>8} {'fwd p50 ms':>10} {'fwd p99':>8}"
+        f"{'orders':>11} {'baseline s':>10} {'capture s':>10} {'ratio':>6} {'jobs':>4} "
+        f"{'join rows':>10} {'B/join row':>10} {'store MB':>9} {'py peak MB':>10} "
+        f"{'JVM peak MB':>11} {'bwd p50 ms':>10} {'bwd p99':>8} {'fwd p50 ms':>10} {'fwd p99':>8}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
+        # a capture that fell back to coarse lineage is not a figure of this engine
+        mark = "*" if r.opaque else " "
         lines.append(
-            f"{r.rows:>10,} {r.baseline_s:>10.2f} {r.capture_s:>10.2f} {r.ratio:>6.2f} "
-            f"{r.join_rows:>10,} {r.bytes_per_join_row:>10.2f} {r.total_bytes / 2**20:>9.2f} "
+            f"{r.rows:>10,}{mark} {r.baseline_s:>10.2f} {r.capture_s:>10.2f} {r.ratio:>6.2f} "
+            f"{r.jobs:>4} {r.join_rows:>10,} {r.bytes_per_join_row:>10.2f} "
+            f"{r.total_bytes / 2**20:>9.2f} {r.py_peak_mb:>10.0f} {r.jvm_peak_mb:>11.0f} "
             f"{r.backward_ms[0]:>10.3f} {r.backward_ms[1]:>8.3f} "
             f"{r.forward_ms[0]:>10.3f} {r.forward_ms[1]:>8.3f}"
         )
+    for r in results:
+        if r.opaque:
+            lines.append(
+                f"* {r.rows:,} orders: NOT a record-level figure, these operations fell "
+                f"back to coarse lineage: {'; '.join(r.opaque)}"
+            )
     for r in results:
         steps = ", ".join(f"{m} {sec:.2f}" for m, sec in r.steps)
         lines.append(f"capture of {r.rows:,} orders, seconds per operation: {steps}")
@@ -226,15 +272,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
     parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")
+    parser.add_argument(
+        "--capture-only",
+        action="store_true",
+        help="time capture and single-record queries only (no Q1–Q11, recomputation or "
+        "what-if figures): for the scale curve",
+    )
     parser.add_argument("--data", default=None, help="folder for the synthetic parquet data")
     parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
     args = parser.parse_args(argv)
+    import tensprov_lab
     from tensprov_lab._spark import local_spark
 
     spark = local_spark(args.cores, app="tensprov-lab-bench")
     folder = args.data or tempfile.mkdtemp(prefix="tensprov-bench-")
     try:
-        results = [run_engine_bench(spark, n, folder, args.queries) for n in _parse_rows(args.rows)]
+        results = []
+        for n in _parse_rows(args.rows):
+            results.append(
+                run_engine_bench(spark, n, folder, args.queries, all_queries=not args.capture_only)
+            )
+            # queries and captures of one size must not hold the memory of the next
+            tensprov_lab.forget()
         print(format_table(results))
     finally:
         if args.data is None:

@@ -300,8 +300,8 @@ class Fusion:
             codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
             codes = codes.astype(np.int64) + 1  # 0: null
             if index is not None:
-                rows = index[side]
-                codes = np.where(rows < 0, 0, codes[np.maximum(rows, 0)])
+                # row -1 (no record on this side of an outer join) picks the null code
+                codes = np.append(codes, 0)[index[side]]
             width = len(encoded.dictionary) + 1
             if combined is None:
                 combined = codes

@@ -155,6 +155,8 @@ class RunLog:
     jobs: int = 0
     #: its provenance was dropped (``tensprov_lab.forget``)
     forgotten: bool = False
+    #: its capture was interrupted (Ctrl-C), and its provenance dropped with it
+    interrupted: bool = False
 
 
 def _describe(value: Any) -> str:
@@ -462,6 +464,11 @@ class Tracker:
                 self._materialize(run)
             run.jobs += jobs[0]
             run.seconds = time.perf_counter() - t0
+        except KeyboardInterrupt:
+            # Ctrl-C: the block's provenance is dropped whole (the store as before the
+            # block, earlier runs untouched), then the interrupt goes on to the user
+            run.interrupted = True
+            raise
         finally:
             self._active, self._fusion = None, None
             self._fused_done = set()
@@ -471,6 +478,8 @@ class Tracker:
                     df.unpersist()
             self._cached, self._reused, self._kept = [], set(), {}
             self._drop_early()
+            if run.interrupted:
+                self.forget([run.id])
         return run
 
     def _drop_early(self) -> None:
@@ -834,6 +843,11 @@ class Tracker:
             return
         try:
             yield counted
+        except BaseException:
+            # Ctrl-C (or an error) in the middle of a job: stop capture's jobs too
+            with contextlib.suppress(Exception):
+                sc.cancelJobGroup(group)
+            raise
         finally:
             sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
             try:
@@ -1181,9 +1195,10 @@ class Tracker:
             got = self._functional(rw, occ, None, given=given)
             self._fused_done.add(out_ident)
             return got
-        except (KeyError, KeyError_) as exc:  # a read missing or inconsistent
-            if isinstance(exc, KeyError_):
-                self._note(f"fused capture not used ({exc}); captured on its own")
+        except KeyError:  # a read that failed (its rule takes a job of its own)
+            return None
+        except Exception as exc:  # noqa: BLE001 - inconsistent reads: the operation's own job
+            self._note(f"fused capture not used ({_short_error(exc)}); captured on its own")
             return None
 
     def _join_keys(self, rw: Rewrite, occ: list[Node]) -> np.ndarray | None:

@@ -1,0 +1,92 @@
+"""Ctrl-C while a block is captured: the store is as before the block, pyspark's methods
+are restored, earlier runs stay queryable and capture's Spark jobs are cancelled."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+import tensprov_lab
+from tensprov_lab._api import _tracker
+
+pytestmark = pytest.mark.spark
+
+
+def _state(spark: Any) -> tuple[int, int, Any]:
+    store = _tracker(spark).store
+    return len(store.datasets), len(store.operations), DataFrame.filter
+
+
+def _earlier_run(spark: Any) -> tuple[Any, Any]:
+    df = spark.createDataFrame([(i, i % 7) for i in range(50)], "id long, g long")
+    with tensprov_lab.track(spark, name="before") as run:
+        out = df.filter("g > 2").groupBy("g").count()
+
+    def check() -> None:
+        # output row 0 is the group of the first kept record (id 3, g = 3)
+        assert run.backward(out, rows=[0])[df].tolist() == list(range(3, 50, 7))
+
+    check()
+    return run, check
+
+
+def test_interrupt_between_operations(spark: Any) -> None:
+    _, check = _earlier_run(spark)
+    datasets, operations, filter_method = _state(spark)
+    df = spark.createDataFrame([(i, i % 5) for i in range(40)], "id long, g long")
+    calls = []
+
+    def progress(i: int, n: int, what: str) -> None:
+        calls.append(what)
+        if len(calls) == 3:  # a source and an operation are in the store by now
+            raise KeyboardInterrupt
+
+    tracked = tensprov_lab.track(spark, name="interrupted")
+    tracked._progress = progress
+    with pytest.raises(KeyboardInterrupt), tracked as run:
+        a = df.filter("g > 1")
+        b = a.withColumn("h", a.g * 2)
+        b.groupBy("g").count()
+    assert len(calls) == 3
+    assert _state(spark) == (datasets, operations, filter_method)
+    assert DataFrame.filter is filter_method
+    with pytest.raises(LookupError, match="interrupted"):
+        run.backward(a, rows=[0])
+    # the earlier run answers as before, and the next block is captured as usual
+    check()
+    with tensprov_lab.track(spark, name="after") as again:
+        c = df.filter("g > 1")
+    assert again.dataset(c).n_rows == sum(1 for i in range(40) if i % 5 > 1)
+
+
+def test_interrupt_during_a_spark_job(spark: Any) -> None:
+    _, check = _earlier_run(spark)
+    datasets, operations, filter_method = _state(spark)
+
+    @F.udf("boolean")
+    def slow(x: int) -> bool:
+        time.sleep(0.02)
+        return x % 2 == 0
+
+    df = spark.createDataFrame([(i,) for i in range(4000)], "id long")
+    timer = threading.Timer(3.0, _thread.interrupt_main)
+    sc = spark.sparkContext
+    with pytest.raises(KeyboardInterrupt), tensprov_lab.track(spark) as run:
+        kept = df.filter(slow("id"))
+        timer.start()  # the capture's job takes ~40 s of UDF calls on two cores
+    timer.cancel()
+    assert _state(spark) == (datasets, operations, filter_method)
+    with pytest.raises(LookupError, match="interrupted"):
+        run.backward(kept, rows=[0])
+    # capture's jobs were cancelled, not left running
+    deadline = time.monotonic() + 20
+    while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sc.statusTracker().getActiveJobsIds()
+    check()
