@@ -281,8 +281,12 @@ class Fusion:
                 [self.column(i, r) for r in cols] for i, cols in zip(rule.inputs, rule.columns)
             )
             li, ri = join_pairs(*key_codes(left, right), *rule.keep)
-            order = np.lexsort((ri, li))
-            got = self._pairs[ident] = (li[order], ri[order])
+            # an inner join's pairs come in canonical order already (join_pairs sorts
+            # matches by left, then right row); an outer join's unmatched rows follow
+            if any(rule.keep) or bool(np.any(li[1:] < li[:-1])):
+                order = np.lexsort((ri, li))
+                li, ri = li[order], ri[order]
+            got = self._pairs[ident] = (li, ri)
         return got
 
     def groups(self, ident: int) -> tuple[np.ndarray, int]:
