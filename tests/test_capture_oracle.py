@@ -222,12 +222,16 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
     run_pipeline(spark, a, b, steps)
 
 
-@settings(
+#: the join properties' examples (fewer than the random pipelines': each has a join)
+_JOIN_EXAMPLES = settings(
     max_examples=int(os.environ.get("TENSPROV_JOIN_EXAMPLES", "40")),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@_JOIN_EXAMPLES
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_joins_matched_in_numpy_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     """Pipelines with a join where Spark would shuffle both sides (broadcast off), which
@@ -252,12 +256,7 @@ def test_joins_matched_in_numpy_match_oracle(spark, a, b, data) -> None:  # noqa
 _SCAN_ORDERED = {"filter_gt", "filter_eq", "filter_notnull", "with", "select", "dropna", "fillna"}
 
 
-@settings(
-    max_examples=int(os.environ.get("TENSPROV_JOIN_EXAMPLES", "40")),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@_JOIN_EXAMPLES
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_fused_filters_joins_and_aggregates_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     """Filters and projections, an equi-join and an aggregate: the shapes a fused capture
