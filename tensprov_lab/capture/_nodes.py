@@ -1,0 +1,117 @@
+"""What capture keeps per dataset, per recorded call and per run (no Spark calls here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensprov_lab.capture._annotate import Annotated
+from tensprov_lab.capture._keys import KeyIndex
+
+__all__ = ["Node", "Pending", "RunLog", "TensProvWarning"]
+
+
+class TensProvWarning(UserWarning):
+    """Capture could not trace something exactly, or found something worth knowing."""
+
+
+@dataclass
+class Node:
+    """Capture-side state of one dataset."""
+
+    df: Any
+    plan: Any
+    ident: int
+    ds_id: int | None = None
+    ann: Annotated | None = None
+    ki: KeyIndex | None = None
+    n: int | None = None
+    name: str | None = None
+    #: the persisted annotated DataFrame when the dataset is materialized
+    cached: Any = None
+    #: whether sorting its raw keys gives its canonical order (false below a global
+    #: sort, which permutes records but keeps their keys)
+    key_ordered: bool = True
+    #: whether Spark itself returns its records in canonical order where a sort ties
+    #: (false downstream of a sort of records that were not key-ordered)
+    ties_exact: bool = True
+    #: a source (or opaque output) may be cached for recomputation: the policy of the
+    #: run that captured it
+    cacheable: bool = True
+    #: a source whose record index (``ki``, ``n``) its first consumer, a join, reads
+    #: from the keys it collects anyway (see Tracker._join_keys)
+    deferred: bool = False
+    #: the run that recorded it (None: not recorded in a run yet)
+    run: int | None = None
+    #: its annotated plan reads a copy capture pinned (``localCheckpoint``: a persisted
+    #: RDD that forgetting the run releases)
+    pinned: bool = False
+    #: the Arrow schema pyspark's ``toArrow`` gives its annotated records, and whether
+    #: it uses large string and binary types (read once, for replays run in the driver:
+    #: see _replay._local)
+    arrow_schema: Any = None
+    arrow_large: bool = False
+    #: its one record is made from every record of its one input, and it has no plan
+    #: (an ML fit: the model; see Tracker._capture_every_record)
+    every_record: bool = False
+
+
+@dataclass
+class Pending:
+    method: str
+    inputs: list[Node]
+    out: Node
+    expression: str
+    run: int
+
+
+@dataclass
+class RunLog:
+    """What one tracked block recorded (filled in by the tracker)."""
+
+    id: int
+    name: str | None
+    operations: list[int] = field(default_factory=list)
+    datasets: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    failed: list[str] = field(default_factory=list)
+    #: Spark jobs its capture ran (counting jobs, fused reads, operations' own jobs)
+    jobs: int = 0
+    #: its provenance was dropped (``tensprov_lab.forget``)
+    forgotten: bool = False
+    #: its capture was interrupted (Ctrl-C), and its provenance dropped with it
+    interrupted: bool = False
+
+
+def _describe(value: Any) -> str:
+    from pyspark.sql import Column, DataFrame
+
+    if isinstance(value, Column):
+        return str(value._jc.toString())  # type: ignore[operator]
+    if isinstance(value, DataFrame):
+        return "<DataFrame>"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_describe(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in value.items()) + "}"
+    if callable(value):
+        return getattr(value, "__name__", "<function>")
+    return repr(value)
+
+
+def _dataframes_in(value: Any) -> list[Any]:
+    from pyspark.sql import DataFrame
+
+    if isinstance(value, DataFrame):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [d for v in value for d in _dataframes_in(v)]
+    return []
+
+
+def _short_error(exc: Exception) -> str:
+    """The first line of an error's message (a py4j error's is the Java one)."""
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

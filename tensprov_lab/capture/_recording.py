@@ -1,0 +1,314 @@
+"""Watching a tracked block: pyspark's DataFrame methods wrapped while it runs, and each
+call recorded as ``output = method(inputs)`` (nothing is computed then)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from tensprov_lab.capture._annotate import Annotated, annotate_source, plan_is_stable
+from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keys import ScanKeyIndex
+from tensprov_lab.capture._nodes import (
+    Node,
+    Pending,
+    RunLog,
+    TensProvWarning,
+    _dataframes_in,
+    _describe,
+)
+
+__all__ = ["DATAFRAME_METHODS", "GROUPED_METHODS", "Recording"]
+
+DATAFRAME_METHODS = [
+    "select", "selectExpr", "filter", "where", "withColumn", "withColumns",
+    "withColumnRenamed", "withColumnsRenamed", "drop", "alias", "toDF", "join",
+    "crossJoin", "union", "unionAll", "unionByName", "distinct", "dropDuplicates",
+    "drop_duplicates", "orderBy", "sort", "sortWithinPartitions", "limit", "offset",
+    "sample", "dropna", "fillna", "replace", "repartition", "repartitionByRange",
+    "coalesce", "hint", "intersect", "intersectAll", "subtract", "exceptAll", "melt",
+    "unpivot", "transform", "withMetadata", "to", "describe", "summary", "observe",
+    "mapInPandas", "mapInArrow", "localCheckpoint", "checkpoint",
+]  # fmt: skip
+GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "applyInPandas"]
+#: methods whose inner calls are the operations (they only call other methods)
+_TRANSPARENT = {"transform"}
+
+#: first consumers that read a source's records anyway (a join reads its keys, see
+#: Tracker._join_keys; a filter or aggregate its columns, see _fused), so that counting
+#: it early would only scan it twice
+_READS_SOURCE_KEYS = {"join", "filter", "where", "dropna", *GROUPED_METHODS}
+
+
+class Recording:
+    """Patching and recording of :class:`~._tracker.Tracker` (a mixin over its registry
+    of nodes and the running block)."""
+
+    spark: Any
+    jvm: Jvm
+    nodes: dict[int, Node]
+    pending: list[Pending | Node]
+    _local: threading.local
+    _patched: list[tuple[type, str, Any]]
+    _active: RunLog | None
+    _plan_idents: weakref.WeakKeyDictionary[Any, int]
+    _fresh: set[int]
+    _early: dict[int, tuple[Annotated, Future[ScanKeyIndex]]]
+    _planless: Iterator[int]
+
+    if TYPE_CHECKING:
+
+        def abort(self) -> None: ...
+
+        def _worker(self) -> ThreadPoolExecutor: ...
+        def _scan_index(self, ann: Annotated) -> ScanKeyIndex: ...
+
+    @property
+    def _depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value: int) -> None:
+        self._local.depth = value
+
+    # -- patching ------------------------------------------------------------------
+    def _classes(self) -> list[tuple[type, list[str], Callable[[str, Any], bool] | None]]:
+        """The classes whose methods are wrapped during a block, each with its method names
+        and which calls are *transparent* (the calls they make are the operations)."""
+        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+        from pyspark.sql.group import GroupedData
+
+        from tensprov_lab.capture import _ml, _sql
+
+        return [
+            (ClassicDataFrame, DATAFRAME_METHODS, lambda name, obj: name in _TRANSPARENT),
+            (GroupedData, GROUPED_METHODS, None),
+            (_sql.session_class(self.spark), ["sql"], None),
+            *_ml.targets(),
+        ]
+
+    def patch(self) -> None:
+        try:
+            for cls, names, transparent in self._classes():
+                for name in names:
+                    orig = getattr(cls, name, None)
+                    if orig is None or not callable(orig):
+                        continue
+                    self._patched.append((cls, name, cls.__dict__.get(name)))
+                    setattr(cls, name, self._wrap(name, orig, transparent))
+        except BaseException:
+            self.abort()  # leave nothing half patched, and no block running
+            raise
+
+    def unpatch(self) -> None:
+        while self._patched:
+            cls, name, had = self._patched.pop()
+            if had is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, had)
+
+    def _wrap(
+        self,
+        name: str,
+        orig: Callable[..., Any],
+        transparent: Callable[[str, Any], bool] | None = None,
+    ) -> Callable[..., Any]:
+        tracker = self
+
+        @functools.wraps(orig)
+        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
+            if (
+                tracker._depth
+                or tracker._active is None
+                or (transparent is not None and transparent(name, obj))
+            ):
+                return orig(obj, *args, **kwargs)
+            tracker._depth += 1
+            try:
+                out = orig(obj, *args, **kwargs)
+            finally:
+                tracker._depth -= 1
+            try:
+                tracker._record(name, obj, args, kwargs, out)
+            except Exception as exc:  # recording must never break the user's code
+                tracker._note(f"could not record {name}(): {exc}")
+            return out
+
+        return wrapper
+
+    # -- recording -----------------------------------------------------------------
+    def _note(self, message: str) -> None:
+        if self._active is not None:
+            self._active.warnings.append(message)
+        warnings.warn(message, TensProvWarning, stacklevel=3)
+
+    def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        from pyspark.sql import DataFrame
+
+        if self._record_extension(method, obj, args, kwargs, out):
+            return
+        if not isinstance(out, DataFrame):
+            return
+        base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
+        if base is None:
+            return
+        in_dfs = [base, *_dataframes_in(list(args)), *_dataframes_in(list(kwargs.values()))]
+        self.record_operation(method, in_dfs, out, args, kwargs)
+
+    def record_operation(
+        self, method: str, in_dfs: list[Any], out: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Node | None:
+        plan = self.jvm.plan(out)
+        ident = self.jvm.plan_ident(plan)
+        if ident in self.nodes:
+            return self.nodes[ident]
+        inputs: list[Node] = []
+        for d in in_dfs:
+            node = self.register(d)
+            if all(node is not n for n in inputs):
+                inputs.append(node)
+        self._index_early(method, inputs)
+        parts = [_describe(a) for a in args]
+        parts += [f"{k}={_describe(v)}" for k, v in (kwargs or {}).items()]
+        assert self._active is not None
+        node = Node(df=out, plan=plan, ident=ident, run=self._active.id)
+        self.nodes[ident] = node
+        self.pending.append(
+            Pending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id)
+        )
+        return node
+
+    def register(self, df: Any) -> Node:
+        """The node of a DataFrame used as an input; new ones become sources (or are
+        derived from known datasets by calls we did not watch, e.g. ``F.broadcast``)."""
+        plan = self.jvm.plan(df)
+        ident = self.jvm.plan_ident(plan)
+        if ident in self.nodes:
+            return self.nodes[ident]
+        known = self._known_below(plan)
+        if known:
+            method = self.jvm.cls(plan)
+            node = self.record_operation(method.lower(), [k.df for k in known], df)
+            assert node is not None
+            return node
+        node = Node(df=df, plan=plan, ident=ident, run=self._run_id())
+        self.nodes[ident] = node
+        self.pending.append(node)
+        self._fresh.add(ident)
+        return node
+
+    def planless_ident(self) -> int:
+        """A node identity for a dataset without a plan (an ML model), unique in this
+        tracker."""
+        return next(self._planless)
+
+    def _run_id(self) -> int | None:
+        return None if self._active is None else self._active.id
+
+    def _known_below(self, plan: Any) -> list[Node]:
+        found: list[Node] = []
+        stack = self.jvm.children(plan)
+        while stack:
+            p = stack.pop()
+            n = self.nodes.get(self.jvm.ident(p))
+            if n is not None:
+                if all(n is not f for f in found):
+                    found.append(n)
+            else:
+                stack.extend(self.jvm.children(p))
+        return found
+
+    # -- SQL statements and Spark ML stages (capture/_sql.py, capture/_ml.py) ---------
+    def _record_extension(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> bool:
+        """Record a wrapped call made on something other than a DataFrame or GroupedData
+        (``spark.sql``, an ML ``transform`` or ``fit``); False leaves it to ``_record``."""
+        from pyspark.sql import DataFrame
+
+        if isinstance(obj, DataFrame) or hasattr(obj, "_df"):
+            return False
+        if method == "sql":
+            from tensprov_lab.capture._sql import record_statement
+
+            record_statement(self, obj, args, kwargs, out)  # type: ignore[arg-type]  # the Tracker
+            return True
+        from tensprov_lab.capture._ml import record_call
+
+        record_call(self, method, obj, args, kwargs, out)  # type: ignore[arg-type]  # the Tracker
+        return True
+
+    def add_source(self, node: Node) -> Node:
+        """Register ``node`` (keyed by ``node.ident``) as a source dataset of this run;
+        the node already registered under that identity when there is one."""
+        known = self.nodes.get(node.ident)
+        if known is not None:
+            return known
+        node.run = self._run_id()
+        self.nodes[node.ident] = node
+        self.pending.append(node)
+        self._fresh.add(node.ident)
+        return node
+
+    def add_pending(self, method: str, inputs: list[Node], out: Node, expression: str) -> Node:
+        """Record ``out = method(*inputs)`` for an output node built by the caller (its
+        ``plan`` is what capture rewrites, ``ident`` what finds it again); the node already
+        registered under that identity when there is one."""
+        known = self.nodes.get(out.ident)
+        if known is not None:
+            return known
+        assert self._active is not None, "operations are recorded inside a tracked block"
+        out.run = self._active.id
+        self.nodes[out.ident] = out
+        self.pending.append(Pending(method, inputs, out, expression, self._active.id))
+        self._index_early(method, inputs)
+        return out
+
+    def _index_early(self, method: str, inputs: list[Node]) -> None:
+        """Start counting the records of the sources ``method`` is the first to read.
+
+        The count is one Spark job per source (see :meth:`_scan_index`).  Started here,
+        in a background thread, it runs while the rest of the block is still building
+        DataFrames (work in this process), instead of adding its time to the end of
+        the block.  A source whose order is not stable is pinned at the end as before,
+        and one first read by a join gets its index from the join's keys.
+        """
+        for node in inputs:
+            if node.ident not in self._fresh:
+                continue
+            self._fresh.discard(node.ident)
+            if method in _READS_SOURCE_KEYS or node.ident in self._early:
+                continue
+            try:
+                with self.quiet():  # the annotation's own DataFrame calls are not the user's
+                    if not plan_is_stable(self.jvm, node.plan):
+                        continue
+                    ann = annotate_source(self.jvm, node.plan, pin=False)
+                    ann.key_names()  # asked here: the worker thread only runs the job
+            except Exception:  # noqa: BLE001 - left to the end of the block, as before
+                continue
+            self._early[node.ident] = (ann, self._worker().submit(self._count_quietly, ann))
+
+    def _count_quietly(self, ann: Annotated) -> ScanKeyIndex:
+        with self.quiet():  # the worker's DataFrames are capture's own, not the user's
+            return self._scan_index(ann)
+
+    def quiet(self) -> Any:
+        """A context manager in which wrapped calls are not recorded (for the DataFrames
+        capture builds for itself while the block runs)."""
+
+        @contextlib.contextmanager
+        def depth() -> Any:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
+        return depth()
