@@ -175,11 +175,12 @@ def test_bench_smoke_prints_every_figure() -> None:
     out = _run("bench", "--rows", "20k", "--queries", "50")
     row = next(line for line in out.splitlines() if line.strip().startswith("20,000"))
     figures = row.split()
-    assert len(figures) == 14
+    assert len(figures) == 15
     # a record-level capture (no operation fell back to coarse lineage: no `*` mark)
     assert figures[0] == "20,000" and "NOT a record-level figure" not in out
-    baseline, capture, ratio = (float(x) for x in figures[1:4])
+    baseline, capture, ratio, first = (float(x) for x in figures[1:5])
     assert baseline > 0 and capture > 0 and abs(ratio - capture / baseline) < 0.02 * ratio + 0.01
-    jobs, py_peak, jvm_peak = int(figures[4]), float(figures[8]), float(figures[9])
-    assert jobs >= 1 and py_peak > 0 and jvm_peak > 0
+    jobs, py_peak, jvm_peak = int(figures[5]), float(figures[9]), float(figures[10])
+    assert first > 0 and jobs >= 1 and py_peak > 0 and jvm_peak > 0
+    assert out.count("capture 3/3") == 1  # three turns by default
     assert "targets:" in out

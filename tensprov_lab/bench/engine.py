@@ -24,6 +24,8 @@ __all__ = ["EngineResult", "run_engine_bench", "main"]
 @dataclass
 class EngineResult:
     rows: int
+    #: medians of the turns; the first capture of the process also compiles capture's
+    #: JVM helper and warms its code paths, so it is given on its own
     baseline_s: float
     capture_s: float
     join_rows: int
@@ -39,6 +41,7 @@ class EngineResult:
     #: measured with any of them is not a figure of record-level capture)
     jobs: int = 0
     opaque: list[str] = field(default_factory=list)
+    first_capture_s: float = 0.0
     #: peak resident memory of this Python process and of the JVM, MB (``VmHWM``: the
     #: highest since the process started, so a curve of growing sizes reads each size's)
     py_peak_mb: float = 0.0
@@ -101,6 +104,7 @@ def run_engine_bench(
     queries: int = 1000,
     progress: Any = print,
     all_queries: bool = True,
+    repeat: int = 3,
 ) -> EngineResult:
     import tensprov_lab
 
@@ -113,19 +117,35 @@ def run_engine_bench(
     progress(f"[{n_orders:,} orders] baseline: materialize the sink once without capture …")
     out = pipeline(orders, customers)
     out.write.format("noop").mode("overwrite").save()  # warm up the JVM and file cache
-    t0 = time.perf_counter()
-    pipeline(orders, customers).write.format("noop").mode("overwrite").save()
-    baseline = time.perf_counter() - t0
 
-    progress(f"[{n_orders:,} orders] capture …")
-    t0 = time.perf_counter()
-    with tensprov_lab.track(spark, name=f"bench-{n_orders}") as run:
-        big = orders.filter("amount > 20")
-        joined = big.join(customers, "cust_id")
-        priced = joined.withColumn("amount_eur", joined.amount * 0.92)
-        out = priced.groupBy("region", "segment").agg({"amount_eur": "sum", "*": "count"})
-    capture = time.perf_counter() - t0
-    opaque = [op.expression for op in run.operations if op.opaque]
+    def materialize() -> float:
+        t0 = time.perf_counter()
+        pipeline(orders, customers).write.format("noop").mode("overwrite").save()
+        return time.perf_counter() - t0
+
+    def capture_once() -> tuple[Any, float, dict[str, Any]]:
+        t0 = time.perf_counter()
+        with tensprov_lab.track(spark, name=f"bench-{n_orders}") as run:
+            big = orders.filter("amount > 20")
+            joined = big.join(customers, "cust_id")
+            priced = joined.withColumn("amount_eur", joined.amount * 0.92)
+            out = priced.groupBy("region", "segment").agg({"amount_eur": "sum", "*": "count"})
+        frames = {"big": big, "joined": joined, "priced": priced, "out": out}
+        return run, time.perf_counter() - t0, frames
+
+    # baseline and capture taken in turns, medians of `repeat` (this machine is noisy);
+    # a capture's sources are new to the next one once its run is forgotten
+    baselines, captures, opaque = [], [], []
+    for turn in range(repeat):
+        progress(f"[{n_orders:,} orders] capture {turn + 1}/{repeat} …")
+        baselines.append(materialize())
+        run, seconds, frames = capture_once()
+        captures.append(seconds)
+        opaque += [o.expression for o in run.operations if o.opaque and o.expression not in opaque]
+        if turn < repeat - 1:
+            run.forget()
+    baseline, capture = float(np.median(baselines)), float(np.median(captures))
+    big, joined, priced, out = (frames[k] for k in ("big", "joined", "priced", "out"))
     if opaque:
         progress(f"[{n_orders:,} orders] NOT TRACED record by record: {opaque}")
     join_op = next((op for op in run.operations if op.method == "join"), None)
@@ -168,6 +188,7 @@ def run_engine_bench(
         rows=n_orders,
         baseline_s=baseline,
         capture_s=capture,
+        first_capture_s=captures[0],
         join_rows=join_rows,
         join_bytes=join_op.nbytes if join_op else 0,
         total_bytes=run.nbytes,
@@ -205,7 +226,8 @@ def _peak_mb(pid: int | None) -> float:
 
 def format_table(results: list[EngineResult]) -> str:
     head = (
-        f"{'orders':>11} {'baseline s':>10} {'capture s':>10} {'ratio':>6} {'jobs':>4} "
+        f"{'orders':>11} {'baseline s':>10} {'capture s':>10} {'ratio':>6} {'first s':>7} "
+        f"{'jobs':>4} "
         f"{'join rows':>10} {'B/join row':>10} {'store MB':>9} {'py peak MB':>10} "
         f"{'JVM peak MB':>11} {'bwd p50 ms':>10} {'bwd p99':>8} {'fwd p50 ms':>10} {'fwd p99':>8}"
     )
@@ -215,7 +237,8 @@ def format_table(results: list[EngineResult]) -> str:
         mark = "*" if r.opaque else " "
         lines.append(
             f"{r.rows:>10,}{mark} {r.baseline_s:>10.2f} {r.capture_s:>10.2f} {r.ratio:>6.2f} "
-            f"{r.jobs:>4} {r.join_rows:>10,} {r.bytes_per_join_row:>10.2f} "
+            f"{r.first_capture_s:>7.2f} {r.jobs:>4} {r.join_rows:>10,} "
+            f"{r.bytes_per_join_row:>10.2f} "
             f"{r.total_bytes / 2**20:>9.2f} {r.py_peak_mb:>10.0f} {r.jvm_peak_mb:>11.0f} "
             f"{r.backward_ms[0]:>10.3f} {r.backward_ms[1]:>8.3f} "
             f"{r.forward_ms[0]:>10.3f} {r.forward_ms[1]:>8.3f}"
@@ -229,6 +252,11 @@ def format_table(results: list[EngineResult]) -> str:
     for r in results:
         steps = ", ".join(f"{m} {sec:.2f}" for m, sec in r.steps)
         lines.append(f"capture of {r.rows:,} orders, seconds per operation: {steps}")
+    lines.append(
+        "baseline, capture: medians of --repeat turns taken in alternation; ratio = capture /"
+        " baseline; first s: the first capture of this size (the first of the process also"
+        " compiles capture's JVM helper)"
+    )
     lines.append(
         "targets: ratio ≤ 0.5 at 5M rows; ≤ 5 bytes per join row; backward/forward p50 ≤ 1 ms"
     )
@@ -272,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
     parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="turns of baseline and capture (medians)"
+    )
     parser.add_argument(
         "--capture-only",
         action="store_true",
