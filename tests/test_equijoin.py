@@ -42,6 +42,21 @@ def test_one_integer_key_matches_brute_force(left, right, keep_left, keep_right)
     assert got == brute_pairs([(x,) for x in left], [(y,) for y in right], keep_left, keep_right)
 
 
+@settings(deadline=None)
+@given(
+    st.lists(st.integers(-1, 8), max_size=12),
+    st.lists(st.integers(-1, 8), unique=True, max_size=10),
+    st.booleans(),
+)
+def test_a_right_side_unique_on_its_key_gives_pairs_in_order(left, right, keep_left) -> None:  # noqa: ANN001
+    """A dimension table (each right code once) takes the scatter-gather path; its pairs
+    come in the documented order: matches by left row, then unmatched left rows."""
+    li, ri = join_pairs(np.array(left, np.int64), np.array(right, np.int64), keep_left)
+    matched = [(i, right.index(c)) for i, c in enumerate(left) if c >= 0 and c in right]
+    lonely = [(i, -1) for i, c in enumerate(left) if c < 0 or c not in right]
+    assert list(zip(li.tolist(), ri.tolist())) == matched + (lonely if keep_left else [])
+
+
 sparse_codes = st.lists(st.one_of(st.just(-1), st.sampled_from([0, 7, 10**6, 10**9])), max_size=12)
 
 

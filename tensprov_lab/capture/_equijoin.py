@@ -150,6 +150,21 @@ def join_pairs(
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
     top = max(int(left.max(initial=-1)), int(right.max(initial=-1)), 0) + 1
+    if top <= 2 * (len(left) + len(right)) + 1024 and not keep_right:
+        # dense codes, each right code at most once (a key the right side is unique on,
+        # the usual dimension table): one scatter and one gather, no sort at all
+        ok = right >= 0
+        at = np.full(top, -1, dtype=np.int64)
+        at[right[ok]] = np.flatnonzero(ok)
+        if int(np.count_nonzero(at >= 0)) == int(np.count_nonzero(ok)):
+            hit = np.where(left >= 0, at[np.maximum(left, 0)], -1)
+            li = np.flatnonzero(hit >= 0) if not keep_left else np.arange(len(left))
+            ri = hit[li]
+            if keep_left:  # matched pairs first, then the unmatched left records
+                matched = ri >= 0
+                li = np.concatenate([li[matched], li[~matched]])
+                ri = np.concatenate([ri[matched], ri[~matched]])
+            return li.astype(np.int64), ri.astype(np.int64)
     if top <= 2 * (len(left) + len(right)) + 1024:
         # dense codes: a counting sort of the right records by code (a CSR matrix with
         # one row per code lists them grouped, in position order), then each code's run
