@@ -159,6 +159,25 @@ def test_not_fused_shapes_fall_back(spark: Any, data: Any) -> None:
             assert (ta.to_sparse() != tb.to_sparse()).nnz == 0
 
 
+def test_a_filter_with_a_subquery_is_not_read_in_scan_order(spark: Any) -> None:
+    """Spark runs an ``IN`` subquery as a join, which reorders the records: such a
+    filter (and what reads it) takes its own job, and its lineage is the exact one."""
+    a = spark.createDataFrame([(i, i % 5) for i in range(30)], "id long, g long")
+    spark.createDataFrame([(1,), (3,)], "g long").createOrReplaceTempView("fused_sub")
+    out: dict[str, Any] = {}
+
+    def body() -> None:
+        out["kept"] = kept = a.filter("g IN (SELECT g FROM fused_sub)")
+        out["agg"] = kept.groupBy("g").count()
+
+    run = _capture(spark, True, body)
+    assert not any(op.fused for op in run.operations)
+    # kept in canonical (scan) order: ids 1, 3, 6, 8, ...
+    kept_ids = [i for i in range(30) if i % 5 in (1, 3)]
+    assert [int(run.backward(out["kept"], rows=[r])[a][0]) for r in range(4)] == kept_ids[:4]
+    assert run.backward(out["agg"], rows=[0])[a].tolist() == [i for i in kept_ids if i % 5 == 1]
+
+
 def test_fused_capture_of_a_source_with_unstable_order(spark: Any) -> None:
     """A source whose order is not stable (a shuffle in its plan) is pinned, not read in
     scan order: its filter takes its own job."""

@@ -153,10 +153,10 @@ def join_pairs(
     if top <= 2 * (len(left) + len(right)) + 1024 and not keep_right:
         # dense codes, each right code at most once (a key the right side is unique on,
         # the usual dimension table): one scatter and one gather, no sort at all
-        ok = right >= 0
+        keyed = right >= 0
         at = np.full(top, -1, dtype=np.int64)
-        at[right[ok]] = np.flatnonzero(ok)
-        if int(np.count_nonzero(at >= 0)) == int(np.count_nonzero(ok)):
+        at[right[keyed]] = np.flatnonzero(keyed)
+        if int(np.count_nonzero(at >= 0)) == int(np.count_nonzero(keyed)):
             hit = np.where(left >= 0, at[np.maximum(left, 0)], -1)
             li = np.flatnonzero(hit >= 0) if not keep_left else np.arange(len(left))
             ri = hit[li]

@@ -138,7 +138,7 @@ class Fusion:
         """Note the rule that covers ``out = f(inputs)``, if one does."""
         jvm = self.jvm
         idents = [n.ident for n in inputs]
-        if len(set(idents)) != len(idents):
+        if len(set(idents)) != len(idents) or _has_subquery(jvm, plan):
             return
         if len(inputs) == 2 and all(i in self.scans for i in idents):
             self._join(out, inputs, plan)
@@ -338,8 +338,22 @@ def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
     return seen
 
 
+def _has_subquery(jvm: Jvm, plan: JObject) -> bool:
+    """Whether an expression of ``plan`` (or of its subtree) holds a subquery: Spark
+    rewrites it into a join, which need not keep the records' order (an ``IN``
+    subquery in a projection is an existence join).  One round trip: Catalyst's tree
+    pattern bits; True (not fused) when they cannot be read."""
+    try:
+        pattern = jvm.jvm.org.apache.spark.sql.catalyst.trees.TreePattern.PLAN_EXPRESSION()
+        return bool(plan.containsPattern(pattern))
+    except Exception:  # noqa: BLE001 - another Spark build: assume the worst
+        return True
+
+
 def _scan_ordered(jvm: Jvm, plan: JObject) -> bool:
     """Whether Spark returns ``plan``'s records in scan order every time."""
+    if _has_subquery(jvm, plan):
+        return False
     stack = [plan]
     while stack:
         node = stack.pop()
