@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab._api import forget, last_run, parse_size, runs, store, track
+from tensprov_lab._saves import load, save
 
 __all__ = [
     "track",
@@ -20,6 +21,8 @@ __all__ = [
     "runs",
     "forget",
     "parse_size",
+    "save",
+    "load",
     "Run",
     "Lineage",
     "CellLineage",

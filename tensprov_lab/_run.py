@@ -375,6 +375,8 @@ class Run:
         """
         from tensprov_lab.capture._replay import what_if
 
+        if self._tracker.spark is None:  # a run loaded from a save
+            raise self._tracker.offline("what-if previews")  # type: ignore[attr-defined]
         drops = {self._ds_id(k): _as_rows(v) for k, v in (drop or {}).items()}
         edits = {
             self._ds_id(k): {int(r): dict(vals) for r, vals in v.items()}

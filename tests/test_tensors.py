@@ -470,7 +470,8 @@ def test_csr_small_dtypes() -> None:
 @st.composite
 def packed_case(draw: st.DrawFn) -> tuple[list[int], int]:
     width = draw(st.integers(0, 64))
-    values = draw(st.lists(st.integers(0, 2**width - 1), max_size=100))
+    # past 128 values: the packer works in blocks of 64 values
+    values = draw(st.lists(st.integers(0, 2**width - 1), max_size=300))
     return values, width
 
 
@@ -485,6 +486,10 @@ def test_packed_ints(case: tuple[list[int], int], data: st.DataObject) -> None:
     assert np.array_equal(p.to_numpy().astype(np.uint64), want)
     pos = data.draw(rows_strategy(len(values)))
     assert np.array_equal(p.get(pos).astype(np.uint64), want[pos])
+    # the layout (value i at bit i * width, little-endian words), from one Python integer
+    bits = sum(v << (i * width) for i, v in enumerate(values))
+    words = [(bits >> (64 * k)) & (2**64 - 1) for k in range(len(p.words))]
+    assert p.words.tolist() == words
 
 
 def test_packed_ints_errors() -> None:

@@ -157,14 +157,18 @@ def join_pairs(
         at = np.full(top, -1, dtype=np.int64)
         at[right[keyed]] = np.flatnonzero(keyed)
         if int(np.count_nonzero(at >= 0)) == int(np.count_nonzero(keyed)):
-            hit = np.where(left >= 0, at[np.maximum(left, 0)], -1)
-            li = np.flatnonzero(hit >= 0) if not keep_left else np.arange(len(left))
-            ri = hit[li]
-            if keep_left:  # matched pairs first, then the unmatched left records
-                matched = ri >= 0
-                li = np.concatenate([li[matched], li[~matched]])
-                ri = np.concatenate([ri[matched], ri[~matched]])
-            return li.astype(np.int64), ri.astype(np.int64)
+            # (every pass over the left codes counts: 20M of them in the engine bench)
+            hit = (
+                at[left]
+                if int(left.min(initial=0)) >= 0
+                else np.where(left >= 0, at[np.maximum(left, 0)], -1)
+            )
+            if not keep_left:
+                li = np.flatnonzero(hit >= 0)
+                return li, hit[li]
+            matched = hit >= 0  # matched pairs first, then the unmatched left records
+            li = np.concatenate([np.flatnonzero(matched), np.flatnonzero(~matched)])
+            return li, hit[li]
     if top <= 2 * (len(left) + len(right)) + 1024:
         # dense codes: a counting sort of the right records by code (a CSR matrix with
         # one row per code lists them grouped, in position order), then each code's run

@@ -218,7 +218,7 @@ class Fusion:
             with count_jobs() as jobs:
                 try:
                     df = jvm.to_df(jvm.project(list(columns.values()), self.plans[ident]))
-                    self.tables[ident] = df.toArrow()
+                    self.tables[ident] = jvm.to_arrow(df)
                 except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
                     pass
             self.seconds[ident] = time.perf_counter() - t0

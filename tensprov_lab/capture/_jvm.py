@@ -56,6 +56,11 @@ class Shape(NamedTuple):
     kids: tuple[int, ...]
 
 
+#: records per Arrow batch of capture's reads (see ``Jvm.to_arrow``)
+_READ_BATCH_ROWS = 1 << 20
+_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
 class Jvm:
     """Plan helpers bound to one SparkSession."""
 
@@ -439,6 +444,26 @@ class Jvm:
         spark = self.spark if spark is None else spark
         jds = self._dataset.ofRows(spark._jsparkSession, plan)
         return DataFrame(jds, spark)
+
+    def to_arrow(self, df: Any) -> Any:
+        """``df.toArrow()`` in large batches, the session's setting restored after:
+        Spark's default of 10,000 records per batch makes a 5M-row read 500 batches,
+        whose per-batch cost is a third of the read (0.49 s -> 0.35 s).  A plan running
+        Python UDFs keeps the session's batches (a pandas UDF sees its input in them)."""
+        conf = self.spark.conf
+        try:
+            udf = self.jvm.org.apache.spark.sql.catalyst.trees.TreePattern.PYTHON_UDF()
+            python = bool(df._jdf.queryExecution().analyzed().containsPattern(udf))
+            previous = conf.get(_BATCH_CONF)
+        except Exception:  # noqa: BLE001 - another Spark build: keep its setting
+            python = True
+        if python:
+            return df.toArrow()
+        conf.set(_BATCH_CONF, str(_READ_BATCH_ROWS))
+        try:
+            return df.toArrow()
+        finally:
+            conf.set(_BATCH_CONF, previous)
 
     @functools.cached_property
     def _dataset(self) -> JObject:

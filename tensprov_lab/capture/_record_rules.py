@@ -164,7 +164,7 @@ class RecordRules:
             attrs = [a for b, s in zip(rw.blocks, side_of) if s == side for a in b.attrs]
             names = [key_name("j") for _ in keys]
             exprs = [*attrs, *(jvm.alias(k, n) for k, n in zip(keys, names))]
-            table = jvm.to_df(jvm.project(exprs, plan)).toArrow()
+            table = jvm.to_arrow(jvm.to_df(jvm.project(exprs, plan)))
             if table.num_rows > _JOIN_MAX_SIDE:
                 return None
             tables.append((table, names))
@@ -239,7 +239,7 @@ class RecordRules:
             )
         ties = [key_name("t") for _ in rw.sort_exprs]
         exprs = [*rw.keys, *(self.jvm.alias(e, n) for e, n in zip(rw.sort_exprs, ties))]
-        table = self.jvm.to_df(self.jvm.project(exprs, rw.sort_node)).toArrow()
+        table = self.jvm.to_arrow(self.jvm.to_df(self.jvm.project(exprs, rw.sort_node)))
         raw = arrow_keys(table.select(names), names)
         same = np.ones(max(table.num_rows - 1, 0), dtype=bool)
         for n in ties:
@@ -291,28 +291,35 @@ class RecordRules:
         if fits:
             radix = ComposedKeyIndex.radix(blocks_ki, n_br)
             codes = ComposedKeyIndex.encode([branch] + [p + 1 for p in all_parts], radix)
+        # order: the canonical order of the records read (None: as they came)
+        order: np.ndarray | None = None
         if rw.sort and runs is not None:
             # sorted order, ties in the input's canonical order
             order = np.lexsort([*all_parts[::-1], branch, runs])
         elif rw.sort:
-            order = np.arange(m)
+            pass
         elif codes is not None:
             # the code sorts like (branch, input indices..., position): canonical order;
             # Spark often returns it already (scans, filters), so check before sorting
             in_order = m < 2 or bool(np.all(codes[1:] > codes[:-1]))
-            order = np.arange(m) if in_order else np.argsort(codes, kind="stable")
-        else:
-            order = np.lexsort(all_parts[::-1] + [branch]) if m else np.arange(0)
+            order = None if in_order else np.argsort(codes, kind="stable")
+        elif m:
+            order = np.lexsort(all_parts[::-1] + [branch])
+
+        def ordered(a: np.ndarray) -> np.ndarray:
+            # no gather when in order already: at 20M join rows each one is 160 MB
+            return a if order is None else a[order]
+
         input_blocks = [b for b in rw.blocks if b.kind == "input"]
         tensors: list[Any] = [None] * len(occ)
         for b, idx in zip(input_blocks, parts):
             n_in = occ[b.pos].n
             assert n_in is not None
-            tensors[b.pos] = make_tensor(idx[order], n_in)
+            tensors[b.pos] = make_tensor(ordered(idx), n_in)
         if rw.semi is not None:
-            tensors = self._semi_tensors(rw, occ, parts[0][order], tensors)
+            tensors = self._semi_tensors(rw, occ, ordered(parts[0]), tensors)
         if len(all_parts) == 1 and branch_col is None:
-            idx = all_parts[0][order]
+            idx = ordered(all_parts[0])
             parent = occ[input_blocks[0].pos]
             assert parent.n is not None and parent.ki is not None
             if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=parent.n).max()) > 1):
@@ -322,7 +329,7 @@ class RecordRules:
             return m, tensors, MappedKeyIndex(parent.ki, in_to_out, m)
         if codes is None:
             raise Unsupported("the combined key space of this operation is too large")
-        ki = ComposedKeyIndex(blocks_ki, branch_col, n_br, codes[order], rw.width)
+        ki = ComposedKeyIndex(blocks_ki, branch_col, n_br, ordered(codes), rw.width)
         if ki.has_duplicates():
             raise KeyError_("two output records carry the same input records")
         return m, tensors, ki
@@ -371,14 +378,14 @@ class RecordRules:
             # input): nothing to read back from Spark
             return _every_record(node)
         if g.flat_plan is not None:
-            table = self.jvm.to_df(g.flat_plan).toArrow()
+            table = self.jvm.to_arrow(self.jvm.to_df(g.flat_plan))
             raw = arrow_keys(table, g.key_cols)
             if g.group_cols:
                 parent, n_groups = _group_ids(table, g.group_cols)
             else:  # a global aggregate: one group, even over no rows
                 parent, n_groups = np.zeros(len(raw), dtype=np.int64), 1
         else:
-            table = self.jvm.to_df(g.members_plan).select(g.members).toArrow()
+            table = self.jvm.to_arrow(self.jvm.to_df(g.members_plan).select(g.members))
             col = table.column(g.members).combine_chunks()
             n_groups = len(col)
             flat = pc.list_flatten(col)

@@ -342,7 +342,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             self._cached.append(df)
             if ident is not None:
                 self._kept[ident] = df
-        return arrow_keys(df.select(*names).toArrow(), names)
+        return arrow_keys(self.jvm.to_arrow(df.select(*names)), names)
 
     def _capture_source(self, node: Node, run: RunLog, defer: bool = False) -> None:
         """Key a source by scan position and count its records; ``defer`` leaves the

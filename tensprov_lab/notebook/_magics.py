@@ -314,11 +314,16 @@ class ProvenanceMagics(Magics):
             %provtrace orders 17 --forward --to out
         """
         args = parse_argstring(self.provtrace, line)
-        df = self._dataframe(_unquote(args.var))
-        to = self._dataframe(_unquote(args.to)) if args.to else None
-        rows, where = _selection(line, args.var, args.selection)
         try:
             run = _api.last_run()
+        except LookupError as exc:
+            raise UsageError(_one_line(exc)) from None
+        # a run loaded from a save has no DataFrames here: its datasets go by name
+        loaded = run._tracker.spark is None
+        df = self._dataframe(_unquote(args.var), loaded)
+        to = self._dataframe(_unquote(args.to), loaded) if args.to else None
+        rows, where = _selection(line, args.var, args.selection)
+        try:
             query = run.forward if args.forward else run.backward
             with _quiet_spark_errors():
                 lineage = query(df, rows=rows, where=where, to=to)
@@ -326,7 +331,9 @@ class ProvenanceMagics(Magics):
             raise UsageError(_one_line(exc)) from None
         _show(lineage)
 
-    def _dataframe(self, name: str) -> Any:
+    def _dataframe(self, name: str, by_name: bool = False) -> Any:
+        if by_name and not _is_dataframe(self._ip.user_ns.get(name)):
+            return name
         from pyspark.sql import DataFrame
 
         if name not in self._ip.user_ns:
@@ -336,8 +343,76 @@ class ProvenanceMagics(Magics):
             raise UsageError(f"{name!r} is a {type(value).__name__}, not a Spark DataFrame")
         return value
 
+    # -- %provsave / %provload -----------------------------------------------------
+    @magic_arguments()
+    @argument("path", metavar="PATH", help="directory to write (an earlier save is replaced)")
+    @argument(
+        "--run", dest="runs", action="append", metavar="NAME",
+        help="a run to save, by name (repeat for more; default: every run)",
+    )  # fmt: skip
+    @line_magic
+    def provsave(self, line: str) -> None:
+        """Save runs' provenance to PATH (``tensprov_lab.save``).
+
+        Examples
+        --------
+        ::
+
+            %provsave retail.tpl
+            %provsave retail.tpl --run retail
+        """
+        from tensprov_lab._saves import save
+
+        args = parse_argstring(self.provsave, line)
+        try:
+            runs = None
+            if args.runs:
+                known = {r.name: r for r in _api.runs() if r.name}
+                missing = [n for n in args.runs if n not in known]
+                if missing:
+                    raise LookupError(
+                        f"no run named {', '.join(map(repr, missing))}; known runs: "
+                        f"{', '.join(map(repr, known)) or 'none'}"
+                    )
+                runs = [known[n] for n in args.runs]
+            info = save(_unquote(args.path), runs=runs)
+        except (LookupError, ValueError, TypeError, OSError) as exc:
+            raise UsageError(_one_line(exc)) from None
+        print(repr(info))
+
+    @magic_arguments()
+    @argument("path", metavar="PATH", help="a directory written by %%provsave")
+    @line_magic
+    def provload(self, line: str) -> None:
+        """Load saved runs (``tensprov_lab.load``): queryable by dataset name, without Spark.
+
+        Examples
+        --------
+        ::
+
+            %provload retail.tpl
+            %provtrace out 0
+        """
+        from tensprov_lab._saves import load
+
+        args = parse_argstring(self.provload, line)
+        try:
+            runs = load(_unquote(args.path))
+        except (LookupError, ValueError, OSError) as exc:
+            raise UsageError(_one_line(exc)) from None
+        for run in runs:
+            print(run.summary().replace("capture", "captured in", 1))
+
 
 # -- helpers --------------------------------------------------------------------------
+
+
+def _is_dataframe(value: Any) -> bool:
+    if "pyspark" not in sys.modules:  # loading a save must not import pyspark
+        return False
+    from pyspark.sql import DataFrame
+
+    return isinstance(value, DataFrame)
 
 
 class _Progress:

@@ -166,23 +166,7 @@ class PackedInts:
             raise ValueError(f"width must be in 0..64, got {width}")
         if vmax.bit_length() > width:
             raise ValueError(f"value {vmax} does not fit in {width} bits")
-        nwords = (n * width + 63) // 64
-        words = np.zeros(nwords, dtype="<u8")
-        if nwords:
-            v64 = v.astype(np.uint64)
-            w_ = _U64(width)
-            bitpos = np.arange(n, dtype=np.uint64) * w_
-            word = bitpos >> _U64(6)
-            off = bitpos & _U64(63)
-            # several values start in the same word: OR them together per word in one pass
-            starts = np.flatnonzero(np.diff(word)) + 1
-            starts = np.concatenate([[0], starts])
-            words[word[starts]] = np.bitwise_or.reduceat(v64 << off, starts)
-            # each word receives at most one spill (the value straddling its start)
-            spill = off + w_ > _U64(64)
-            if spill.any():
-                words[word[spill] + _U64(1)] |= v64[spill] >> (_U64(64) - off[spill])
-        return cls(words, width, n)
+        return cls(_pack(v, width), width, n)
 
     def __len__(self) -> int:
         return self.size
@@ -226,19 +210,58 @@ class PackedInts:
         return val.astype(out_dtype)
 
     def to_numpy(self) -> np.ndarray:
-        """All values, O(n) (in chunks, to bound temporary memory)."""
-        out_dtype = np.uint64 if self.width == 64 else np.int64
-        out = np.zeros(self.size, dtype=out_dtype)
-        if self.width == 0:
-            return out
-        chunk = 1 << 20
-        for s in range(0, self.size, chunk):
-            e = min(s + chunk, self.size)
-            out[s:e] = self.get(np.arange(s, e, dtype=np.int64))
-        return out
+        """All values, O(n)."""
+        out = _unpack(self.words, self.width, self.size)
+        return out if self.width == 64 else out.view(np.int64)
 
     def __repr__(self) -> str:
         return f"PackedInts(size={self.size}, width={self.width}, nbytes={self.nbytes})"
+
+
+def _pack(v: np.ndarray, width: int) -> np.ndarray:
+    """The words holding ``v``'s values at ``width`` bits each, value ``i`` at bit
+    ``i * width``.  Block-wise: 64 values fill exactly ``width`` words, so value ``j`` of
+    every block lands at the same word and shift, one vectorised step per ``j`` (64
+    steps over ``n / 64`` values) instead of a dozen temporaries of ``n`` values."""
+    n = len(v)
+    nwords = (n * width + 63) // 64
+    if nwords == 0:
+        return np.zeros(0, dtype="<u8")
+    blocks = -(-n // 64)
+    flat = v.astype(np.uint64, copy=False)
+    if n % 64:
+        flat = np.zeros(blocks * 64, dtype=np.uint64)
+        flat[:n] = v
+    values = flat.reshape(blocks, 64)
+    words = np.zeros((blocks, width), dtype="<u8")
+    for j in range(64):
+        bit = j * width
+        w, o = bit >> 6, bit & 63
+        words[:, w] |= values[:, j] << _U64(o)
+        if o + width > 64:
+            words[:, w + 1] |= values[:, j] >> _U64(64 - o)
+    out = words.reshape(-1)
+    return out if len(out) == nwords else out[:nwords].copy()
+
+
+def _unpack(words: np.ndarray, width: int, n: int) -> np.ndarray:
+    """The ``n`` values (``uint64``) that :func:`_pack` put in ``words``."""
+    if width == 0 or n == 0:
+        return np.zeros(n, dtype=np.uint64)
+    blocks = -(-n // 64)
+    flat = np.zeros(blocks * width, dtype="<u8")
+    flat[: len(words)] = words
+    padded = flat.reshape(blocks, width)
+    values = np.empty((blocks, 64), dtype=np.uint64)
+    mask = _U64((1 << width) - 1) if width < 64 else _U64(0xFFFFFFFFFFFFFFFF)
+    for j in range(64):
+        bit = j * width
+        w, o = bit >> 6, bit & 63
+        col = padded[:, w] >> _U64(o)
+        if o + width > 64:
+            col |= padded[:, w + 1] << _U64(64 - o)
+        values[:, j] = col & mask
+    return values.reshape(-1)[:n]
 
 
 # ---------------------------------------------------------------------------------------------

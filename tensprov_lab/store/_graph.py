@@ -123,19 +123,35 @@ class Store:
         self.operations: dict[int, Operation] = {}
         self._producer: dict[int, int] = {}
         self._consumers: dict[int, list[int]] = {}
-        self._ids = itertools.count()
+        self._next_id = 0
         self._run_ids = itertools.count()
 
     def new_id(self) -> int:
-        return next(self._ids)
+        self._next_id += 1
+        return self._next_id - 1
+
+    def _claim(self, ident: int | None) -> int:
+        """A new id, or ``ident`` (a loaded save keeps its ids) when it is free."""
+        if ident is None:
+            return self.new_id()
+        ident = int(ident)
+        if ident in self.datasets or ident in self.operations:
+            raise StoreError(f"id {ident} is taken")
+        self._next_id = max(self._next_id, ident + 1)
+        return ident
 
     def new_run_id(self) -> int:
         """The id of a new run: unique in this store, never given again (also after
         :meth:`remove_run`), whichever SparkSession the run tracks."""
         return next(self._run_ids)
 
-    def add_dataset(self, name: str | None, **kwargs: object) -> Dataset:
-        ds = Dataset(id=self.new_id(), name=name, **kwargs)  # type: ignore[arg-type]
+    def claim_run(self, run_id: int) -> None:
+        """Never give ``run_id`` (a run loaded from a save) to a new run."""
+        nxt = next(self._run_ids)
+        self._run_ids = itertools.count(max(nxt, int(run_id) + 1))
+
+    def add_dataset(self, name: str | None, id: int | None = None, **kwargs: object) -> Dataset:  # noqa: A002
+        ds = Dataset(id=self._claim(id), name=name, **kwargs)  # type: ignore[arg-type]
         self.datasets[ds.id] = ds
         self._consumers.setdefault(ds.id, [])
         return ds
@@ -147,6 +163,7 @@ class Store:
         inputs: list[int],
         output: int,
         tensors: list[Tensor] | None,
+        id: int | None = None,  # noqa: A002 - the field's name, as in add_dataset
         **kwargs: object,
     ) -> Operation:
         """Add an operation after checking every tensor against the dataset sizes.
@@ -169,7 +186,7 @@ class Store:
                         f"tensor shape {t.shape} does not match datasets ({n_out}, {n_in})"
                     )
         op = Operation(
-            id=self.new_id(),
+            id=self._claim(id),
             method=method,
             category=category,
             inputs=list(inputs),

@@ -871,6 +871,18 @@ class CSRTensor(Tensor):
         self._t_indices: np.ndarray | None = None
 
     @classmethod
+    def _stored(cls, n_out: int, n_in: int, indptr: np.ndarray, indices: np.ndarray) -> CSRTensor:
+        """A tensor of arrays that were canonical when saved (a save being loaded: kept
+        as they are, memory-mapped, where the constructor would copy and re-check)."""
+        t = cls.__new__(cls)
+        Tensor.__init__(t, n_out, n_in)
+        if len(indptr) != t.n_out + 1 or (len(indptr) and int(indptr[-1]) != len(indices)):
+            raise ValueError(f"a saved CSR tensor of {n_out} rows has {len(indptr)} offsets")
+        t.indptr, t.indices = indptr, indices
+        t._t_indptr, t._t_indices = None, None
+        return t
+
+    @classmethod
     def from_pairs(
         cls, out_rows: ArrayLike, in_rows: ArrayLike, n_out: int, n_in: int
     ) -> CSRTensor:
