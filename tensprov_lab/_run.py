@@ -193,6 +193,67 @@ class Run:
 
         return to_svg(self)
 
+    # -- export ----------------------------------------------------------------------
+    def to_openlineage(
+        self, namespace: str = "tensprov-lab", job: str | None = None
+    ) -> list[dict[str, Any]]:
+        """OpenLineage RunEvents (START, COMPLETE) of this run, as JSON-ready dicts:
+        input and output datasets with ``schema`` facets, outputs with the
+        ``columnLineage`` facet (DIRECT: contributing, INDIRECT: influencing columns),
+        and a ``tensprovLab`` run facet with the record-level tensors' sizes.
+
+        Parameters
+        ----------
+        namespace : the OpenLineage namespace of the job and its datasets
+        job : the job's name (default: the run's name)
+
+        Examples
+        --------
+        >>> events = run.to_openlineage(namespace="notebooks")  # doctest: +SKIP
+        >>> [e["eventType"] for e in events]  # doctest: +SKIP
+        ['START', 'COMPLETE']
+        """
+        from tensprov_lab.export import to_openlineage
+
+        self._check()
+        return to_openlineage(self, namespace, job)
+
+    def emit_openlineage(
+        self, transport: Any, namespace: str = "tensprov-lab", job: str | None = None
+    ) -> int:
+        """Send :meth:`to_openlineage`'s events through an ``openlineage-python``
+        transport (``HttpTransport`` to Marquez, ``FileTransport``, ``ConsoleTransport``,
+        ...); returns how many were sent.
+
+        Examples
+        --------
+        >>> from openlineage.client.transport.http import HttpConfig, HttpTransport
+        >>> marquez = HttpTransport(HttpConfig(url="http://marquez:5000"))
+        >>> run.emit_openlineage(marquez)  # doctest: +SKIP
+        2
+        """
+        from tensprov_lab.export import emit_openlineage
+
+        self._check()
+        return emit_openlineage(self, transport, namespace, job)
+
+    def to_prov(self, records: dict[Any, Any] | None = None) -> Any:
+        """This run as a W3C PROV ``prov.model.ProvDocument``: datasets as entities,
+        operations as activities (used / wasGeneratedBy / wasDerivedFrom); with
+        ``records={df: rows}`` also those records and the source records they derive
+        from.
+
+        Examples
+        --------
+        >>> doc = run.to_prov(records={out: [0]})  # doctest: +SKIP
+        >>> prov_json = doc.serialize(format="json")  # doctest: +SKIP
+        >>> prov_n = doc.get_provn()  # doctest: +SKIP
+        """
+        from tensprov_lab.export import to_prov
+
+        self._check()
+        return to_prov(self, records)
+
     # -- records ---------------------------------------------------------------------
     def rows(
         self, df: Any, rows: Sequence[int] | np.ndarray | None = None, where: str | None = None

@@ -161,7 +161,8 @@ def save(path: str | os.PathLike[str], runs: Any = None) -> SaveInfo:
     records = [
         {"id": r.id, "name": r.name, "datasets": list(r._log.datasets),
          "operations": list(r._log.operations), "warnings": list(r._log.warnings),
-         "seconds": r._log.seconds, "jobs": r._log.jobs, "failed": list(r._log.failed)}
+         "seconds": r._log.seconds, "jobs": r._log.jobs, "failed": list(r._log.failed),
+         "started": r._log.started, "ended": r._log.ended, "uuid": r._log.uuid}
         for r in chosen
     ]  # fmt: skip
     nbytes = write_store(store, path, records, datasets, ops)
@@ -208,6 +209,8 @@ def load(path: str | os.PathLike[str], verify: bool = True) -> list[Run]:
         log.datasets, log.operations = list(rec["datasets"]), list(rec["operations"])
         log.warnings, log.failed = list(rec["warnings"]), list(rec["failed"])
         log.seconds, log.jobs = float(rec["seconds"]), int(rec["jobs"])
+        log.started, log.ended = rec.get("started"), rec.get("ended")
+        log.uuid = rec.get("uuid") or log.uuid
         holder.runs[log.id] = log
         saved.store.claim_run(log.id)
         loaded.append(Run(holder, log))  # type: ignore[arg-type]

@@ -46,6 +46,11 @@ class EngineResult:
     #: highest since the process started, so a curve of growing sizes reads each size's)
     py_peak_mb: float = 0.0
     jvm_peak_mb: float = 0.0
+    #: ``tensprov_lab.save`` of the run and ``tensprov_lab.load`` of it (checksums
+    #: verified), seconds, and the save's size on disk
+    save_s: float = 0.0
+    load_s: float = 0.0
+    save_mb: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -151,6 +156,8 @@ def run_engine_bench(
     join_op = next((op for op in run.operations if op.method == "join"), None)
     join_rows = (run.store.datasets[join_op.output].n_rows or 0) if join_op else 0
     peaks = (_peak_mb(os.getpid()), _peak_mb(_jvm_pid(spark)))
+    progress(f"[{n_orders:,} orders] save and load the run …")
+    saved = _save_and_load(run, folder)
 
     rng = np.random.default_rng(0)
     n_out = run.dataset(out).n_rows or 1
@@ -200,7 +207,24 @@ def run_engine_bench(
         opaque=opaque,
         py_peak_mb=peaks[0],
         jvm_peak_mb=peaks[1],
+        save_s=saved[0],
+        load_s=saved[1],
+        save_mb=saved[2],
     )
+
+
+def _save_and_load(run: Any, folder: str) -> tuple[float, float, float]:
+    """Seconds to save ``run``, to load it back (checksums verified), and MB saved."""
+    import tensprov_lab
+
+    path = os.path.join(folder, f"saved-{run.id}")
+    info = tensprov_lab.save(path, runs=run)
+    t0 = time.perf_counter()
+    (loaded,) = tensprov_lab.load(path)
+    load_s = time.perf_counter() - t0
+    loaded.forget()
+    shutil.rmtree(path, ignore_errors=True)
+    return info.seconds, load_s, info.nbytes / 2**20
 
 
 def _jvm_pid(spark: Any) -> int | None:
@@ -252,6 +276,11 @@ def format_table(results: list[EngineResult]) -> str:
     for r in results:
         steps = ", ".join(f"{m} {sec:.2f}" for m, sec in r.steps)
         lines.append(f"capture of {r.rows:,} orders, seconds per operation: {steps}")
+    for r in results:
+        lines.append(
+            f"save/load of the {r.rows:,}-order run: save {r.save_s:.2f} s, load "
+            f"{r.load_s:.2f} s (checksums verified), {r.save_mb:.2f} MB on disk"
+        )
     lines.append(
         "baseline, capture: medians of --repeat turns taken in alternation; ratio = capture /"
         " baseline; first s: the first capture of this size (the first of the process also"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import uuid as uuid_module
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +84,10 @@ class RunLog:
     forgotten: bool = False
     #: its capture was interrupted (Ctrl-C), and its provenance dropped with it
     interrupted: bool = False
+    #: when the block started (epoch seconds), and the run's id in exported lineage
+    started: float | None = field(default_factory=time.time)
+    ended: float | None = None
+    uuid: str = field(default_factory=lambda: str(uuid_module.uuid4()))
 
 
 def _describe(value: Any) -> str:

@@ -178,6 +178,7 @@ class Tracker(Recording, RecordRules, RecordReading):
                 self._materialize(run)
             run.jobs += jobs[0]
             run.seconds = time.perf_counter() - t0
+            run.ended = time.time()
         except KeyboardInterrupt:
             # Ctrl-C: the block's provenance is dropped whole (the store as before the
             # block, earlier runs untouched), then the interrupt goes on to the user

@@ -7,6 +7,7 @@ from tensprov_lab.query._colineage import (
     meeting_points,
     transformations,
 )
+from tensprov_lab.query._columns import column_lineage
 from tensprov_lab.query._how import Path, how
 from tensprov_lab.query._lineage import LineageResult, backward, forward, mapping
 
@@ -17,6 +18,7 @@ __all__ = [
     "backward",
     "cell_lineage",
     "co_contributors",
+    "column_lineage",
     "co_dependents",
     "forward",
     "how",
