@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab._api import forget, last_run, parse_size, runs, store, track
+from tensprov_lab._diff import diff, history
 from tensprov_lab._saves import load, save
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "parse_size",
     "save",
     "load",
+    "diff",
+    "history",
     "Run",
     "Lineage",
     "CellLineage",

@@ -94,6 +94,15 @@ class Run:
         return self._log.name
 
     @property
+    def version(self) -> int:
+        """Which kept run of its name this is (1: the oldest); re-running a cell (or a
+        ``track(name=...)`` block) adds a version: ``tensprov_lab.history(name)``."""
+        from tensprov_lab._api import runs
+
+        same = [r for r in runs() if r.name == self.name]
+        return next((i + 1 for i, r in enumerate(same) if r._log is self._log), len(same) + 1)
+
+    @property
     def datasets(self) -> list[Dataset]:
         return [self.store.datasets[d] for d in self._log.datasets]
 

@@ -234,8 +234,7 @@ def find_equi_join(jvm: Any, plan: Any) -> EquiJoin | None:
         node = jvm.children(node)[0]
     if jvm.cls(node) != "Join":
         return None
-    planning = jvm.jvm.org.apache.spark.sql.catalyst.planning
-    found = getattr(getattr(planning, "ExtractEquiJoinKeys$"), "MODULE$").unapply(node)
+    found = jvm.equi_join_keys.unapply(node)
     if found.isEmpty():
         return None
     parts = found.get()

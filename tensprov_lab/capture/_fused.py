@@ -344,8 +344,7 @@ def _has_subquery(jvm: Jvm, plan: JObject) -> bool:
     subquery in a projection is an existence join).  One round trip: Catalyst's tree
     pattern bits; True (not fused) when they cannot be read."""
     try:
-        pattern = jvm.jvm.org.apache.spark.sql.catalyst.trees.TreePattern.PLAN_EXPRESSION()
-        return bool(plan.containsPattern(pattern))
+        return bool(plan.containsPattern(jvm.plan_expression))
     except Exception:  # noqa: BLE001 - another Spark build: assume the worst
         return True
 

@@ -208,6 +208,18 @@ class Jvm:
         return self.jvm.org.apache.spark.sql.catalyst.trees.TreePattern.PLAN_EXPRESSION()
 
     @functools.cached_property
+    def python_udf(self) -> JObject:
+        """Catalyst's tree pattern of Python UDF calls.  (Made once: each step of
+        ``jvm.org.apache...`` is a py4j round trip.)"""
+        return self.jvm.org.apache.spark.sql.catalyst.trees.TreePattern.PYTHON_UDF()
+
+    @functools.cached_property
+    def equi_join_keys(self) -> JObject:
+        """Catalyst's ``ExtractEquiJoinKeys`` pattern."""
+        planning = self.jvm.org.apache.spark.sql.catalyst.planning
+        return getattr(getattr(planning, "ExtractEquiJoinKeys$"), "MODULE$")
+
+    @functools.cached_property
     def no_columns(self) -> JObject:
         """An empty ``LocalRelation`` without columns, made once: a plan over it is
         written into JSON in half the time it takes over a new one (0.6 against 1.2 ms
@@ -452,8 +464,7 @@ class Jvm:
         Python UDFs keeps the session's batches (a pandas UDF sees its input in them)."""
         conf = self.spark.conf
         try:
-            udf = self.jvm.org.apache.spark.sql.catalyst.trees.TreePattern.PYTHON_UDF()
-            python = bool(df._jdf.queryExecution().analyzed().containsPattern(udf))
+            python = bool(df._jdf.queryExecution().analyzed().containsPattern(self.python_udf))
             previous = conf.get(_BATCH_CONF)
         except Exception:  # noqa: BLE001 - another Spark build: keep its setting
             python = True

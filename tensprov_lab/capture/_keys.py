@@ -345,20 +345,46 @@ class ComposedKeyIndex(KeyIndex):
         blocks: list[tuple[KeyIndex, int]],
         branch_col: int | None,
         n_branches: int,
-        codes_in_order: np.ndarray,
+        codes_in_order: np.ndarray | Callable[[], np.ndarray],
         width: int,
+        n: int | None = None,
     ) -> None:
+        """``codes_in_order``: the code of each output record, or (with ``n``) a
+        function giving them when a key is first translated: a fused capture's join
+        is read by nothing else most of the time, and its codes are 8 bytes a record."""
         self.blocks = blocks
         self.branch_col = branch_col
         self.n_branches = n_branches
         self.width = width
-        self.n = len(codes_in_order)
+        self._make = codes_in_order if callable(codes_in_order) else None
+        self.n = len(codes_in_order) if not callable(codes_in_order) else int(n or 0)
+        self._sorted_: np.ndarray | None = None
+        #: None: the codes are in sorted order already (no permutation kept)
+        self._perm: np.ndarray | None = None
+        if not callable(codes_in_order):
+            self._sort(codes_in_order)
+
+    def _sort(self, codes_in_order: np.ndarray) -> None:
+        if len(codes_in_order) != self.n:
+            raise KeyError_(f"{len(codes_in_order)} key codes for {self.n} records")
         if self.n < 2 or bool(np.all(codes_in_order[1:] > codes_in_order[:-1])):
-            self._perm = np.arange(self.n)
-            self._sorted = codes_in_order
+            self._sorted_ = codes_in_order
         else:
             self._perm = np.argsort(codes_in_order, kind="stable")
-            self._sorted = codes_in_order[self._perm]
+            self._sorted_ = codes_in_order[self._perm]
+
+    @property
+    def _sorted(self) -> np.ndarray:
+        if self._sorted_ is None:
+            assert self._make is not None
+            self._sort(self._make())
+            self._make = None
+        assert self._sorted_ is not None
+        return self._sorted_
+
+    def _at(self, pos: np.ndarray) -> np.ndarray:
+        """Output rows of sorted positions ``pos``."""
+        return pos if self._perm is None else self._perm[pos]
 
     def has_duplicates(self) -> bool:
         return bool(self.n > 1 and np.any(self._sorted[1:] == self._sorted[:-1]))
@@ -403,11 +429,15 @@ class ComposedKeyIndex(KeyIndex):
         pos_c = np.minimum(pos, max(self.n - 1, 0))
         ok = (pos < self.n) & (self._sorted[pos_c] == code) if self.n else np.zeros(len(code), bool)
         _check_found(ok | null, "a join or union")
-        return np.where(null, -1, self._perm[pos_c]).astype(np.int64)
+        return np.where(null, -1, self._at(pos_c)).astype(np.int64)
 
     def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
         rows = np.asarray(rows, dtype=np.int64)
-        codes = self._sorted[member(self._perm, rows)]
+        if self._perm is None:  # the rows' codes as a set, in sorted order (as below)
+            wanted = np.unique(rows)
+            codes = self._sorted[wanted[(wanted >= 0) & (wanted < self.n)]]
+        else:
+            codes = self._sorted[member(self._perm, rows)]
         radix = self.radix(self.blocks, self.n_branches)
         parts = []
         for r in reversed(radix):  # mixed radix, least significant last
@@ -428,7 +458,9 @@ class ComposedKeyIndex(KeyIndex):
 
     @property
     def nbytes(self) -> int:
-        return self._sorted.nbytes + self._perm.nbytes
+        if self._sorted_ is None:
+            return 0
+        return self._sorted_.nbytes + (0 if self._perm is None else self._perm.nbytes)
 
 
 def _flatten(col: Any) -> list[Any]:

@@ -123,7 +123,8 @@ class RecordRules:
                 li, ri = fusion.pairs(out_ident)
                 rows = dict(zip(rule.inputs, (li, ri)))
             given = [rows[occ[b.pos].ident] for b in rw.blocks]
-            got = self._functional(rw, occ, None, given=given)
+            # survivors and join pairs come in canonical order (Fusion.survivors, .pairs)
+            got = self._functional(rw, occ, None, given=given, canonical=True)
             self._fused_done.add(out_ident)
             return got
         except KeyError:  # a read that failed (its rule takes a job of its own)
@@ -254,10 +255,14 @@ class RecordRules:
         raw: np.ndarray | None,
         runs: np.ndarray | None = None,
         given: list[np.ndarray] | None = None,
+        canonical: bool = False,
     ) -> tuple[int, list[Any], KeyIndex]:
         """Tensors and key index of an operation whose every output record comes from
         one record of each input: from the raw keys read back, or (``given``) from the
-        input rows of each input block, known already (a fused capture)."""
+        input rows of each input block, known already (a fused capture).
+        ``canonical``: the given rows are distinct and in canonical order already (a
+        fused filter's survivors, a fused join's pairs): no order check, and the key
+        index codes its records only when a key is first translated."""
         m = len(raw) if raw is not None else len(given[0]) if given else 0
         parts: list[np.ndarray] = []
         branch = np.zeros(m, dtype=np.int64)
@@ -288,12 +293,15 @@ class RecordRules:
         n_br = max(rw.n_branches, 1)
         fits = ComposedKeyIndex.fits(blocks_ki, n_br)
         codes = None
-        if fits:
-            radix = ComposedKeyIndex.radix(blocks_ki, n_br)
+        radix = ComposedKeyIndex.radix(blocks_ki, n_br)
+        lazy = canonical and given is not None and branch_col is None and genpos is None
+        if fits and not lazy:
             codes = ComposedKeyIndex.encode([branch] + [p + 1 for p in all_parts], radix)
         # order: the canonical order of the records read (None: as they came)
         order: np.ndarray | None = None
-        if rw.sort and runs is not None:
+        if lazy:
+            pass
+        elif rw.sort and runs is not None:
             # sorted order, ties in the input's canonical order
             order = np.lexsort([*all_parts[::-1], branch, runs])
         elif rw.sort:
@@ -327,6 +335,19 @@ class RecordRules:
             in_to_out = np.full(parent.n, -1, dtype=np.int64)
             in_to_out[idx] = np.arange(m)
             return m, tensors, MappedKeyIndex(parent.ki, in_to_out, m)
+        if lazy and fits:
+            blocks_tensors = [tensors[b.pos] for b in input_blocks]
+
+            def codes_of_tensors() -> np.ndarray:
+                # the input rows again, from the tensors (the rows read are not kept)
+                rows = [_input_rows(t, m) + 1 for t in blocks_tensors]
+                return ComposedKeyIndex.encode([np.zeros(m, dtype=np.int64), *rows], radix)
+
+            return (
+                m,
+                tensors,
+                ComposedKeyIndex(blocks_ki, branch_col, n_br, codes_of_tensors, rw.width, n=m),
+            )
         if codes is None:
             raise Unsupported("the combined key space of this operation is too large")
         ki = ComposedKeyIndex(blocks_ki, branch_col, n_br, ordered(codes), rw.width)
@@ -502,3 +523,12 @@ _PYTHON_MARKERS = (
     "PythonUDTF",
     "python.",
 )
+
+
+def _input_rows(t: Any, m: int) -> np.ndarray:
+    """The input row of each of the ``m`` output rows of a functional tensor (-1: none,
+    an outer join's missing side)."""
+    out, rows = t.backward_pairs(np.arange(m, dtype=np.int64))
+    idx = np.full(m, -1, dtype=np.int64)
+    idx[out] = rows
+    return idx

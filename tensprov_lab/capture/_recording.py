@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import warnings
 import weakref
@@ -59,7 +60,7 @@ class Recording:
     _active: RunLog | None
     _plan_idents: weakref.WeakKeyDictionary[Any, int]
     _fresh: set[int]
-    _early: dict[int, tuple[Annotated, Future[ScanKeyIndex]]]
+    _early: dict[int, tuple[Annotated, Future[ScanKeyIndex] | None]]
     _planless: Iterator[int]
 
     if TYPE_CHECKING:
@@ -293,11 +294,18 @@ class Recording:
                     ann.key_names()  # asked here: the worker thread only runs the job
             except Exception:  # noqa: BLE001 - left to the end of the block, as before
                 continue
-            self._early[node.ident] = (ann, self._worker().submit(self._count_quietly, ann))
+            job = self._worker().submit(self._count_quietly, ann, early_group(node.ident))
+            self._early[node.ident] = (ann, job)
 
-    def _count_quietly(self, ann: Annotated) -> ScanKeyIndex:
-        with self.quiet():  # the worker's DataFrames are capture's own, not the user's
-            return self._scan_index(ann)
+    def _count_quietly(self, ann: Annotated, group: str) -> ScanKeyIndex:
+        # its own job group: a count the block's fused reads make useless is cancelled
+        sc = self.spark.sparkContext
+        sc.setLocalProperty("spark.jobGroup.id", group)
+        try:
+            with self.quiet():  # the worker's DataFrames are capture's own, not the user's
+                return self._scan_index(ann)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def quiet(self) -> Any:
         """A context manager in which wrapped calls are not recorded (for the DataFrames
@@ -312,3 +320,9 @@ class Recording:
                 self._depth -= 1
 
         return depth()
+
+
+def early_group(ident: int) -> str:
+    """The Spark job group of the early count of source ``ident`` (one per tracker
+    process and source: ``ident`` is unique among a tracker's nodes)."""
+    return f"tensprov-lab-early-{os.getpid()}-{ident}"

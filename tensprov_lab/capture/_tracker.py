@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -55,6 +55,7 @@ from tensprov_lab.capture._recording import (
     DATAFRAME_METHODS,
     GROUPED_METHODS,
     Recording,
+    early_group,
 )
 from tensprov_lab.capture._records import RecordReading
 from tensprov_lab.store import Store
@@ -109,7 +110,12 @@ class Tracker(Recording, RecordRules, RecordReading):
         self._planless = itertools.count(-1, -1)
         #: sources whose record index is being counted while the block runs: their
         #: annotated plan and the counting job (see _index_early)
-        self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex]]] = {}
+        self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex] | None]] = {}
+        #: the job group of the capture running now, its jobs counted so far, and
+        #: Spark's status tracker (see _job_group)
+        self._group: str | None = None
+        self._group_jobs = 0
+        self._status: Any = None
         self._pool: ThreadPoolExecutor | None = None
         #: the fused reads of the block being captured (see _fused), and the operations
         #: (by output ident) whose tensors came from them
@@ -143,6 +149,12 @@ class Tracker(Recording, RecordRules, RecordReading):
         run = self._active
         assert run is not None
         self.unpatch()
+        with self._job_group():
+            return self._end(run, frame, progress)
+
+    def _end(
+        self, run: RunLog, frame: Any, progress: Callable[[int, int, str], None] | None
+    ) -> RunLog:
         try:
             self._name_variables(frame)
             t0 = time.perf_counter()
@@ -155,6 +167,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             self._fusion = self._fuse(pending, progress)
             if self._fusion is not None:
                 run.jobs += sum(self._fusion.jobs.values())
+                self._cancel_early(self._fusion)
             first_use = _first_consumers(pending)
             for i, item in enumerate(pending):
                 if progress is not None:
@@ -197,11 +210,26 @@ class Tracker(Recording, RecordRules, RecordReading):
                 self.forget([run.id])
         return run
 
+    def _cancel_early(self, fusion: _fused.Fusion) -> None:
+        """Cancel the early counts of the sources the fused reads read whole in scan
+        order: those are counted only if a raw key of theirs is ever translated (see
+        ``LazyScanKeyIndex``), and a count still running would compete with the
+        block's capture for the cores (COMPAS: a second scan of its CSV)."""
+        sc = self.spark.sparkContext
+        for ident, (ann, future) in list(self._early.items()):
+            if future is None or fusion.size(ident) is None:
+                continue
+            if not future.cancel():  # running: stop its Spark job
+                with contextlib.suppress(Exception):
+                    sc.cancelJobGroup(early_group(ident))
+            self._early[ident] = (ann, None)
+
     def _drop_early(self) -> None:
         """Forget the counts started in the block (a source nothing captured): the jobs
         still running finish on their own."""
         for _, future in self._early.values():
-            future.cancel()
+            if future is not None:
+                future.cancel()
         self._early.clear()
         self._fresh.clear()
 
@@ -388,32 +416,44 @@ class Tracker(Recording, RecordRules, RecordReading):
         return fusion
 
     @contextlib.contextmanager
-    def _jobs(self) -> Any:
-        """Count the Spark jobs run inside the block (``with ... as counted``: the count
-        is ``counted[0]`` afterwards), by a job group of capture's own; the thread's
-        previous job group is restored."""
+    def _job_group(self) -> Iterator[None]:
+        """Run capture's Spark jobs in a job group of its own (the thread's previous
+        group restored after): Ctrl-C or an error in the middle of a job stops them,
+        and :meth:`_jobs` counts them."""
         sc = self.spark.sparkContext
-        counted = [0]
+        group = f"tensprov-lab-capture-{next(_JOB_GROUPS)}"
         try:
             previous = sc.getLocalProperty("spark.jobGroup.id")
-            group = f"tensprov-lab-capture-{next(_JOB_GROUPS)}"
             sc.setLocalProperty("spark.jobGroup.id", group)
+            self._status = sc.statusTracker()
         except Exception:  # noqa: BLE001 - counting is extra: never fail capture for it
-            yield counted
+            yield
             return
+        self._group, self._group_jobs = group, 0
         try:
-            yield counted
+            yield
         except BaseException:
-            # Ctrl-C (or an error) in the middle of a job: stop capture's jobs too
             with contextlib.suppress(Exception):
                 sc.cancelJobGroup(group)
             raise
         finally:
+            self._group = None
             sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
-            try:
-                counted[0] = len(sc.statusTracker().getJobIdsForGroup(group))
-            except Exception:  # noqa: BLE001
-                pass
+
+    @contextlib.contextmanager
+    def _jobs(self) -> Iterator[list[int]]:
+        """Count the Spark jobs run inside (``with ... as counted``: ``counted[0]``
+        afterwards): one round trip, the group's jobs so far (see :meth:`_job_group`)."""
+        counted = [0]
+        try:
+            yield counted
+        finally:
+            if self._group is not None:
+                try:
+                    total = len(self._status.getJobIdsForGroup(self._group))
+                    counted[0], self._group_jobs = total - self._group_jobs, total
+                except Exception:  # noqa: BLE001
+                    pass
 
     def _account(self, p: Pending, jobs: int) -> None:
         """Note on ``p``'s operation the jobs its capture ran, the fused reads it owns
@@ -449,7 +489,7 @@ class Tracker(Recording, RecordRules, RecordReading):
         """The record index counted for ``node`` while the block ran (None: none was, or
         the job failed, and counting again says why)."""
         early = self._early.pop(node.ident, None)
-        if early is None or early[0] is not node.ann:
+        if early is None or early[0] is not node.ann or early[1] is None:
             return None
         try:
             return early[1].result()

@@ -403,8 +403,77 @@ class ProvenanceMagics(Magics):
         for run in runs:
             print(run.summary().replace("capture", "captured in", 1))
 
+    # -- %provdiff ------------------------------------------------------------------
+    @magic_arguments()
+    @argument(
+        "runs", metavar="RUN", nargs="*",
+        help="NAME or NAME@VERSION (two of them; one NAME: its last two versions; "
+        "none: the last two versions of the last run's name)",
+    )  # fmt: skip
+    @argument("--output", metavar="NAME", help="the dataset whose records to compare")
+    @line_magic
+    def provdiff(self, line: str) -> None:
+        """What changed between two runs (``tensprov_lab.diff``): operations, schemas,
+        row counts and an output's records.
+
+        Examples
+        --------
+        ::
+
+            %provdiff                      # the last two versions of the last run
+            %provdiff retail               # the last two versions of run retail
+            %provdiff retail@1 retail@3 --output out
+        """
+        from tensprov_lab._diff import diff, history
+
+        args = parse_argstring(self.provdiff, line)
+        try:
+            names = [_unquote(r) for r in args.runs]
+            if len(names) > 2:
+                raise ValueError("give at most two runs: %provdiff [BEFORE] [AFTER]")
+            if len(names) < 2:
+                name = names[0] if names else _api.last_run().name
+                if name is None:
+                    raise LookupError("the last run has no name: give two runs as NAME@VERSION")
+                versions = history(name)
+                if len(versions) < 2:
+                    raise LookupError(
+                        f"run {name!r} has {len(versions)} version(s): re-run its cell to "
+                        "compare, or give two runs"
+                    )
+                before, after = versions[-2:]
+            else:
+                before, after = (_version(n) for n in names)
+            output = _unquote(args.output) if args.output else None
+            with _quiet_spark_errors():
+                result = diff(before, after, output=output)
+        except (LookupError, ValueError) as exc:
+            raise UsageError(_one_line(exc)) from None
+        print(result.summary())
+        for label, table in result.records.items():
+            moved = table[table["status"] != "same"]
+            if len(moved):
+                display({"text/plain": f"records of {label} that differ:"}, raw=True)
+                display(moved)
+
 
 # -- helpers --------------------------------------------------------------------------
+
+
+def _version(ref: str) -> Any:
+    """The run ``NAME`` (its last version) or ``NAME@VERSION``."""
+    from tensprov_lab._diff import history
+
+    name, _, version = ref.partition("@")
+    versions = history(name)
+    if not versions:
+        known = sorted({r.name for r in _api.runs() if r.name})
+        raise LookupError(f"no run named {name!r}; known runs: {', '.join(known) or 'none'}")
+    if not version:
+        return versions[-1]
+    if not version.isdigit() or not 1 <= int(version) <= len(versions):
+        raise LookupError(f"run {name!r} has versions 1..{len(versions)}, not {version!r}")
+    return versions[int(version) - 1]
 
 
 def _is_dataframe(value: Any) -> bool:
