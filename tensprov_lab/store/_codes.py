@@ -228,7 +228,8 @@ def _pack(v: np.ndarray, width: int) -> np.ndarray:
     if nwords == 0:
         return np.zeros(0, dtype="<u8")
     blocks = -(-n // 64)
-    flat = v.astype(np.uint64, copy=False)
+    # non-negative int64 values have the bits of their uint64 selves: a view, no copy
+    flat = v.view(np.uint64) if v.dtype == np.int64 else v.astype(np.uint64, copy=False)
     if n % 64:
         flat = np.zeros(blocks * 64, dtype=np.uint64)
         flat[:n] = v
