@@ -8,29 +8,18 @@ import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from tensprov_lab.store import Store
+from tensprov_lab import _registry
+from tensprov_lab._registry import _tracker, store
 
 if TYPE_CHECKING:
     from tensprov_lab._run import Run
-    from tensprov_lab.capture._tracker import Tracker
 
 __all__ = ["track", "store", "last_run", "runs", "forget", "parse_size"]
-
-_STORE = Store()
-_TRACKERS: dict[int, Tracker] = {}
-_RUNS: list[Run] = []
-#: runs were forgotten in this process (for a clearer message when none is left)
-_FORGOT = False
-
-
-def store() -> Store:
-    """The process-wide provenance store (every run of every tracked block)."""
-    return _STORE
 
 
 def runs() -> list[Run]:
     """Every run recorded in this process, oldest first."""
-    return list(_RUNS)
+    return _registry.runs()
 
 
 def last_run() -> Run:
@@ -41,12 +30,8 @@ def last_run() -> Run:
     LookupError
         When nothing has been tracked yet.
     """
-    if not _RUNS:
-        what = "every run was forgotten" if _FORGOT else "nothing has been tracked yet"
-        raise LookupError(
-            f"{what}: run code in `with tensprov_lab.track(spark):` or a %%provtrack cell first"
-        )
-    return _RUNS[-1]
+    run: Run = _registry.last_run()
+    return run
 
 
 def forget(run: Run | None = None) -> None:
@@ -81,66 +66,7 @@ def forget(run: Run | None = None) -> None:
     >>> tensprov_lab.forget(run)  # doctest: +SKIP
     >>> tensprov_lab.forget()  # every run  # doctest: +SKIP
     """
-    global _FORGOT
-    from tensprov_lab.capture._tracker import TensProvWarning
-
-    if any(t._active is not None for t in _TRACKERS.values()):
-        raise RuntimeError("a tracked block is running: forget runs after it ends, not inside it")
-    problems: list[str] = []
-    if run is None:
-        for tracker in _TRACKERS.values():
-            problems += tracker.forget(list(tracker.runs))  # nothing left to keep
-        for r in _RUNS:  # runs of trackers of stopped sessions, say
-            r._log.forgotten = True
-        _RUNS.clear()
-    else:
-        if run._log.forgotten:
-            return
-        blocking = run._tracker.store.dependent_runs([run.id])
-        if blocking:
-            raise ValueError(_dependency_message(run, blocking))
-        tracker = run._tracker
-        keep = [
-            n.cached
-            for t in _TRACKERS.values()
-            if t is not tracker
-            for n in t.nodes.values()
-            if n.cached is not None
-        ]
-        problems = tracker.forget([run.id], keep)
-        _RUNS[:] = [r for r in _RUNS if r._log is not run._log]
-    _FORGOT = True
-    if problems:
-        warnings.warn(
-            "tensprov-lab: the provenance was forgotten, but part of what capture kept in "
-            f"Spark's cache could not be released: {'; '.join(problems)}",
-            TensProvWarning,
-            stacklevel=2,
-        )
-
-
-def _dependency_message(run: Run, blocking: list[int | None]) -> str:
-    def label(r: Run) -> str:
-        return f"{r.name!r} (id {r.id})" if r.name else f"id {r.id}"
-
-    known = {r.id: r for r in _RUNS if r._tracker.store is run._tracker.store}
-    names = ", ".join(label(known[b]) if b in known else f"id {b}" for b in blocking)
-    return (
-        f"cannot forget run {label(run)}: later run(s) {names} read its datasets (a "
-        "DataFrame captured in it was used in their tracked block), and their lineage "
-        "would break. Forget those runs first (tensprov_lab.forget(run) for each, newest "
-        "first), or forget every run with tensprov_lab.forget()"
-    )
-
-
-def _tracker(spark: Any) -> Tracker:
-    from tensprov_lab.capture._tracker import Tracker
-
-    key = id(spark._jsparkSession)
-    tracker = _TRACKERS.get(key)
-    if tracker is None:
-        tracker = _TRACKERS[key] = Tracker(spark, _STORE)
-    return tracker
+    _registry.forget(run)
 
 
 def parse_size(size: int | str | None) -> int | None:
@@ -227,5 +153,5 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         finally:
             del frame
         assert self.run is not None
-        _RUNS.append(self.run)
+        _registry._RUNS.append(self.run)
         return False

@@ -32,7 +32,7 @@ def history(name: str) -> list[Run]:
     >>> tensprov_lab.history("retail")  # doctest: +SKIP
     [<Run tensprov-lab run retail: ...>, <Run tensprov-lab run retail: ...>]
     """
-    from tensprov_lab._api import runs
+    from tensprov_lab._registry import runs
 
     return [r for r in runs() if r.name == name]
 
@@ -255,7 +255,7 @@ def _values(
 ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """Both datasets' records in canonical order, or None (with a note) when a run
     cannot read them (loaded from a save, say)."""
-    from tensprov_lab._run import ROW
+    from tensprov_lab.capture._nodes import ROW
 
     try:
         a = before.rows(da).sort_values(ROW).drop(columns=[ROW]).reset_index(drop=True)

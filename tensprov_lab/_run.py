@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensprov_lab.capture._nodes import ROW
 from tensprov_lab.query import (
     CellResult,
     LineageResult,
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
     from tensprov_lab.capture._tracker import RunLog, Tracker
 
 __all__ = ["Run", "Lineage", "CellLineage", "ROW"]
-
-#: name of the column holding the canonical row index in record tables
-ROW = "_row"
 
 
 class Run:
@@ -81,7 +79,7 @@ class Run:
         Traceback (most recent call last):
         LookupError: run retail was forgotten (tensprov_lab.forget): ...
         """
-        from tensprov_lab._api import forget
+        from tensprov_lab._registry import forget
 
         forget(self)
 
@@ -97,7 +95,7 @@ class Run:
     def version(self) -> int:
         """Which kept run of its name this is (1: the oldest); re-running a cell (or a
         ``track(name=...)`` block) adds a version: ``tensprov_lab.history(name)``."""
-        from tensprov_lab._api import runs
+        from tensprov_lab._registry import runs
 
         same = [r for r in runs() if r.name == self.name]
         return next((i + 1 for i, r in enumerate(same) if r._log is self._log), len(same) + 1)

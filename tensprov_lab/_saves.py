@@ -85,7 +85,7 @@ def _label(run: Run) -> str:
 def _closure(runs: list[Run]) -> list[Run]:
     """``runs`` and every run whose datasets they read (a later block may start from
     an earlier block's DataFrames), so the save holds their lineage whole."""
-    from tensprov_lab._api import runs as all_runs
+    from tensprov_lab._registry import runs as all_runs
 
     store = runs[0]._tracker.store
     by_id = {r.id: r for r in all_runs() if r._tracker.store is store and not r.forgotten}
@@ -129,7 +129,7 @@ def save(path: str | os.PathLike[str], runs: Any = None) -> SaveInfo:
     >>> run = tensprov_lab.load("retail.tpl")[-1]  # after a restart  # doctest: +SKIP
     >>> run.backward("out", rows=[0])  # doctest: +SKIP
     """
-    from tensprov_lab._api import runs as all_runs
+    from tensprov_lab._registry import runs as all_runs
     from tensprov_lab._run import Run
     from tensprov_lab.store._persist import write_store
 
@@ -196,7 +196,7 @@ def load(path: str | os.PathLike[str], verify: bool = True) -> list[Run]:
     >>> run = tensprov_lab.load("retail.tpl")[-1]  # doctest: +SKIP
     >>> run.backward("out", rows=[0], columns=["total"])  # doctest: +SKIP
     """
-    from tensprov_lab import _api
+    from tensprov_lab import _registry
     from tensprov_lab._run import Run
     from tensprov_lab.capture._nodes import RunLog
     from tensprov_lab.store._persist import read_store
@@ -214,5 +214,5 @@ def load(path: str | os.PathLike[str], verify: bool = True) -> list[Run]:
         holder.runs[log.id] = log
         saved.store.claim_run(log.id)
         loaded.append(Run(holder, log))  # type: ignore[arg-type]
-    _api._RUNS.extend(loaded)
+    _registry._RUNS.extend(loaded)
     return loaded

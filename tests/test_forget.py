@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensprov_lab
-from tensprov_lab import _api
+from tensprov_lab import _registry
 from tensprov_lab.store import CSRTensor, IdentityTensor, MaskTensor, Store, StoreError
 
 # -- the store (no JVM) -----------------------------------------------------------------
@@ -78,10 +78,12 @@ def test_store_removes_dependent_runs_together() -> None:
 def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An empty store, no trackers and no runs, as in a fresh kernel: ``forget()`` here
     must not free the runs other tests hold."""
-    monkeypatch.setattr(_api, "_STORE", Store())
-    monkeypatch.setattr(_api, "_TRACKERS", {})
-    monkeypatch.setattr(_api, "_RUNS", [])
-    monkeypatch.setattr(_api, "_FORGOT", False)
+    # the registry of runs lives in tensprov_lab._registry (below Run, see
+    # docs/architecture.md)
+    monkeypatch.setattr(_registry, "_STORE", Store())
+    monkeypatch.setattr(_registry, "_TRACKERS", {})
+    monkeypatch.setattr(_registry, "_RUNS", [])
+    monkeypatch.setattr(_registry, "_FORGOT", False)
     yield
     tensprov_lab.forget()  # release this test's Spark cache
 

@@ -33,3 +33,15 @@ def test_last_run_before_tracking_says_what_to_do() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "nothing has been tracked yet" in out.stdout and "track" in out.stdout
+
+
+def test_layers_hold() -> None:
+    """The import-linter contracts of pyproject.toml: runs above capture above query
+    above store, no Spark or IPython in store/query, no notebook or bench in the engine."""
+    from pathlib import Path
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([str(lint)], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 kept, 0 broken" in done.stdout

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from tensprov_lab.cli import main
+from tensprov_lab._spark import JavaMissing
+from tensprov_lab.bench.engine import main
 
-sys.exit(main(["bench", *sys.argv[1:]]))
+try:
+    sys.exit(main(sys.argv[1:]))
+except JavaMissing as exc:
+    print(f"tensprov-lab: {exc}", file=sys.stderr)
+    sys.exit(2)

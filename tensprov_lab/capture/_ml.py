@@ -43,7 +43,8 @@ import numpy as np
 from tensprov_lab.capture._sql import FinishingNode, record_plan
 
 if TYPE_CHECKING:
-    from tensprov_lab.capture._tracker import Node, Tracker
+    from tensprov_lab.capture._nodes import Capturing as Tracker
+    from tensprov_lab.capture._nodes import Node
     from tensprov_lab.store import Store
 
 __all__ = ["Hop", "follow_slot", "record_call", "slots_of", "targets"]

@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 import uuid as uuid_module
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tensprov_lab.capture._annotate import Annotated
 from tensprov_lab.capture._keys import KeyIndex
 
-__all__ = ["Node", "Pending", "RunLog", "TensProvWarning"]
+__all__ = ["ROW", "Capturing", "Node", "Pending", "RunLog", "TensProvWarning"]
+
+#: name of the column holding the canonical row index in record tables
+ROW = "_row"
 
 
 class TensProvWarning(UserWarning):
@@ -121,3 +124,36 @@ def _short_error(exc: Exception) -> str:
     """The first line of an error's message (a py4j error's is the Java one)."""
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
+
+
+class Capturing(Protocol):
+    """What the per-operation-family modules (SQL statements, Spark ML stages, replays)
+    use of the tracker, so they need not import it (``_tracker`` imports them)."""
+
+    nodes: dict[int, Node]
+    by_ds: dict[int, Node]
+    pending: list[Any]
+    jvm: Any
+    spark: Any
+    store: Any
+
+    @property
+    def replay_spark(self) -> Any: ...
+
+    def source_plan(self, node: Node) -> Any: ...
+
+    def register(self, df: Any) -> Node: ...
+
+    def record_operation(
+        self, method: str, in_dfs: list[Any], out: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Node | None: ...
+
+    def add_source(self, node: Node) -> Node: ...
+
+    def add_pending(self, method: str, inputs: list[Node], out: Node, expression: str) -> Node: ...
+
+    def planless_ident(self) -> int: ...
+
+    def _known_below(self, plan: Any) -> list[Node]: ...
+
+    def _note(self, message: str) -> None: ...

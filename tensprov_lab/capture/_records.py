@@ -147,7 +147,7 @@ class RecordReading:
 
     def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
 
-        from tensprov_lab._run import ROW
+        from tensprov_lab.capture._nodes import ROW
 
         op = self.store.producer(ds_id)
         node = self._readable(ds_id)

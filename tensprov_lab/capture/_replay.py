@@ -44,7 +44,8 @@ from tensprov_lab.store._sets import difference, union, unique
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tensprov_lab.capture._tracker import Node, Tracker
+    from tensprov_lab.capture._nodes import Capturing as Tracker
+    from tensprov_lab.capture._nodes import Node
 
 __all__ = ["WhatIf", "replay_records", "what_if", "frontier", "NotPreviewable"]
 
@@ -370,7 +371,7 @@ def _local(
 
 def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
     """Recompute ``rows`` of ``ds_id`` from their provenance-related records only."""
-    from tensprov_lab._run import ROW
+    from tensprov_lab.capture._nodes import ROW
 
     rows = unique(np.asarray(rows, dtype=np.int64))
     inputs = _inputs(tracker, ds_id, rows)
@@ -475,7 +476,7 @@ def what_if(
     """Preview dropping and editing records of source datasets (see the module text)."""
     import pandas as pd
 
-    from tensprov_lab._run import ROW
+    from tensprov_lab.capture._nodes import ROW
 
     store = tracker.store
     changed: dict[int, np.ndarray] = {d: unique(np.asarray(r, np.int64)) for d, r in drop.items()}

@@ -35,7 +35,8 @@ from typing import Any
 
 from tensprov_lab.capture._annotate import TRIVIAL
 from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._tracker import Node, Tracker
+from tensprov_lab.capture._nodes import Capturing as Tracker
+from tensprov_lab.capture._nodes import Node
 
 __all__ = ["FinishingNode", "readable", "record_plan", "record_statement", "session_class"]
 

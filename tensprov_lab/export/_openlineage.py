@@ -1,16 +1,17 @@
-"""A run as OpenLineage RunEvents, built with the ``openlineage-python`` client's models."""
+"""A run as OpenLineage RunEvents, built with the ``openlineage-python`` client's models.
+
+``run`` arguments are :class:`tensprov_lab.Run` objects (not imported: the Run calls
+this module).
+"""
 
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attr
 
 from tensprov_lab.query import column_lineage
-
-if TYPE_CHECKING:
-    from tensprov_lab._run import Run
 
 __all__ = ["FACET_SCHEMA_URL", "events", "to_openlineage", "emit_openlineage"]
 
@@ -48,7 +49,7 @@ def _when(seconds: float | None) -> str:
     return moment.isoformat()
 
 
-def events(run: Run, namespace: str = "tensprov-lab", job: str | None = None) -> list[Any]:
+def events(run: Any, namespace: str = "tensprov-lab", job: str | None = None) -> list[Any]:
     """START and COMPLETE ``RunEvent`` objects of ``run`` (see :func:`to_openlineage`)."""
     from openlineage.client.event_v2 import (
         InputDataset,
@@ -141,7 +142,7 @@ def events(run: Run, namespace: str = "tensprov-lab", job: str | None = None) ->
 
 
 def to_openlineage(
-    run: Run, namespace: str = "tensprov-lab", job: str | None = None
+    run: Any, namespace: str = "tensprov-lab", job: str | None = None
 ) -> list[dict[str, Any]]:
     """The run as OpenLineage RunEvents (START, COMPLETE), as JSON-ready dicts.
 
@@ -157,7 +158,7 @@ def to_openlineage(
 
 
 def emit_openlineage(
-    run: Run, transport: Any, namespace: str = "tensprov-lab", job: str | None = None
+    run: Any, transport: Any, namespace: str = "tensprov-lab", job: str | None = None
 ) -> int:
     """Send the run's events through an ``openlineage-python`` transport (file, HTTP,
     console, ...); returns how many were sent."""

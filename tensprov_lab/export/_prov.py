@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prov.model import ProvDocument
 
-    from tensprov_lab._run import Run
 
 __all__ = ["NAMESPACE", "to_prov"]
 
@@ -15,7 +14,7 @@ __all__ = ["NAMESPACE", "to_prov"]
 NAMESPACE = ("tpl", "https://github.com/tensprov-lab/tensprov-lab/ns#")
 
 
-def to_prov(run: Run, records: dict[Any, Any] | None = None) -> ProvDocument:
+def to_prov(run: Any, records: dict[Any, Any] | None = None) -> ProvDocument:
     """The run as W3C PROV: datasets are entities (collections of their records),
     operations activities that used their inputs and generated their output, each
     output ``wasDerivedFrom`` each input via its operation.

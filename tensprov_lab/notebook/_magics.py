@@ -33,7 +33,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from IPython.utils.process import arg_split
 
-from tensprov_lab import _api
+from tensprov_lab import _api, _registry
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -265,7 +265,7 @@ class ProvenanceMagics(Magics):
             except Exception as err:  # the cell has run: report, keep what was captured
                 tracked._tracker.abort()
                 warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=2)
-            _api._RUNS.append(run)
+            _registry._RUNS.append(run)
             recorded = True
         finally:
             progress.finish(run.summary() if recorded else None)

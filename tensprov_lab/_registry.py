@@ -1,0 +1,108 @@
+"""The process-wide store, its trackers and the runs kept in this process.
+
+Below :mod:`tensprov_lab._run` (a Run forgets itself through :func:`forget`) and above
+capture: it holds runs but never imports the Run class, so no module imports it back.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from tensprov_lab.store import Store
+
+if TYPE_CHECKING:
+    from tensprov_lab.capture._tracker import Tracker
+
+__all__ = ["store", "runs", "last_run", "forget"]
+
+_STORE = Store()
+_TRACKERS: dict[int, Tracker] = {}
+#: the runs kept, oldest first (tensprov_lab.Run objects)
+_RUNS: list[Any] = []
+#: runs were forgotten in this process (for a clearer message when none is left)
+_FORGOT = False
+
+
+def store() -> Store:
+    """The process-wide provenance store (every run of every tracked block)."""
+    return _STORE
+
+
+def runs() -> list[Any]:
+    """Every run kept in this process, oldest first (``tensprov_lab.runs``)."""
+    return list(_RUNS)
+
+
+def last_run() -> Any:
+    """The most recent run (``tensprov_lab.last_run``)."""
+    if not _RUNS:
+        what = "every run was forgotten" if _FORGOT else "nothing has been tracked yet"
+        raise LookupError(
+            f"{what}: run code in `with tensprov_lab.track(spark):` or a %%provtrack cell first"
+        )
+    return _RUNS[-1]
+
+
+def forget(run: Any = None) -> None:
+    """Free the provenance of ``run``, or of every run (``tensprov_lab.forget``)."""
+    global _FORGOT
+    from tensprov_lab.capture._tracker import TensProvWarning
+
+    if any(t._active is not None for t in _TRACKERS.values()):
+        raise RuntimeError("a tracked block is running: forget runs after it ends, not inside it")
+    problems: list[str] = []
+    if run is None:
+        for tracker in _TRACKERS.values():
+            problems += tracker.forget(list(tracker.runs))  # nothing left to keep
+        for r in _RUNS:  # runs of trackers of stopped sessions, say
+            r._log.forgotten = True
+        _RUNS.clear()
+    else:
+        if run._log.forgotten:
+            return
+        blocking = run._tracker.store.dependent_runs([run.id])
+        if blocking:
+            raise ValueError(_dependency_message(run, blocking))
+        tracker = run._tracker
+        keep = [
+            n.cached
+            for t in _TRACKERS.values()
+            if t is not tracker
+            for n in t.nodes.values()
+            if n.cached is not None
+        ]
+        problems = tracker.forget([run.id], keep)
+        _RUNS[:] = [r for r in _RUNS if r._log is not run._log]
+    _FORGOT = True
+    if problems:
+        warnings.warn(
+            "tensprov-lab: the provenance was forgotten, but part of what capture kept in "
+            f"Spark's cache could not be released: {'; '.join(problems)}",
+            TensProvWarning,
+            stacklevel=2,
+        )
+
+
+def _dependency_message(run: Any, blocking: list[int | None]) -> str:
+    def label(r: Any) -> str:
+        return f"{r.name!r} (id {r.id})" if r.name else f"id {r.id}"
+
+    known = {r.id: r for r in _RUNS if r._tracker.store is run._tracker.store}
+    names = ", ".join(label(known[b]) if b in known else f"id {b}" for b in blocking)
+    return (
+        f"cannot forget run {label(run)}: later run(s) {names} read its datasets (a "
+        "DataFrame captured in it was used in their tracked block), and their lineage "
+        "would break. Forget those runs first (tensprov_lab.forget(run) for each, newest "
+        "first), or forget every run with tensprov_lab.forget()"
+    )
+
+
+def _tracker(spark: Any) -> Tracker:
+    from tensprov_lab.capture._tracker import Tracker
+
+    key = id(spark._jsparkSession)
+    tracker = _TRACKERS.get(key)
+    if tracker is None:
+        tracker = _TRACKERS[key] = Tracker(spark, _STORE)
+    return tracker
