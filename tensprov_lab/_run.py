@@ -458,6 +458,114 @@ class Run:
         targets = list(self._log.datasets) if to is None else self._targets(to, [])
         return what_if(self._tracker, drops, edits, to=targets)
 
+    def why_not(
+        self, out: Any, source: Any = None, rows: Any = None, where: str | None = None,
+        values: bool = True,
+    ) -> pd.DataFrame:  # fmt: skip
+        """Why-not provenance: why records of a source do not reach ``out``.
+
+        For each candidate source record (``rows`` of ``source``, or the records a
+        ``where`` predicate picks, in ``source`` or in every source of ``out`` whose
+        columns it names): the rows of ``out`` it reaches, or the operation where its
+        lineage stopped, why (a filter's condition, a join without a partner, ...) and
+        the values of the columns that decided it (read back, which needs Spark: give
+        ``values=False`` for a run loaded from a save).
+
+        Returns one row per candidate and stop: ``source``, ``row``, ``status``
+        ("reaches", "dropped", "unknown": an opaque operation is in the way),
+        ``operation``, ``expression``, ``input`` (the dataset the operation got the
+        record's derived records from) and its ``input_rows``, ``reason``, ``columns``
+        (the deciding columns: change them to let the record through) and ``values``.
+
+        Examples
+        --------
+        >>> run.why_not(totals, source=customers, rows=[42])  # doctest: +SKIP
+        >>> run.why_not(totals, where="cust_id = 42")  # doctest: +SKIP
+        """
+        import pandas as pd
+
+        from tensprov_lab.query import why_not
+
+        out_id = self._ds_id(out)
+        if source is None and rows is not None:
+            raise ValueError("rows= needs source=: the dataset the row indices belong to")
+        if source is None and where is None:
+            raise ValueError("give source= and rows=, or where= (a predicate over a source)")
+        candidates: list[tuple[int, np.ndarray]] = []
+        if source is not None:
+            candidates.append(self._select(source, rows, where))
+        else:
+            assert where is not None
+            for s in self._sources_of(out_id):
+                try:
+                    candidates.append(self._select(s, None, where))
+                except ValueError:
+                    continue  # the predicate names columns this source does not have
+            if not candidates:
+                raise ValueError(
+                    f"where={where!r} is not a predicate over any source of "
+                    f"{self.store.datasets[out_id].label}: give source="
+                )
+        table = []
+        for src, picked in candidates:
+            for w in why_not(self.store, out_id, src, picked):
+                table += self._why_not_rows(w, values)
+        columns = ["source", "row", "status", "operation", "expression", "input",
+                   "input_rows", "reason", "columns", "values"]  # fmt: skip
+        return pd.DataFrame(table, columns=columns)
+
+    def _sources_of(self, ds_id: int) -> list[int]:
+        store = self.store
+        seen, todo, found = {ds_id}, [ds_id], []
+        while todo:
+            op = store.producer(todo.pop())
+            if op is None:
+                continue
+            for d in op.inputs:
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+                    if store.producer(d) is None:
+                        found.append(d)
+        return sorted(found)
+
+    def _why_not_rows(self, w: Any, values: bool) -> list[dict[str, Any]]:
+        store = self.store
+        base = {"source": store.datasets[w.source].label, "row": w.row}
+        if len(w.reaches):
+            reached = f"reaches rows {_short(w.reaches)}"
+            return [{**base, "status": "reaches", "reason": reached}]
+        if not w.drops:
+            ops = ", ".join(store.operations[b].method for b in w.blocked) or "none"
+            return [{**base, "status": "unknown",
+                     "reason": f"lineage stops at opaque operation(s): {ops}"}]  # fmt: skip
+        out = []
+        for drop in w.drops:
+            op = store.operations[drop.operation]
+            k = op.inputs.index(drop.input)
+            cols = store.datasets[drop.input].columns
+            deciding: list[str] = []
+            if op.influencing is not None:
+                deciding = [cols[j] for j in np.flatnonzero(op.influencing[k].any(axis=0))]
+            label = store.datasets[drop.input].label
+            if op.category == "join":
+                others = [store.datasets[d].label for d in op.inputs if d != drop.input]
+                reason = (f"{op.method}: no record of {', '.join(others)} matches it on "
+                          f"{', '.join(deciding) or 'the join condition'}")  # fmt: skip
+            elif op.category == "horizontal_reduction":
+                reason = f"{op.method}: its condition is false (or null) for it"
+            else:
+                reason = f"{op.method} kept no record derived from it"
+            got: Any = None
+            if values and deciding:
+                records = self.rows(drop.input, rows=drop.rows)
+                got = {c: records[c].tolist() for c in deciding if c in records.columns}
+            out.append({**base, "status": "dropped", "operation": op.method,
+                        "expression": op.expression, "input": label,
+                        "input_rows": drop.rows.tolist(), "reason": reason,
+                        "columns": deciding, "values": got})  # fmt: skip
+        return out
+
     @property
     def materialized(self) -> pd.DataFrame:
         """Datasets whose records are kept whole (in Spark's cache), and why; the others

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import tensprov_lab
+from tests._retail import orders_and_customers
 
 pytestmark = pytest.mark.spark
 
@@ -52,12 +53,7 @@ COLUMNS = (
 
 @pytest.fixture(scope="module")
 def retail(spark: Any) -> Any:
-    orders = spark.createDataFrame(
-        [(i, i % 11, float(i % 40)) for i in range(200)], "order_id long, cust long, amount double"
-    )
-    customers = spark.createDataFrame(
-        [(c, f"r{c % 3}") for c in range(11)], "cust long, region string"
-    )
+    orders, customers = orders_and_customers(spark, 200, 11, 40)
     with tensprov_lab.track(spark, name="export-retail") as run:
         big = orders.filter("amount > 20")
         joined = big.join(customers, "cust")

@@ -13,17 +13,13 @@ import numpy as np
 import pytest
 
 import tensprov_lab
+from tests._retail import orders_and_customers
 
 pytestmark = pytest.mark.spark
 
 
 def _pipeline(spark: Any) -> tuple[Any, dict[str, Any]]:
-    orders = spark.createDataFrame(
-        [(i, i % 13, float(i % 50)) for i in range(300)], "order_id long, cust long, amount double"
-    )
-    customers = spark.createDataFrame(
-        [(c, f"r{c % 3}") for c in range(13)], "cust long, region string"
-    )
+    orders, customers = orders_and_customers(spark, 300, 13, 50)
     with tensprov_lab.track(spark, name="saved-retail") as run:
         big = orders.filter("amount > 20")
         joined = big.join(customers, "cust")

@@ -10,8 +10,12 @@ from tensprov_lab.query._colineage import (
 from tensprov_lab.query._columns import column_lineage
 from tensprov_lab.query._how import Path, how
 from tensprov_lab.query._lineage import LineageResult, backward, forward, mapping
+from tensprov_lab.query._whynot import Drop, WhyNot, why_not
 
 __all__ = [
+    "Drop",
+    "WhyNot",
+    "why_not",
     "CellResult",
     "LineageResult",
     "Path",
