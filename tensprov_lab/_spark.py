@@ -45,10 +45,20 @@ def check_java() -> str:
 
 
 def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) -> Any:
-    """An embedded local SparkSession with quiet logs and small shuffles."""
+    """An embedded local SparkSession with quiet logs and small shuffles: Spark logs
+    only warnings and errors (``tensprov_lab/_log4j2.properties``), and binds to
+    loopback unless ``SPARK_LOCAL_IP`` says otherwise."""
     check_java()
+    from importlib import resources
+
     from pyspark.sql import SparkSession
 
+    # a laptop's hostname often resolves to loopback: Spark warns and binds there anyway
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = resources.files("tensprov_lab").joinpath("_log4j2.properties")
+    java_opts = f"-Dlog4j2.configurationFile={log4j}"
+    if "spark.driver.extraJavaOptions" in conf:
+        java_opts = f"{conf.pop('spark.driver.extraJavaOptions')} {java_opts}"
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app)
@@ -57,6 +67,7 @@ def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) 
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("TENSPROV_DRIVER_MEMORY", "4g"))
+        .config("spark.driver.extraJavaOptions", java_opts)
     )
     for k, v in conf.items():
         builder = builder.config(k, str(v))

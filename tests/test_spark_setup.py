@@ -48,3 +48,42 @@ def test_cli_reports_missing_java(
     assert cli.main(["demo"]) == 2
     err = capsys.readouterr().err
     assert "Java 17" in err and "Traceback" not in err
+
+
+@pytest.mark.spark
+def test_a_local_session_starts_quietly() -> None:
+    """The first cell of a notebook prints nothing from the JVM but the JDK's own
+    notice that Spark uses an incubator module (no flag turns that one off)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from tensprov_lab._spark import local_spark\n"
+        "s = local_spark(1)\n"
+        "print(s.range(3).count())\n"
+        "s.stop()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300, check=True)  # fmt: skip
+    assert done.stdout.strip() == "3"
+    noise = [ln for ln in done.stderr.splitlines()
+             if ln.strip() and "Using incubator modules" not in ln]  # fmt: skip
+    assert noise == []
+
+
+@pytest.mark.spark
+def test_a_bad_predicate_is_one_clear_error(
+    spark: object, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import tensprov_lab
+
+    df = spark.createDataFrame([(1, 2.0), (2, 3.0)], "id long, amount double")  # type: ignore[attr-defined]
+    with tensprov_lab.track(spark, name="bad-where") as run:
+        big = df.filter("amount > 2")
+    capfd.readouterr()
+    with pytest.raises(ValueError, match="where='nosuchcol > 1' is not a valid predicate over"):
+        run.backward(big, where="nosuchcol > 1")
+    err = capfd.readouterr().err
+    # no screen of JSON with a Java stack trace naming capture's hidden key columns
+    assert "QueryContextLogger" not in err and "__tp_" not in err and "Exception" not in err

@@ -6,13 +6,16 @@ references are resolved to expression ids) and it is the same whatever the clust
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
+import logging
 import threading
+from collections.abc import Iterator
 from importlib import resources
 from typing import Any, NamedTuple
 
-__all__ = ["Jvm"]
+__all__ = ["Jvm", "quiet_analysis_errors"]
 
 JObject = Any
 
@@ -661,3 +664,28 @@ def _split_types(catalog: str, names: list[str]) -> list[str] | None:
     if pos < len(body) and names:
         return None
     return types if names or not body else None
+
+
+#: loggers pyspark writes every analysis error to (a JSON record with the Java stack)
+_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@contextlib.contextmanager
+def quiet_analysis_errors() -> Iterator[None]:
+    """Mute pyspark's own log of analysis errors while capture checks something the user
+    typed (a ``where=`` predicate): the error becomes one clear message, and the log
+    would print a screen of JSON with the Java stack trace (naming capture's hidden
+    key columns) next to it."""
+    from pyspark.logger import PySparkLogger
+
+    # created through pyspark, never as plain loggers: pyspark calls them with extra
+    # keyword arguments only its PySparkLogger class accepts
+    loggers: list[logging.Logger] = [PySparkLogger.getLogger(n) for n in _SPARK_ERROR_LOGGERS]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before):
+            lg.disabled = was

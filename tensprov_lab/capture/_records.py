@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._jvm import Jvm, quiet_analysis_errors
 from tensprov_lab.capture._keys import (
     IN_LIST,
     ScanKeyIndex,
@@ -128,8 +128,9 @@ class RecordReading:
         df = self.jvm.to_df(node.ann.plan)
         if where is not None:
             try:
-                df = df.where(where)
-                df.schema  # noqa: B018 - analyse now so a bad predicate fails here
+                with quiet_analysis_errors():
+                    df = df.where(where)
+                    df.schema  # noqa: B018 - analyse now so a bad predicate fails here
             except Exception as exc:
                 cols = ", ".join(self.store.datasets[ds_id].columns)
                 raise ValueError(

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import ast
 import html
-import logging
 import re
 import sys
 import warnings
-from collections.abc import Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -34,6 +32,7 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 from tensprov_lab import _api, _registry
+from tensprov_lab.capture._jvm import quiet_analysis_errors as _quiet_spark_errors
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -42,8 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ProvenanceMagics", "load_ipython_extension"]
 
-#: loggers pyspark writes every analysis error to (a JSON record with the Java stack)
-_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 #: ``ROW_OR_PREDICATE`` read as row indices: ``3``, ``0 2 5``, ``0,2,5`` or ``[0, 2, 5]``
 _ROWS = re.compile(r"\[?\s*-?\d+(?:\s*[,\s]\s*-?\d+)*\s*,?\s*\]?")
 
@@ -604,25 +601,6 @@ def _selection(line: str, var: str, selection: list[str]) -> tuple[list[int] | N
     if _ROWS.fullmatch(text):
         return [int(v) for v in re.findall(r"-?\d+", text)], None
     return None, text
-
-
-@contextmanager
-def _quiet_spark_errors() -> Iterator[None]:
-    """Mute pyspark's own log of analysis errors: a bad predicate becomes a one-line
-    UsageError, and the log would print the Java stack trace next to it."""
-    from pyspark.logger import PySparkLogger
-
-    # created through pyspark, never as plain loggers: pyspark calls them with extra
-    # keyword arguments only its PySparkLogger class accepts
-    loggers: list[logging.Logger] = [PySparkLogger.getLogger(n) for n in _SPARK_ERROR_LOGGERS]
-    before = [lg.disabled for lg in loggers]
-    for lg in loggers:
-        lg.disabled = True
-    try:
-        yield
-    finally:
-        for lg, was in zip(loggers, before):
-            lg.disabled = was
 
 
 def _one_line(exc: BaseException) -> str:

@@ -313,7 +313,7 @@ def mapping(store: Store, src: int, dst: int) -> sp.csr_array:
     if src == dst:
         n = _n_rows(store, src)
         if n is None:
-            raise ValueError(f"dataset {src} has no known number of rows")
+            raise ValueError(f"{_name(store, src)} has no known number of rows")
         return sp.csr_array(sp.eye_array(n, dtype=bool, format="csr"))
 
     def down(d: int) -> list[int]:
@@ -325,7 +325,10 @@ def mapping(store: Store, src: int, dst: int) -> sp.csr_array:
 
     downstream = _topo(src, down)  # topological order, src first
     if dst not in set(downstream):
-        raise ValueError(f"dataset {dst} is not reachable from dataset {src}")
+        raise ValueError(
+            f"{_name(store, dst)} is not reachable from {_name(store, src)}: it does not "
+            "derive from it (mapping(src, dst) runs from a dataset to one made from it)"
+        )
     upstream = set(_topo(dst, up))
     on_path = [d for d in downstream if d in upstream]
     on_path_set = set(on_path)
@@ -335,8 +338,9 @@ def mapping(store: Store, src: int, dst: int) -> sp.csr_array:
         assert op is not None
         if op.tensors is None:
             raise ValueError(
-                f"operation {op.id} ({op.method}) on a path from dataset {src} to dataset "
-                f"{dst} is opaque: record lineage cannot cross it"
+                f"operation {op.id} ({op.method}) on a path from {_name(store, src)} to "
+                f"{_name(store, dst)}, making {_name(store, d)}, is opaque: record "
+                "lineage cannot cross it"
             )
 
     n_src = _n_rows(store, src)
@@ -357,3 +361,9 @@ def mapping(store: Store, src: int, dst: int) -> sp.csr_array:
     out = sp.csr_array(maps[dst], dtype=bool)
     out.sum_duplicates()
     return out
+
+
+def _name(store: Store, d: int) -> str:
+    """A dataset as the user knows it: its variable name (and id), or its id."""
+    ds = store.datasets[d]
+    return f"{ds.name} (dataset {d})" if ds.name else f"dataset {d}"
