@@ -102,6 +102,14 @@ class RunDiff:
     def __repr__(self) -> str:
         return self.summary()
 
+    def explore(self) -> Any:
+        """The lineage explorer of ``after`` with the changes marked: operations and
+        datasets added or changed since ``before`` are outlined, and what ``before``
+        had and ``after`` has not is listed above the graph."""
+        from tensprov_lab.notebook._widget import LineageExplorer
+
+        return LineageExplorer(self.after, diff=self)
+
 
 def _name(run: Run) -> str:
     label = run.name or f"#{run.id}"

@@ -50,6 +50,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"
 CHAIN = Path(__file__).resolve().parent / "_browser_pipeline.ipynb"
+DIFF = Path(__file__).resolve().parent / "_browser_diff.ipynb"
 CHROMIUM = os.environ.get("TENSPROV_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 TOKEN = "tensprov-browser-test"
@@ -124,6 +125,7 @@ def _server(app: str, tmp: Path) -> Iterator[dict[str, Any]]:
     root.mkdir()
     shutil.copy(QUICKSTART, root / QUICKSTART.name)
     shutil.copy(CHAIN, root / "chain100.ipynb")
+    shutil.copy(DIFF, root / "versions.ipynb")
 
     # kernelspec running this interpreter, first on JUPYTER_PATH (as tests/test_notebooks.py)
     jpath = tmp / "jupyter"
@@ -833,6 +835,32 @@ def test_click_to_highlight_latency(
                 f"{len(cell_samples)} cell clicks: p50 {statistics.median(cell_samples):.1f} ms, "
                 f"max {max(cell_samples):.1f}; screenshot: {shot}"
             )
+    finally:
+        page.close()
+        _shutdown_kernels(lab)
+
+
+def test_diff_view_in_the_browser(browser: Any, lab: dict[str, Any]) -> None:
+    """``RunDiff.explore()``: the operations added or changed since the earlier run are
+    outlined in the drawn graph, and what it lost is listed above it."""
+    page = _open(browser, lab, "versions.ipynb")
+    try:
+        _run_all(page)
+        out = page.locator(".jp-OutputArea-output", has_text="changed:").first.inner_text()
+        assert "big" in out and "late" in out and "extra" in out, out
+        el = _explorer(page)
+        marked = page.evaluate(
+            "el => Object.fromEntries(['diff-added', 'diff-changed'].map(c => "
+            "[c, el.__tensprov_cy.nodes('.' + c).map(n => n.data('label'))]))",
+            el.element_handle(),
+        )
+        assert any(label.startswith("filter") for label in marked["diff-changed"]), marked
+        assert any(label.startswith("late") for label in marked["diff-added"]), marked
+        assert not any(label.startswith("withColumn") for labels in marked.values()
+                       for label in labels), marked  # fmt: skip
+        bar = el.locator(".tp-diff").inner_text()
+        assert "1 changed, 1 added, 1 removed" in bar and "removed extra" in bar, bar
+        el.screenshot(path=str(lab["tmp"] / "diff-explorer.png"))
     finally:
         page.close()
         _shutdown_kernels(lab)

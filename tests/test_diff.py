@@ -107,3 +107,38 @@ def test_provdiff_magic(spark: Any) -> None:
         with capture_output():
             result = ip.run_cell(line)
         assert message in str(result.error_in_exec)
+
+
+def test_the_explorer_marks_what_changed(spark: Any) -> None:
+    orders = spark.createDataFrame(ORDERS, "order_id long, cust long, amount double")
+    with tensprov_lab.track(spark, name="diff-view") as v1:
+        big = orders.filter("amount > 20")
+        out = big.withColumn("eur", big.amount * 0.5)
+        extra = out.select("order_id")  # gone in the next version
+    with tensprov_lab.track(spark, name="diff-view") as v2:
+        big = orders.filter("amount > 25")
+        out = big.withColumn("eur", big.amount * 0.5)
+        late = out.filter("eur > 15")  # new in this version
+    del extra, late
+    d = tensprov_lab.diff(v1, v2)
+    w = d.explore()
+    change = dict(zip(d.operations["dataset"], d.operations["change"]))
+    assert change["big"] == "changed" and change["late"] == "added"
+    assert change["extra"] == "removed" and change["out"] == "same"
+    marks = {}
+    for node in w.graph["nodes"]:
+        kind, ref = node["kind"], node["ref"]
+        ds = v2.store.operations[ref].output if kind == "operation" else ref
+        label = v2.store.datasets[ds].label
+        want = change.get(label, "same")
+        assert node["diff"] == (want if want in ("added", "changed") else ""), node["name"]
+        marks[label] = node["diff"]
+    assert marks["big"] == "changed" and marks["late"] == "added" and marks["out"] == ""
+    diff = w.graph["diff"]
+    assert diff["summary"].startswith("changes from diff-view: 1 changed, 1 added, 1 removed")
+    assert diff["removed"] == [
+        {"dataset": "extra", "expression": d.operations.set_index("dataset").loc["extra", "before"]}
+    ]
+    # the coarse view (datasets only) marks the datasets the same way
+    w.coarse = True
+    assert {n["name"]: n["diff"] for n in w.graph["nodes"]}["big"] == "changed"

@@ -133,6 +133,17 @@ const STYLE = [
     style: { "border-width": 3, "border-color": "#b45309",
       "underlay-color": "#f59e0b", "underlay-opacity": 0.45, "underlay-padding": 6 },
   },
+  // a diff view (RunDiff.explore()): what was added or changed since the earlier run
+  {
+    selector: "node.diff-added",
+    style: { "border-width": 3, "border-color": "#15803d", "border-style": "double",
+      "outline-color": "#22c55e", "outline-width": 4, "outline-opacity": 0.6 },
+  },
+  {
+    selector: "node.diff-changed",
+    style: { "border-width": 3, "border-color": "#b45309", "border-style": "dashed",
+      "outline-color": "#f59e0b", "outline-width": 4, "outline-opacity": 0.6 },
+  },
   {
     selector: "node.wi-not_previewable",
     style: { "border-width": 2, "border-color": "#475569", "border-style": "dashed",
@@ -165,6 +176,7 @@ function render({ model, el }) {
   const matchInfo = h("span", "tp-matches");
   toolbar.append(title, coarseLabel, focusBtn, unfocusBtn, fitBtn, search, columns, matchInfo);
 
+  const diffBar = h("div", "tp-diff");
   const errorBar = h("div", "tp-error");
   const main = h("div", "tp-main");
   const canvas = h("div", "tp-graph");
@@ -175,7 +187,7 @@ function render({ model, el }) {
   main.append(canvas, side);
   const recordsBox = h("div", "tp-records");
   const whatIfBox = h("div", "tp-whatif");
-  el.append(toolbar, errorBar, main, recordsBox, whatIfBox);
+  el.append(toolbar, diffBar, errorBar, main, recordsBox, whatIfBox);
 
   const cy = cytoscape({
     container: canvas,
@@ -212,12 +224,30 @@ function render({ model, el }) {
     model.save_changes();
   }
 
+  // -- diff view: the legend of the marks, and what the earlier run had and this lacks --
+  function drawDiff(diff) {
+    diffBar.replaceChildren();
+    diffBar.style.display = diff ? "" : "none";
+    if (!diff) return;
+    const added = h("span", "tp-diff-added", "added");
+    const changed = h("span", "tp-diff-changed", "changed");
+    diffBar.append(h("b", null, diff.summary), " — outlined: ", added, ", ", changed);
+    if (diff.removed && diff.removed.length) {
+      const list = h("ul", "tp-diff-removed");
+      for (const r of diff.removed) {
+        list.append(h("li", null, `removed ${r.dataset}: ${r.expression}`));
+      }
+      diffBar.append(list);
+    }
+  }
+
   // -- graph ---------------------------------------------------------------------------
   function drawGraph() {
     const g = model.get("graph") || {};
     const nodes = g.nodes || [];
     const edges = g.edges || [];
     title.textContent = g.title || "";
+    drawDiff(g.diff);
     cy.batch(() => {
       cy.elements().remove();
       cy.add(
@@ -233,7 +263,8 @@ function render({ model, el }) {
             display: n.label,
           },
           position: { x: n.x, y: n.y },
-          classes: [n.kind, n.focus ? "focus" : "", n.opaque ? "opaque" : ""].join(" "),
+          classes: [n.kind, n.focus ? "focus" : "", n.opaque ? "opaque" : "",
+            n.diff ? `diff-${n.diff}` : ""].join(" "),
         })),
       );
       for (const e of edges) {

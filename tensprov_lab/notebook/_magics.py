@@ -408,6 +408,7 @@ class ProvenanceMagics(Magics):
         "none: the last two versions of the last run's name)",
     )  # fmt: skip
     @argument("--output", metavar="NAME", help="the dataset whose records to compare")
+    @argument("--explore", action="store_true", help="open the explorer's diff view too")
     @line_magic
     def provdiff(self, line: str) -> None:
         """What changed between two runs (``tensprov_lab.diff``): operations, schemas,
@@ -420,6 +421,7 @@ class ProvenanceMagics(Magics):
             %provdiff                      # the last two versions of the last run
             %provdiff retail               # the last two versions of run retail
             %provdiff retail@1 retail@3 --output out
+            %provdiff retail --explore     # and the explorer with the changes marked
         """
         from tensprov_lab._diff import diff, history
 
@@ -452,6 +454,8 @@ class ProvenanceMagics(Magics):
             if len(moved):
                 display({"text/plain": f"records of {label} that differ:"}, raw=True)
                 display(moved)
+        if args.explore:
+            display(result.explore())
 
 
 # -- helpers --------------------------------------------------------------------------

@@ -120,8 +120,10 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
     #: last error of a query, shown by the front end
     error = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, run: Any, *, coarse: bool = False, **kwargs: Any) -> None:
+    def __init__(self, run: Any, *, coarse: bool = False, diff: Any = None, **kwargs: Any) -> None:
         self._run = run
+        # a RunDiff whose ``after`` run this is: its changes are marked on the graph
+        self._diff = diff
         self._view: GraphView | None = None
         self._full: nx.DiGraph = nx.DiGraph()
         # lineage of the picked record, per dataset id, kept so that it can be projected
@@ -154,6 +156,8 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             node["focus"] = node["id"] == self.focus
         payload["focus"] = self.focus
         payload["title"] = self._title()
+        if self._diff is not None:
+            self._mark_diff(payload)
         self.graph = payload
         self.matches = matching_nodes(G, self.search)
         if self.selected and self.selected not in G:
@@ -175,6 +179,31 @@ class LineageExplorer(anywidget.AnyWidget):  # type: ignore[misc]
             if op is not None and dataset_node(op.output) in G:
                 return dataset_node(op.output)
         return ""
+
+    def _mark_diff(self, payload: dict[str, Any]) -> None:
+        """Mark the nodes a diff says were added or changed (``node["diff"]``), and list
+        what the earlier run had and this one has not (``payload["diff"]``)."""
+        d = self._diff
+        change = dict(zip(d.operations["dataset"], d.operations["change"]))
+        store = self._run.store
+        for node in payload["nodes"]:
+            kind, ref = node_ref(node["id"])
+            ds = store.operations[ref].output if kind == "operation" else ref
+            status = change.get(store.datasets[ds].label, "same")
+            node["diff"] = status if status in ("added", "changed") else ""
+        removed = d.operations[d.operations["change"] == "removed"]
+        counts = d.operations["change"].value_counts()
+        payload["diff"] = {
+            "summary": (
+                f"changes from {d.before.name or d.before.id}: "
+                f"{int(counts.get('changed', 0))} changed, {int(counts.get('added', 0))} "
+                f"added, {int(counts.get('removed', 0))} removed"
+            ),
+            "removed": [
+                {"dataset": str(r["dataset"]), "expression": str(r["before"] or "")}
+                for _, r in removed.iterrows()
+            ],
+        }
 
     def _title(self) -> str:
         summary = getattr(self._run, "summary", None)
