@@ -927,9 +927,15 @@ function render({ model, el }) {
   showDetails();
   showRecords();
   showError();
-  // the container may get its size after the first draw (output area animation)
+  // the container may get its size after the first draw (output area animation, a bar
+  // above the graph): fit the graph again until the user pans or zooms it
+  let moved = false;
+  for (const ev of ["mousedown", "wheel", "touchstart"]) {
+    canvas.addEventListener(ev, () => (moved = true), { passive: true });
+  }
   const resize = new ResizeObserver(() => {
     cy.resize();
+    if (!moved) cy.fit(undefined, 24);
   });
   resize.observe(canvas);
 
