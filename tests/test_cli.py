@@ -183,6 +183,8 @@ def test_bench_smoke_prints_every_figure() -> None:
     jobs, py_peak, jvm_peak = int(figures[5]), float(figures[9]), float(figures[10])
     assert first > 0 and jobs >= 1 and py_peak > 0 and jvm_peak > 0
     assert out.count("capture 3/3") == 1  # three turns by default
+    one = _run("bench", "--rows", "20k", "--queries", "20", "--capture-only", "--repeat", "1")
+    assert "capture 1/1" in one and "capture 2/" not in one
     saved = re.search(r"save/load of the 20,000-order run: save ([\d.]+) s, load ([\d.]+) s "
                       r"\(checksums verified\), ([\d.]+) MB on disk", out)  # fmt: skip
     assert saved is not None and float(saved.group(3)) > 0

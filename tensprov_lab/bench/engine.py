@@ -350,7 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for n in _parse_rows(args.rows):
             results.append(
-                run_engine_bench(spark, n, folder, args.queries, all_queries=not args.capture_only)
+                run_engine_bench(
+                    spark, n, folder, args.queries, all_queries=not args.capture_only,
+                    repeat=args.repeat,
+                )  # fmt: skip
             )
             # queries and captures of one size must not hold the memory of the next
             tensprov_lab.forget()
