@@ -351,7 +351,11 @@ def main(argv: list[str] | None = None) -> int:
         for n in _parse_rows(args.rows):
             results.append(
                 run_engine_bench(
-                    spark, n, folder, args.queries, all_queries=not args.capture_only,
+                    spark,
+                    n,
+                    folder,
+                    args.queries,
+                    all_queries=not args.capture_only,
                     repeat=args.repeat,
                 )  # fmt: skip
             )

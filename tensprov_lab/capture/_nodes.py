@@ -59,6 +59,9 @@ class Node:
     #: its one record is made from every record of its one input, and it has no plan
     #: (an ML fit: the model; see Tracker._capture_every_record)
     every_record: bool = False
+    #: made by a call whose record lineage capture does not claim (a hop through
+    #: pandas, see _pandas.py): why, with ``{upstream}`` for the input's name
+    opaque_reason: str | None = None
 
 
 @dataclass

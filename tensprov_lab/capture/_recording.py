@@ -85,12 +85,14 @@ class Recording:
         from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
         from pyspark.sql.group import GroupedData
 
-        from tensprov_lab.capture import _ml, _sql
+        from tensprov_lab.capture import _ml, _pandas, _sql
 
+        session = _sql.session_class(self.spark)
         return [
             (ClassicDataFrame, DATAFRAME_METHODS, lambda name, obj: name in _TRANSPARENT),
             (GroupedData, GROUPED_METHODS, None),
-            (_sql.session_class(self.spark), ["sql"], None),
+            (session, ["sql"], None),
+            *_pandas.targets(session),
             *_ml.targets(),
         ]
 
@@ -233,6 +235,10 @@ class Recording:
         (``spark.sql``, an ML ``transform`` or ``fit``); False leaves it to ``_record``."""
         from pyspark.sql import DataFrame
 
+        if method in ("toPandas", "createDataFrame"):
+            from tensprov_lab.capture._pandas import record_call as record_pandas
+
+            return record_pandas(self, method, obj, args, kwargs, out)  # type: ignore[arg-type]
         if isinstance(obj, DataFrame) or hasattr(obj, "_df"):
             return False
         if method == "sql":

@@ -535,6 +535,10 @@ class Tracker(Recording, RecordRules, RecordReading):
             return
         cols, types = self.jvm.columns(p.out.df)
         in_nodes = p.inputs
+        if p.out.opaque_reason is not None:
+            why = p.out.opaque_reason.format(upstream=self._label(in_nodes[0]))
+            self._opaque(p, run, why, cols, types, 0.0)
+            return
         unreadable = [n for n in in_nodes if n.ann is None or (n.ki is None and not n.deferred)]
         if unreadable:
             self._opaque(p, run, "an input has no record-level provenance", cols, types, 0.0)
@@ -714,9 +718,17 @@ class Tracker(Recording, RecordRules, RecordReading):
         except Exception as exc:
             ann, ki, n = None, None, None  # type: ignore[assignment]
             message += f"; its records cannot be read either ({_short_error(exc)})"
-        attrs = self._attribute_maps(
-            p, list(range(len(p.inputs))), len(cols), [self._dataset(i).columns for i in p.inputs]
-        )
+        in_cols = [self._dataset(i).columns for i in p.inputs]
+        if p.out.opaque_reason is not None:
+            # a call without a plan linking its input (a hop through pandas): every input
+            # column may have contributed, as far as capture knows (a superset)
+            attrs: dict[str, Any] = {
+                "contributing": [np.ones((len(cols), len(c)), dtype=bool) for c in in_cols],
+                "influencing": [np.zeros((len(cols), len(c)), dtype=bool) for c in in_cols],
+                "attributes_exact": False,
+            }
+        else:
+            attrs = self._attribute_maps(p, list(range(len(p.inputs))), len(cols), in_cols)
         ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
         op = self._add_operation(
             ds.id, p.method, "opaque", [n.ds_id for n in p.inputs], None,
