@@ -1,17 +1,16 @@
 """In-memory provenance store: the dataset/operation graph and its provenance tensors."""
 
+from tensprov_lab.store._csr_tensor import CSRTensor
 from tensprov_lab.store._graph import Dataset, Operation, Store, StoreError
+from tensprov_lab.store._index_tensor import IndexTensor
+from tensprov_lab.store._make import make_tensor, tensor_from_pairs
 from tensprov_lab.store._tensors import (
     AllTensor,
     BlockTensor,
-    CSRTensor,
     IdentityTensor,
-    IndexTensor,
     MaskTensor,
     PackedInts,
     Tensor,
-    make_tensor,
-    tensor_from_pairs,
 )
 
 __all__ = [

@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.store._codes import PackedInts, PatchedInts, _EliasFano
+from tensprov_lab.store._csr_tensor import CSRTensor
 from tensprov_lab.store._graph import Operation, Store
+from tensprov_lab.store._index_tensor import IndexTensor
 from tensprov_lab.store._tensors import (
     AllTensor,
     BlockTensor,
-    CSRTensor,
     IdentityTensor,
-    IndexTensor,
     MaskTensor,
     Tensor,
 )
