@@ -14,24 +14,24 @@ def numpy_joins(spark: Any) -> Iterator[list[bool]]:
     the joins it covers from its own reads, see tests/test_fused.py); yields a list
     that gets, per join operation captured, whether it took the NumPy path."""
     from tensprov_lab._api import _tracker as tracker_of
-    from tensprov_lab.capture import _tracker
+    from tensprov_lab.capture.rules import join as join_rule
 
     taken: list[bool] = []
-    real = _tracker.Tracker._join_keys
+    real = join_rule._numpy_join_keys
 
-    def spy(self, rw, occ):  # noqa: ANN001, ANN202
-        out = real(self, rw, occ)
+    def spy(reader, rw, occ):  # noqa: ANN001, ANN202
+        out = real(reader, rw, occ)
         if rw.join_node is not None:
             taken.append(out is not None)
         return out
 
     before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    _tracker.Tracker._join_keys = spy  # type: ignore[method-assign]
+    join_rule._numpy_join_keys = spy
     tracker_of(spark).fuse = False
     try:
         yield taken
     finally:
         tracker_of(spark).fuse = True
-        _tracker.Tracker._join_keys = real  # type: ignore[method-assign]
+        join_rule._numpy_join_keys = real
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)

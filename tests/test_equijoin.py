@@ -188,14 +188,15 @@ def test_a_broadcast_join_of_uncounted_sources_counts_them_from_its_keys(
     next capture leaves the join to Spark."""
     from tensprov_lab._api import _tracker as tracker_of
     from tensprov_lab.capture import _tracker
+    from tensprov_lab.capture.rules import join as join_rule
 
     assert int(spark.conf.get("spark.sql.autoBroadcastJoinThreshold").rstrip("b")) > 0
     taken: list[bool] = []
     counted: list[object] = []
-    real_join, real_scan = _tracker.Tracker._join_keys, _tracker.Tracker._scan_index
+    real_join, real_scan = join_rule._numpy_join_keys, _tracker.Tracker._scan_index
 
-    def join_spy(self, rw, occ):  # noqa: ANN001, ANN202
-        out = real_join(self, rw, occ)
+    def join_spy(reader, rw, occ):  # noqa: ANN001, ANN202
+        out = real_join(reader, rw, occ)
         taken.append(out is not None)
         return out
 
@@ -203,7 +204,7 @@ def test_a_broadcast_join_of_uncounted_sources_counts_them_from_its_keys(
         counted.append(ann)
         return real_scan(self, ann)
 
-    monkeypatch.setattr(_tracker.Tracker, "_join_keys", join_spy)
+    monkeypatch.setattr(join_rule, "_numpy_join_keys", join_spy)
     monkeypatch.setattr(_tracker.Tracker, "_scan_index", scan_spy)
     # the join's own capture (a fused one reads the sources itself: tests/test_fused.py)
     monkeypatch.setattr(tracker_of(spark), "fuse", False)

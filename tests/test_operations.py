@@ -630,26 +630,26 @@ def _global_aggregates(spark: Any) -> tuple[Any, dict[str, Any]]:
 def test_global_aggregates_need_no_job_and_match_the_general_path(spark, monkeypatch) -> None:  # noqa: ANN001
     """One group of every input record is known without reading keys back from Spark;
     the lineage equals the one the general path reads back (the oracle)."""
-    from tensprov_lab.capture import _record_rules, _tracker
+    from tensprov_lab.capture.rules import aggregate
 
     fast: list[bool] = []
-    real_test = _record_rules._takes_every_record
+    real_test = aggregate._takes_every_record
     monkeypatch.setattr(
-        _record_rules, "_takes_every_record", lambda rw: fast.append(real_test(rw)) or fast[-1]
+        aggregate, "_takes_every_record", lambda rw: fast.append(real_test(rw)) or fast[-1]
     )
     run, outs = _global_aggregates(spark)
     # every aggregate took the short way; the fit has no plan at all: its tensor is made
     # from its input's size (Tracker._capture_every_record), checked below
     assert fast.count(True) == len(fast) == len(outs)
     collected: list[int] = []
-    monkeypatch.setattr(_record_rules, "_takes_every_record", lambda rw: False)
-    real = _tracker.Tracker._group_tensors
+    monkeypatch.setattr(aggregate, "_takes_every_record", lambda rw: False)
+    real = aggregate.group_tensors
 
-    def counting(self, rw, occ):  # noqa: ANN001, ANN202
+    def counting(reader, rw, occ):  # noqa: ANN001, ANN202
         collected.append(1)
-        return real(self, rw, occ)
+        return real(reader, rw, occ)
 
-    monkeypatch.setattr(_tracker.Tracker, "_group_tensors", counting)
+    monkeypatch.setattr(aggregate, "group_tensors", counting)
     slow_run, slow_outs = _global_aggregates(spark)
     assert len(collected) == len(outs)  # the oracle took the general path every time
     for what, df in outs.items():

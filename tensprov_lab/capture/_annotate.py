@@ -10,132 +10,16 @@ user's records, each tagged with the keys of the input records it comes from.
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, field
 from typing import Any
 
 from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keyed import Annotated, Block, Rewrite, Unsupported, key_name
+from tensprov_lab.capture.rules import rule_for
 
-__all__ = ["Annotated", "Block", "Rewrite", "Unsupported", "annotate_source", "rewrite"]
+__all__ = ["STABLE_LEAVES", "annotate_source", "find_input", "plan_is_stable", "rewrite"]
 
 JObject = Any
-_names = itertools.count()
 
-
-def key_name(prefix: str = "k") -> str:
-    return f"__tp_{prefix}{next(_names)}"
-
-
-class Unsupported(Exception):
-    """The plan has a node capture cannot trace record by record."""
-
-
-@dataclass
-class Annotated:
-    """An annotated plan: ``plan.output == user attributes ++ keys``."""
-
-    plan: JObject
-    keys: list[JObject]
-    width: int
-    _names: list[str] | None = field(default=None, init=False, repr=False, compare=False)
-
-    def key_names(self) -> list[str]:
-        # asked on every read: a py4j round trip per key the first time only
-        if self._names is None:
-            self._names = [str(k.name()) for k in self.keys]
-        return list(self._names)
-
-
-@dataclass
-class Block:
-    """Key columns of the output that carry one thing: an input occurrence's keys,
-    the union branch, or the position of an exploded element."""
-
-    kind: str  # "input" | "branch" | "genpos"
-    pos: int  # input occurrence for kind == "input"
-    attrs: list[JObject]
-    width: int
-
-
-@dataclass
-class Group:
-    """A grouping node on the path: the plan that lists every group's members."""
-
-    kind: str  # "aggregate" | "dedup"
-    members_plan: JObject
-    members: str  # column of the list of member keys
-    pos: int
-    #: every member's key next to its grouping values, when those compare exactly in
-    #: pandas (no shuffle in Spark); ``None`` falls back to ``members_plan``
-    flat_plan: JObject | None = None
-    group_cols: list[str] = field(default_factory=list)
-    key_cols: list[str] = field(default_factory=list)
-    #: grouping-set id column of ``flat_plan`` (rollup, cube)
-    gid_col: str | None = None
-
-
-@dataclass
-class Semi:
-    pairs_plan: JObject | None  # inner version of a semi join; None for an anti join
-    left: list[Block]
-    right: list[Block]
-
-
-@dataclass
-class Rewrite:
-    plan: JObject
-    blocks: list[Block]
-    occurrences: list[int]  # input index of each occurrence
-    nodes: list[str] = field(default_factory=list)
-    group: Group | None = None
-    sort: bool = False
-    #: a global sort at the root of the plan, and its user-given order expressions: what
-    #: a caller reads to find ties when the input's keys are not in its canonical order
-    sort_node: JObject = None
-    sort_exprs: list[JObject] = field(default_factory=list)
-    semi: Semi | None = None
-    #: the last (for a plan with one join at its top: the top) join rewritten, and how
-    #: many of the output's blocks come from its left side
-    join_node: JObject = None
-    join_left_blocks: int = 0
-    n_branches: int = 0
-    contextual: bool = False
-    nondeterministic: bool = False
-
-    @property
-    def keys(self) -> list[JObject]:
-        return [a for b in self.blocks for a in b.attrs]
-
-    @property
-    def width(self) -> int:
-        return sum(b.width for b in self.blocks)
-
-
-_PASS = {
-    "Filter",
-    "GlobalLimit",
-    "LocalLimit",
-    "Sample",
-    "Repartition",
-    "RepartitionByExpression",
-    "RebalancePartitions",
-    "SubqueryAlias",
-    "ResolvedHint",
-    "View",
-    "Offset",
-    "CollectMetrics",
-    "Window",
-}
-#: node kinds that never change which records exist, nor their order in our numbering
-TRIVIAL = {
-    "Repartition",
-    "RepartitionByExpression",
-    "RebalancePartitions",
-    "ResolvedHint",
-    "SubqueryAlias",
-    "View",
-    "CollectMetrics",
-}
 STABLE_LEAVES = {
     "LogicalRDD",
     "LocalRelation",
@@ -147,20 +31,6 @@ STABLE_LEAVES = {
     "InMemoryRelation",
 }
 _STABLE_INNER = {"Project", "Filter", "SubqueryAlias", "View", "ResolvedHint", "Generate"}
-
-
-def _literals(jvm: Jvm, items: list[tuple[str, str | None, str]]) -> list[JObject]:
-    """Named literal expressions without references, one fresh expression id each.
-
-    ``items`` are ``(sql literal, cast type or None, name)``.
-    """
-    from pyspark.sql import functions as F
-
-    cols = []
-    for lit, typ, name in items:
-        c = F.expr(lit)
-        cols.append((c.cast(typ) if typ else c).alias(name))
-    return jvm.expressions_of(jvm.spark.range(1).select(*cols))
 
 
 def plan_is_stable(jvm: Jvm, plan: JObject) -> bool:
@@ -291,244 +161,19 @@ class _Rewriter:
         results = [self.walk(k) for k in kids]
         if not any(b for _, b in results):
             return node, []
+        rule = rule_for(cls)
+        if rule is None:
+            raise Unsupported(f"plan node {cls} is not traced record by record")
         self.info.nodes.append(cls)
+        self.info.rules.append(rule)
         if not self.jvm.deterministic(node):
             self.info.nondeterministic = True
-        handler = getattr(self, f"_on_{cls}", None)
-        if handler is not None:
-            return handler(node, kids, results)  # type: ignore[no-any-return]
-        if cls in _PASS:
-            if cls == "Window":
-                self.info.contextual = True
-            plan = node.withNewChildren(self.jvm.seq([p for p, _ in results]))
-            return plan, results[0][1]
-        raise Unsupported(f"plan node {cls} is not traced record by record")
-
-    @staticmethod
-    def _attrs(blocks: list[Block]) -> list[JObject]:
-        return [a for b in blocks for a in b.attrs]
-
-    def _single(self, results: list[tuple[JObject, list[Block]]]) -> tuple[JObject, list[Block]]:
-        if len(results) != 1:
-            raise Unsupported("expected one child")
-        return results[0]
-
-    def _on_Project(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        child, blocks = self._single(results)
-        return self.jvm.reproject(node, self._attrs(blocks), child), blocks
-
-    def _on_Sort(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        child, blocks = self._single(results)
-        if not bool(getattr(node, "global")()):
-            # sortWithinPartitions: our numbering ignores partitions, so nothing changes
-            return node.withNewChildren(self.jvm.seq([child])), blocks
-        from pyspark.sql import functions as F
-
-        names = [str(a.name()) for a in self._attrs(blocks)]
-        # break ties by input order so the numbering does not depend on partitioning
-        tie = self.jvm.to_df(child).orderBy(*[F.col(n).asc_nulls_first() for n in names])
-        extra = self.jvm.lst(tie._jdf.queryExecution().analyzed().order())
-        user = self.jvm.lst(node.order())
-        self.info.sort = True
-        new = self.jvm.copy(node, order=self.jvm.seq([*user, *extra]), child=child)
-        self.info.sort_node = new
-        self.info.sort_exprs = [o.child() for o in user]
-        return new, blocks
-
-    def _group_plan(self, child: JObject, blocks: list[Block]) -> Any:
-        """A representative member per group (flat key columns, nullable: a global
-        aggregate over no rows has none) and the list of every member."""
-        from pyspark.sql import functions as F
-
-        names = [str(a.name()) for a in self._attrs(blocks)]
-        members = key_name("m")
-        order = F.struct(*names)
-        reps = [
-            (F.min(F.col(n)) if len(names) == 1 else F.min_by(F.col(n), order)).alias(key_name("g"))
-            for n in names
-        ]
-        dummy = self.jvm.to_df(child).agg(*reps, F.collect_list(order).alias(members))
-        agg = dummy._jdf.queryExecution().analyzed()
-        exprs = self.jvm.lst(agg.aggregateExpressions())
-        return agg, exprs[:-1], exprs[-1], members
-
-    def _flat(self, grouping: list[JObject], child: JObject, blocks: list[Block]) -> Any:
-        """Members next to their grouping values, if pandas groups those like Spark."""
-        exact = {"integer", "long", "short", "byte", "string", "boolean", "date"}
-        if any(str(g.dataType().typeName()) not in exact for g in grouping):
-            return None, [], []
-        names = [key_name("v") for _ in grouping]
-        exprs = [self.jvm.alias(g, n) for g, n in zip(grouping, names)]
-        keys = self._attrs(blocks)
-        return self.jvm.project([*exprs, *keys], child), names, [str(k.name()) for k in keys]
-
-    def _input_block(self, blocks: list[Block], what: str) -> Block:
-        inputs = [b for b in blocks if b.kind == "input"]
-        if len(inputs) != 1 or len(blocks) != 1:
-            raise Unsupported(f"{what} over more than one input is not traced yet")
-        return inputs[0]
-
-    def _on_Aggregate(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        child, blocks = self._single(results)
-        block = self._input_block(blocks, "an aggregate")
-        if self.info.group is not None:
-            raise Unsupported("two grouping steps in one operation")
-        agg, reps, list_alias, members = self._group_plan(child, blocks)
-        members_plan = self.jvm.copy(
-            node, aggregateExpressions=self.jvm.seq([list_alias]), child=child
-        )
-        grouping = self.jvm.lst(node.groupingExpressions())
-        # rollup/cube: one input record is in several groups, one per grouping set
-        gid = [
-            g
-            for g in grouping
-            if self.jvm.cls(g) == "AttributeReference" and str(g.name()) == "spark_grouping_id"
-        ]
-        new = self.jvm.copy(
-            node,
-            aggregateExpressions=self.jvm.seq(
-                [*self.jvm.lst(node.aggregateExpressions()), *reps, *gid]
-            ),
-            child=child,
-        )
-        flat, gcols, kcols = self._flat(grouping, child, blocks)
-        if gid and flat is None:
-            raise Unsupported("grouping sets over values pandas cannot compare exactly")
-        self.info.group = Group(
-            "aggregate", members_plan, members, block.pos, flat, gcols, kcols,
-            gid_col=gcols[grouping.index(gid[0])] if gid else None,
-        )  # fmt: skip
-        # not contextual: every member of a group is in the tensor, so replaying the
-        # aggregate on a group's members recomputes its record (paper §III-E)
-        out = [Block("input", block.pos, [r.toAttribute() for r in reps], block.width)]
-        if gid:
-            out.append(Block("gid", -1, gid, 1))
-        return new, out
-
-    def _dedup(
-        self, node: JObject, keys: list[JObject], child: JObject, blocks: list[Block]
-    ) -> Any:
-        block = self._input_block(blocks, "dropDuplicates")
-        if self.info.group is not None:
-            raise Unsupported("two grouping steps in one operation")
-        agg, reps, list_alias, members = self._group_plan(child, blocks)
-        members_plan = self.jvm.copy(
-            agg,
-            groupingExpressions=self.jvm.seq(keys),
-            aggregateExpressions=self.jvm.seq([list_alias]),
-        )
-        flat, gcols, kcols = self._flat(keys, child, blocks)
-        self.info.group = Group("dedup", members_plan, members, block.pos, flat, gcols, kcols)
-        # a template Deduplicate node (its constructor differs across Spark versions)
-        template = self.jvm.to_df(child).dropDuplicates()._jdf.queryExecution().analyzed()
-        new = self.jvm.copy(template, keys=self.jvm.seq(keys), child=child)
-        return new, blocks
-
-    def _on_Deduplicate(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        child, blocks = self._single(results)
-        return self._dedup(node, self.jvm.lst(node.keys()), child, blocks)
-
-    def _on_Distinct(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        child, blocks = self._single(results)
-        return self._dedup(node, self.jvm.output(kids[0]), child, blocks)
-
-    def _on_Join(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        (left, lb), (right, rb) = results
-        if not lb or not rb:
-            raise Unsupported("a join with an untracked side")
-        new = node.withNewChildren(self.jvm.seq([left, right]))
-        jt = str(node.joinType().toString())
-        if jt in ("LeftSemi", "LeftAnti"):
-            if self.info.semi is not None:
-                raise Unsupported("two semi joins in one operation")
-            pairs = None
-            if jt == "LeftSemi":
-                inner = getattr(self.jvm.jvm.org.apache.spark.sql.catalyst.plans, "Inner$")
-                pairs = self.jvm.copy(new, joinType=getattr(inner, "MODULE$"))
-            self.info.semi = Semi(pairs, lb, rb)
-            return new, lb
-        self.info.join_node, self.info.join_left_blocks = new, len(lb)
-        return new, lb + rb
-
-    def _on_Union(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        if self.info.n_branches:
-            raise Unsupported("nested unions in one operation")
-        jvm = self.jvm
-        if any(not b for _, b in results):
-            raise Unsupported("a union with an untracked side")
-        all_blocks = [b for _, bs in results for b in bs]
-        projects = []
-        for c, ((child, blocks), kid) in enumerate(zip(results, kids)):
-            items: list[tuple[str, str | None, str]] = [(str(c), "bigint", key_name("b"))]
-            for b in all_blocks:
-                if not any(b is x for x in blocks):
-                    items += [
-                        ("NULL", str(a.dataType().catalogString()), key_name("n")) for a in b.attrs
-                    ]
-            lits = _literals(jvm, items)
-            it = iter(lits[1:])
-            exprs = [*jvm.output(kid), lits[0]]
-            for b in all_blocks:
-                exprs += b.attrs if any(b is x for x in blocks) else [next(it) for _ in b.attrs]
-            projects.append(jvm.project(exprs, child))
-        new = jvm.copy(node, children=jvm.seq(projects))
-        out = jvm.output(new)[len(jvm.output(kids[0])) :]
-        self.info.n_branches = len(kids)
-        new_blocks = [Block("branch", -1, [out[0]], 1)]
-        k = 1
-        for b in all_blocks:
-            new_blocks.append(Block(b.kind, b.pos, out[k : k + len(b.attrs)], b.width))
-            k += len(b.attrs)
-        return new, new_blocks
-
-    def _on_Generate(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        child, blocks = self._single(results)
-        jvm = self.jvm
-        gen = node.generator()
-        kind = jvm.cls(gen)
-        outputs = jvm.lst(node.generatorOutput())
-        if kind == "PosExplode":
-            # the user's position column, under a name of ours
-            new = jvm.copy(node, child=child)
-            alias = jvm.alias(outputs[0], key_name("p"))
-            new = jvm.project([*jvm.output(new), alias], new)
-            pos = alias.toAttribute()
-        elif kind == "Explode":
-            # the element's position makes exploded records unique and stable, unlike
-            # any id computed after a shuffle
-            expr = jvm._expr
-            types = jvm.jvm.org.apache.spark.sql.types
-            pos = expr.AttributeReference(
-                key_name("p"),
-                getattr(getattr(types, "IntegerType$"), "MODULE$"),
-                True,
-                types.Metadata.empty(),
-                expr.NamedExpression.newExprId(),
-                jvm.seq([]),
-            )
-            new = jvm.copy(
-                node,
-                generator=expr.PosExplode(gen.child()),
-                generatorOutput=jvm.seq([pos, *outputs]),
-                child=child,
-            )
-        else:
-            raise Unsupported(f"generator {kind} is not traced record by record")
-        return new, [*blocks, Block("genpos", -1, [pos], 1)]
-
-    def _on_Expand(self, node: JObject, kids: list[JObject], results: list[Any]) -> Any:
-        child, blocks = self._single(results)
-        keys = self._attrs(blocks)
-        projections = [
-            self.jvm.seq([*self.jvm.lst(p), *keys]) for p in self.jvm.lst(node.projections())
-        ]
-        new = self.jvm.copy(
-            node,
-            projections=self.jvm.seq(projections),
-            output=self.jvm.seq([*self.jvm.lst(node.output()), *keys]),
-            child=child,
-        )
-        return new, blocks
+        if rule.contextual:
+            self.info.contextual = True
+        blocker = rule.replay_blocker(self.jvm, node)
+        if blocker is not None:
+            self.info.replay_blockers.append(blocker)
+        return rule.annotate(self, node, kids, results)
 
 
 def rewrite(jvm: Jvm, plan: JObject, inputs: list[tuple[JObject, Annotated]]) -> Rewrite:

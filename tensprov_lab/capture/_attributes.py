@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tensprov_lab.capture._annotate import find_input, regroup_union
+from tensprov_lab.capture._exprs import Cell, Expr, Lin, added
+from tensprov_lab.capture._exprs import exprs as read_exprs
+from tensprov_lab.capture._exprs import ids as read_ids
 from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture.rules import rule_for
 
 __all__ = ["AttributeMaps", "attribute_maps"]
 
 JObject = Any
-Cell = tuple[int, int]  # (input occurrence, input column)
 
 
 @dataclass
@@ -43,85 +46,6 @@ class AttributeMaps:
     exact: bool = True
 
 
-@dataclass
-class _Lin:
-    contrib: frozenset[Cell] = frozenset()
-    infl: frozenset[Cell] = frozenset()
-
-    def all(self) -> frozenset[Cell]:
-        return self.contrib | self.infl
-
-
-@dataclass
-class _Expr:
-    cls: str
-    fields: dict[str, Any]
-    kids: list[_Expr] = field(default_factory=list)
-
-    def refs(self) -> set[int]:
-        out: set[int] = set()
-        stack = [self]
-        while stack:
-            e = stack.pop()
-            if e.cls == "AttributeReference":
-                out.add(int(e.fields["exprId"]["id"]))
-            stack.extend(e.kids)
-        return out
-
-    def named_id(self) -> int | None:
-        ident = self.fields.get("exprId")
-        return int(ident["id"]) if isinstance(ident, dict) else None
-
-    def find(self, cls: str) -> list[_Expr]:
-        found, stack = [], [self]
-        while stack:
-            e = stack.pop()
-            if e.cls == cls:
-                found.append(e)
-            else:
-                stack.extend(e.kids)
-        return found
-
-
-def _added(expr_id: int, refs: list[int]) -> _Expr:
-    """A new column of a projection as far as lineage needs it: its id and what it reads."""
-    kids = [_Expr("AttributeReference", {"exprId": {"id": r}}) for r in refs]
-    return _Expr("Alias", {"exprId": {"id": expr_id}}, kids)
-
-
-def _tree(items: list[dict[str, Any]]) -> _Expr:
-    """A Catalyst expression from its pre-order JSON list."""
-    pos = 0
-
-    def build() -> _Expr:
-        nonlocal pos
-        d = items[pos]
-        pos += 1
-        kids = [build() for _ in range(int(d.get("num-children", 0)))]
-        return _Expr(str(d["class"]).rsplit(".", 1)[-1], d, kids)
-
-    return build()
-
-
-def _exprs(value: Any) -> list[_Expr]:
-    """Expressions held by one JSON field: one expression, a sequence of them, or none."""
-    if not isinstance(value, list) or not value:
-        return []
-    if isinstance(value[0], dict) and "class" in value[0]:
-        return [_tree(value)]
-    return [e for v in value for e in _exprs(v)]
-
-
-def _ids(value: Any) -> list[int]:
-    return [i for e in _exprs(value) if (i := e.named_id()) is not None]
-
-
-#: nodes whose output is their (first) child's output
-_SAME_OUTPUT = {
-    "Filter", "Sort", "GlobalLimit", "LocalLimit", "Sample", "Repartition",
-    "RepartitionByExpression", "RebalancePartitions", "SubqueryAlias", "ResolvedHint",
-    "Distinct", "Deduplicate", "Offset", "View", "CollectMetrics", "Union",
-}  # fmt: skip
 #: a projection over at least this many columns is read by its new expressions only:
 #: Catalyst writes each attribute into JSON at ~0.4 ms, so this pays from a few columns
 #: on (German's pipeline: capture 2.3 s -> 1.3 s when lowered from 24)
@@ -131,8 +55,6 @@ _SEP = "\u0000\u0001"
 #: a few round trips each, against ~0.4 ms a simple expression and 2 ms a UDF in JSON)
 _FEW_FRESH = 32
 _ATTRIBUTE_ID = re.compile(r"#(\d+)L?(?:-T\d+ms)?$")
-_JOIN_BOTH = {"Inner", "LeftOuter", "RightOuter", "FullOuter", "Cross"}
-_JOIN_LEFT = {"LeftSemi", "LeftAnti"}
 
 
 class _Walker:
@@ -155,17 +77,17 @@ class _Walker:
         ident = self.jvm.ident(node)
         if ident not in self.ids:
             items = json.loads(self.jvm.to_json(self._relation(node.output())))
-            self.ids[ident] = _ids(items[0]["output"])
+            self.ids[ident] = read_ids(items[0]["output"])
         return self.ids[ident]
 
-    def walk(self, node: JObject, root: bool = False) -> tuple[dict[int, _Lin], list[int]]:
+    def walk(self, node: JObject, root: bool = False) -> tuple[dict[int, Lin], list[int]]:
         found = find_input(self.jvm, node, self.inputs, self.idents, self.occurrences, root)
         if found is not None:
             pos = len(self.occurrences)
             self.occurrences.append(found[0])
             ids = self.out_ids(node)
             self.widths.append(len(ids))
-            return {a: _Lin(frozenset({(pos, j)})) for j, a in enumerate(ids)}, ids
+            return {a: Lin(frozenset({(pos, j)})) for j, a in enumerate(ids)}, ids
         kids = self.jvm.children(node)
         n_kids = len(kids)
         cls = self.jvm.cls(node)
@@ -183,7 +105,7 @@ class _Walker:
             shallow = node.withNewChildren(self.jvm.seq([self.jvm.no_columns] * n_kids))
             d = json.loads(self.jvm.to_json(shallow))[0]
             out_ids = self._node_ids(node, d, kid_ids)
-        env: dict[int, _Lin] = {}
+        env: dict[int, Lin] = {}
         for e in envs:
             env.update(e)
         return self._node(d, env, envs, kid_ids, out_ids), out_ids
@@ -199,8 +121,10 @@ class _Walker:
             return None
         info = self.jvm.project_info(node)
         if info is not None:
-            out_ids, added = info
-            return self._passed_on(node, out_ids, [_added(e[0], e[1:]) for e in added], child_ids)
+            out_ids, fresh_refs = info
+            return self._passed_on(
+                node, out_ids, [added(e[0], e[1:]) for e in fresh_refs], child_ids
+            )
         output = node.output()
         size = int(output.size())
         parts = str(output.mkString(_SEP)).split(_SEP)
@@ -218,11 +142,11 @@ class _Walker:
         exprs = self._read_fresh(fresh, n_fresh) if n_fresh <= _FEW_FRESH else None
         if exprs is None:
             shallow = self.jvm.logical("Project")(fresh, self.jvm.no_columns)
-            exprs = _exprs(json.loads(self.jvm.to_json(shallow))[0]["projectList"])
+            exprs = read_exprs(json.loads(self.jvm.to_json(shallow))[0]["projectList"])
         return self._passed_on(node, ids, exprs, child_ids)
 
     def _passed_on(
-        self, node: JObject, ids: list[int], exprs: list[_Expr], child_ids: list[int]
+        self, node: JObject, ids: list[int], exprs: list[Expr], child_ids: list[int]
     ) -> tuple[dict[str, Any], list[int]] | None:
         """The narrow reading of a projection with output ``ids`` that adds ``exprs``;
         None unless every output is a child's column or an added expression, once."""
@@ -233,7 +157,7 @@ class _Walker:
         self.ids[self.jvm.ident(node)] = ids
         return d, ids
 
-    def _read_fresh(self, fresh: JObject, n: int) -> list[_Expr] | None:
+    def _read_fresh(self, fresh: JObject, n: int) -> list[Expr] | None:
         """The new expressions of a projection as their output id and the attributes they
         reference, read without JSON: Catalyst writes a UDF's encoders into it (2 ms
         for a VectorAssembler, 27 ms for some ML transforms).  None when an expression
@@ -251,35 +175,21 @@ class _Walker:
             if len(parts) != size or any(m is None for m in ids):
                 return None
             refs = [int(m.group(1)) for m in ids]  # type: ignore[union-attr]
-            exprs.append(_added(int(e.exprId().id()), refs))
+            exprs.append(added(int(e.exprId().id()), refs))
         return exprs
 
     def _node_ids(self, node: JObject, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int]:
-        cls = str(d["class"]).rsplit(".", 1)[-1]
         ident = self.jvm.ident(node)
         if ident in self.ids:
             return self.ids[ident]
-        ids: list[int] | None = None
-        if cls == "Project":
-            ids = _ids(d["projectList"])
-        elif cls == "Aggregate":
-            ids = _ids(d["aggregateExpressions"])
-        elif cls == "Window":
-            ids = kid_ids[0] + _ids(d["windowExpressions"])
-        elif cls in _SAME_OUTPUT and kid_ids:
-            ids = kid_ids[0]
-        elif cls == "Join":
-            kind = str(d.get("joinType", {}).get("object", "")).rstrip("$").rsplit(".", 1)[-1]
-            if kind in _JOIN_BOTH:
-                ids = kid_ids[0] + kid_ids[1]
-            elif kind in _JOIN_LEFT:
-                ids = kid_ids[0]
-        if ids is None:
+        rule = rule_for(str(d["class"]).rsplit(".", 1)[-1])
+        found = rule.output_ids(d, kid_ids) if rule is not None else None
+        if found is None:
             return self.out_ids(node)
-        self.ids[ident] = ids
-        return ids
+        self.ids[ident] = found
+        return found
 
-    def _lin(self, env: dict[int, _Lin], refs: set[int]) -> _Lin:
+    def lin(self, env: dict[int, Lin], refs: set[int]) -> Lin:
         contrib: set[Cell] = set()
         infl: set[Cell] = set()
         for r in refs:
@@ -287,87 +197,37 @@ class _Walker:
             if lin is not None:
                 contrib |= lin.contrib
                 infl |= lin.infl
-        return _Lin(frozenset(contrib), frozenset(infl))
+        return Lin(frozenset(contrib), frozenset(infl))
 
-    def _influence(self, env: dict[int, _Lin], value: Any) -> None:
-        for e in _exprs(value):
-            self.row |= self._lin(env, e.refs()).all()
+    def influence(self, env: dict[int, Lin], value: Any) -> None:
+        for e in read_exprs(value):
+            self.row |= self.lin(env, e.refs()).all()
 
-    def _named(self, env: dict[int, _Lin], exprs: list[_Expr]) -> dict[int, _Lin]:
+    def named(self, env: dict[int, Lin], exprs: list[Expr]) -> dict[int, Lin]:
         out = {}
         for e in exprs:
             ident = e.named_id()
             if ident is not None:
-                out[ident] = env[ident] if ident in env else self._lin(env, e.refs())
+                out[ident] = env[ident] if ident in env else self.lin(env, e.refs())
         return out
 
     def _node(
         self,
         d: dict[str, Any],
-        env: dict[int, _Lin],
-        envs: list[dict[int, _Lin]],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
         kid_ids: list[list[int]],
         out_ids: list[int],
-    ) -> dict[int, _Lin]:
-        cls = str(d["class"]).rsplit(".", 1)[-1]
-        new: dict[int, _Lin] = {}
-        if cls == "Project":
-            new = self._named(env, d["parsed"] if "parsed" in d else _exprs(d["projectList"]))
-        elif cls == "Aggregate":
-            self._influence(env, d["groupingExpressions"])
-            new = self._named(env, _exprs(d["aggregateExpressions"]))
-        elif cls == "Window":
-            spec = _Lin()
-            for key in ("partitionSpec", "orderSpec"):
-                for e in _exprs(d[key]):
-                    got = self._lin(env, e.refs())
-                    spec = _Lin(spec.contrib | got.contrib, spec.infl | got.infl)
-            for e in _exprs(d["windowExpressions"]):
-                fn = _Lin()
-                for w in e.find("WindowExpression"):
-                    got = self._lin(env, w.kids[0].refs())
-                    fn = _Lin(fn.contrib | got.contrib, fn.infl | got.infl)
-                ident = e.named_id()
-                if ident is not None:
-                    new[ident] = _Lin(fn.contrib, fn.infl | spec.all())
-        elif cls == "Generate":
-            gen = _exprs(d["generator"])
-            lin = self._lin(env, gen[0].refs()) if gen else _Lin()
-            new = {i: lin for i in _ids(d["generatorOutput"])}
-            # a stored array decides how many records exist (none when it is empty);
-            # an array built from columns, explode(array(a, b)), always gives its size
-            if gen and not all(k.cls in ("CreateArray", "CreateMap") for k in gen[0].kids):
-                self.row |= lin.all()
-        elif cls == "Expand":
-            cols: list[set[int]] = [set() for _ in out_ids]
-            for proj in d["projections"]:
-                for j, e in enumerate(_exprs(proj)):
-                    if j < len(cols):
-                        cols[j] |= e.refs()
-            new = {a: self._lin(env, cols[j]) for j, a in enumerate(out_ids)}
-        elif cls == "Union":
-            for j, a in enumerate(out_ids):
-                parts = [envs[k].get(ids[j]) for k, ids in enumerate(kid_ids) if j < len(ids)]
-                new[a] = _Lin(
-                    frozenset().union(*(p.contrib for p in parts if p)),
-                    frozenset().union(*(p.infl for p in parts if p)),
-                )
-        elif cls in ("Filter", "Join"):
-            self._influence(env, d.get("condition"))
-        elif cls == "Sort":
-            self._influence(env, d.get("order"))
-        elif cls == "Deduplicate":
-            self._influence(env, d.get("keys"))
-        elif cls == "Distinct":
-            for a in kid_ids[0] if kid_ids else []:
-                self.row |= env[a].all() if a in env else set()
-        out: dict[int, _Lin] = {}
+    ) -> dict[int, Lin]:
+        rule = rule_for(str(d["class"]).rsplit(".", 1)[-1])
+        new = rule.attributes(self, d, env, envs, kid_ids, out_ids) if rule is not None else {}
+        out: dict[int, Lin] = {}
         unknown = [a for a in out_ids if a not in new and a not in env]
         if unknown:
             # a node we do not model makes new columns: assume every input column of it
             # contributes to them (a superset), and say the map is not exact
             self.exact = False
-            everything = self._lin(env, set(env))
+            everything = self.lin(env, set(env))
             new.update({a: everything for a in unknown})
         for a in out_ids:
             out[a] = new[a] if a in new else env[a]
@@ -391,7 +251,7 @@ def attribute_maps(
     contributing = [np.zeros((len(out_ids), n), dtype=bool) for n in w.widths]
     influencing = [np.zeros((len(out_ids), n), dtype=bool) for n in w.widths]
     for o, a in enumerate(out_ids):
-        lin = env.get(a, _Lin())
+        lin = env.get(a, Lin())
         for pos, col in lin.contrib:
             contributing[pos][o, col] = True
         for pos, col in lin.infl | row:

@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._annotate import STABLE_LEAVES, key_name
+from tensprov_lab.capture._annotate import STABLE_LEAVES
 from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes
 from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keyed import key_name
 from tensprov_lab.capture._keys import KeyError_
 
 __all__ = ["Fusion", "plan"]

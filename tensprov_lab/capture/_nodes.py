@@ -7,7 +7,7 @@ import uuid as uuid_module
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tensprov_lab.capture._annotate import Annotated
+from tensprov_lab.capture._keyed import Annotated
 from tensprov_lab.capture._keys import KeyIndex
 
 __all__ = ["ROW", "Capturing", "Node", "Pending", "RunLog", "TensProvWarning"]

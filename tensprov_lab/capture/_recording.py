@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from tensprov_lab.capture._annotate import Annotated, annotate_source, plan_is_stable
+from tensprov_lab.capture._annotate import annotate_source, plan_is_stable
 from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keyed import Annotated
 from tensprov_lab.capture._keys import ScanKeyIndex
 from tensprov_lab.capture._nodes import (
     Node,

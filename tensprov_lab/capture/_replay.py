@@ -434,11 +434,8 @@ def _blocker(op: Operation) -> str | None:
         return f"{op.expression} is not deterministic"
     if op.contextual:
         return f"{op.expression} is contextual: a change reaches records outside its lineage"
-    text = op.expression.lower()
-    if "anti" in text or op.method in ("subtract", "exceptAll", "intersect", "intersectAll"):
-        return f"{op.expression}: removing a record can make others appear (not distributive)"
-    if op.method in ("limit", "offset"):
-        return f"{op.expression}: a limit lets other records in (not distributive)"
+    if op.replay_blocker:  # the replay rule of a node on its way (capture.rules)
+        return f"{op.expression}: {op.replay_blocker}"
     return None
 
 

@@ -25,17 +25,10 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture import _fused
-from tensprov_lab.capture._annotate import (
-    TRIVIAL,
-    Annotated,
-    Rewrite,
-    Unsupported,
-    annotate_source,
-    plan_is_stable,
-    rewrite,
-)
+from tensprov_lab.capture._annotate import annotate_source, plan_is_stable, rewrite
 from tensprov_lab.capture._attributes import attribute_maps
 from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keyed import Annotated, Rewrite, Unsupported
 from tensprov_lab.capture._keys import (
     KeyError_,
     KeyIndex,
@@ -50,7 +43,7 @@ from tensprov_lab.capture._nodes import (
     TensProvWarning,
     _short_error,
 )
-from tensprov_lab.capture._record_rules import RecordRules, _every_record
+from tensprov_lab.capture._record_rules import RecordRules
 from tensprov_lab.capture._recording import (
     DATAFRAME_METHODS,
     GROUPED_METHODS,
@@ -58,6 +51,8 @@ from tensprov_lab.capture._recording import (
     early_group,
 )
 from tensprov_lab.capture._records import RecordReading
+from tensprov_lab.capture.rules import TRIVIAL
+from tensprov_lab.capture.rules.aggregate import every_record
 from tensprov_lab.store import Store
 
 __all__ = [
@@ -601,6 +596,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             ds.id, p.method, category, [n.ds_id for n in occ_nodes], tensors,
             expression=p.expression, nondeterministic=nondet, contextual=rw.contextual,
             trivial=category == "trivial", warnings=warns,
+            replay_blocker=rw.replay_blockers[0] if rw.replay_blockers else None,
             seconds=time.perf_counter() - t0, run=run.id, **attrs,
         )  # fmt: skip
         p.out.ann = Annotated(rw.plan, rw.keys, rw.width)
@@ -621,7 +617,7 @@ class Tracker(Recording, RecordRules, RecordReading):
         )
         tensors, ki, why = None, None, None
         if readable:
-            _, tensors, ki = _every_record(node)
+            _, tensors, ki = every_record(node)
         else:
             why = (
                 f"{p.expression}: record-level provenance not captured (an input has no "

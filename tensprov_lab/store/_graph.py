@@ -85,6 +85,10 @@ class Operation:
     #: the block's fused reads
     jobs: int = 0
     fused: bool = False
+    #: why dropping input records cannot be previewed by replaying lineage-related
+    #: records through it (the replay rule of a plan node on its way, e.g. an anti
+    #: join or a limit: not distributive); None when nothing on its way says so
+    replay_blocker: str | None = None
 
     @property
     def localized(self) -> bool:

@@ -1,0 +1,102 @@
+"""One provenance rule per kind of logical-plan node: record, attribute and replay rule.
+
+Capture reads each operation's analyzed plan from its root down to its inputs and asks,
+for every node on the way, the :class:`Rule` registered for the node's class:
+
+==================  ==========================================================
+module              Catalyst nodes (what the user wrote)
+==================  ==========================================================
+:mod:`.project`     Project (select, withColumn, drop, casts, UDFs)
+:mod:`.filter`      Filter (filter, where, dropna)
+:mod:`.limit`       GlobalLimit, LocalLimit, Offset, Sample
+:mod:`.sort`        Sort (orderBy, sortWithinPartitions)
+:mod:`.join`        Join (every join type)
+:mod:`.union`       Union (union, unionByName)
+:mod:`.aggregate`   Aggregate (groupBy().agg, rollup, cube, global aggregates)
+:mod:`.dedup`       Deduplicate, Distinct
+:mod:`.generate`    Generate (explode, posexplode)
+:mod:`.expand`      Expand (under rollup, cube, unpivot)
+:mod:`.window`      Window (window functions)
+:mod:`.passthrough` Repartition, aliases, hints, views, observe
+==================  ==========================================================
+
+A node kind without a rule is not traced record by record: its operation becomes an
+explicit opaque operation with a warning (and its column lineage a superset).
+
+**Adding an operation** means one module here: a :class:`Rule` subclass naming its
+``nodes`` and overriding what differs from the defaults (keys pass through, columns
+pass through, distributive), added to ``_RULES`` below, and its tests.  The tracker
+(:mod:`.._tracker`) only orchestrates; the rewrite (:mod:`.._annotate`) and the
+attribute walk (:mod:`.._attributes`) dispatch here.
+
+Examples
+--------
+>>> from tensprov_lab.capture.rules import TRIVIAL, rule_for
+>>> type(rule_for("Aggregate")).__module__
+'tensprov_lab.capture.rules.aggregate'
+>>> sorted(TRIVIAL)[:2]
+['CollectMetrics', 'RebalancePartitions']
+"""
+
+from __future__ import annotations
+
+from tensprov_lab.capture.rules._base import Captured, Reading, Rewriting, Rule, Walking
+from tensprov_lab.capture.rules.aggregate import Aggregate
+from tensprov_lab.capture.rules.dedup import Deduplicate, Distinct
+from tensprov_lab.capture.rules.expand import Expand
+from tensprov_lab.capture.rules.filter import Filter
+from tensprov_lab.capture.rules.generate import Generate
+from tensprov_lab.capture.rules.join import Join
+from tensprov_lab.capture.rules.limit import Limit, Sample
+from tensprov_lab.capture.rules.passthrough import PassThrough
+from tensprov_lab.capture.rules.project import Project
+from tensprov_lab.capture.rules.sort import Sort
+from tensprov_lab.capture.rules.union import Union
+from tensprov_lab.capture.rules.window import Window
+
+__all__ = [
+    "KEEPS_RECORDS",
+    "RULES",
+    "TRIVIAL",
+    "Captured",
+    "Reading",
+    "Rewriting",
+    "Rule",
+    "Walking",
+    "rule_for",
+]
+
+_RULES: list[Rule] = [
+    Project(),
+    Filter(),
+    Limit(),
+    Sample(),
+    Sort(),
+    Join(),
+    Union(),
+    Aggregate(),
+    Deduplicate(),
+    Distinct(),
+    Generate(),
+    Expand(),
+    Window(),
+    PassThrough(),
+]
+
+#: the rule of each Catalyst logical-plan node class (simple name)
+RULES: dict[str, Rule] = {}
+for _rule in _RULES:
+    for _name in _rule.nodes:
+        if _name in RULES:
+            raise RuntimeError(f"two rules for plan node {_name}")
+        RULES[_name] = _rule
+
+#: node kinds that never change which records exist, nor their order in our numbering
+TRIVIAL = frozenset(n for n, r in RULES.items() if r.trivial)
+#: node kinds whose output, alone in an operation, is their input's records in order
+KEEPS_RECORDS = frozenset(n for n, r in RULES.items() if r.keeps_records)
+
+
+def rule_for(node_class: str) -> Rule | None:
+    """The rule for a plan node class (its simple name), or None: not traced."""
+    return RULES.get(node_class)

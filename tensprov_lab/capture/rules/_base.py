@@ -1,0 +1,153 @@
+"""What a rule is, and what the rewrite, the attribute walk and the capture give it."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from tensprov_lab.capture._exprs import Expr, Lin
+from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keyed import Block, Rewrite, Unsupported
+from tensprov_lab.capture._keys import KeyIndex, ScanKeyIndex
+
+__all__ = ["Captured", "Reading", "Rewriting", "Rule", "Walking", "attrs", "single"]
+
+JObject = Any
+#: a child of a node in the rewrite: its rewritten plan and the key blocks it carries
+Walked = tuple[JObject, list[Block]]
+#: an operation's output size, its tensors (one per input occurrence) and key index
+Captured = tuple[int, list[Any], KeyIndex]
+
+
+class Rewriting(Protocol):
+    """The record-level rewrite of one operation's plan (:mod:`.._annotate`)."""
+
+    jvm: Jvm
+    #: what the nodes met so far told the record rules
+    info: Rewrite
+
+
+class Walking(Protocol):
+    """The attribute walk of one operation's plan (:mod:`.._attributes`)."""
+
+    jvm: Jvm
+    #: input cells deciding whether or where a record exists: they influence every column
+    row: set[tuple[int, int]]
+
+    def lin(self, env: dict[int, Lin], refs: set[int]) -> Lin: ...
+    def influence(self, env: dict[int, Lin], value: Any) -> None: ...
+    def named(self, env: dict[int, Lin], exprs: list[Expr]) -> dict[int, Lin]: ...
+
+
+class Reading(Protocol):
+    """What a record rule may ask of the capture (the tracker) when it needs a job."""
+
+    jvm: Jvm
+
+    def _index_deferred(self, nodes: list[Any]) -> None: ...
+    def _set_index(self, node: Any, ki: ScanKeyIndex) -> None: ...
+    def _collect_keys(
+        self, plan: Any, names: list[str], keep: bool = False, ident: int | None = None
+    ) -> np.ndarray: ...
+    def _functional(
+        self,
+        rw: Rewrite,
+        occ: list[Any],
+        raw: np.ndarray | None,
+        runs: np.ndarray | None = None,
+        given: list[np.ndarray] | None = None,
+        canonical: bool = False,
+    ) -> Captured: ...
+
+
+class Rule:
+    """How capture traces one kind of Catalyst logical-plan node.
+
+    A rule holds the three things capture needs of a node kind:
+
+    - the **record rule**: :meth:`annotate` carries the record keys of the node's
+      inputs through it (the default passes them on unchanged: the node keeps, drops or
+      reorders records but never makes one from several), and, when the node decides
+      the shape of the operation's tensors (a grouping, a join matched in NumPy, a
+      sort), :meth:`tensors` builds them;
+    - the **attribute rule**: :meth:`output_ids` and :meth:`attributes` say where each
+      output column's values come from and which input columns decide its records;
+    - the **replay rule**: :meth:`replay_blocker` says why dropping input records
+      cannot be previewed by replaying lineage-related records through the node
+      (SystemL's distributivity test), and :attr:`contextual` that an output record
+      depends on records outside its lineage.
+
+    Examples
+    --------
+    >>> from tensprov_lab.capture.rules import rule_for
+    >>> rule_for("Filter").keeps_records, rule_for("Aggregate").keeps_records
+    (False, False)
+    >>> rule_for("Project").keeps_records
+    True
+    >>> rule_for("Intersect") is None  # not traced record by record: an opaque operation
+    True
+    """
+
+    #: the Catalyst logical-plan node classes (simple names) the rule handles
+    nodes: ClassVar[tuple[str, ...]] = ()
+    #: alone in an operation, its output is its input's records in their order
+    #: (identity tensor)
+    keeps_records: ClassVar[bool] = False
+    #: never changes which records exist, nor their order (an operation of such nodes
+    #: only is shown as trivial)
+    trivial: ClassVar[bool] = False
+    #: its output attributes are its (first) child's
+    same_output: ClassVar[bool] = False
+    #: an output record depends on input records outside its tensors (a window)
+    contextual: ClassVar[bool] = False
+
+    # -- record rule --------------------------------------------------------------------
+    def annotate(
+        self, rw: Rewriting, node: JObject, kids: list[JObject], results: list[Walked]
+    ) -> Walked:
+        """The node over its rewritten children, and the key blocks its output carries."""
+        plan = node.withNewChildren(rw.jvm.seq([p for p, _ in results]))
+        return plan, results[0][1]
+
+    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+        """The operation's tensors when this node decides their shape (None: it does
+        not, or not this time; the next rule, then the generic functional rule, is
+        asked)."""
+        return None
+
+    # -- attribute rule -----------------------------------------------------------------
+    def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
+        """The expression ids of the node's output from its JSON ``d`` (None: ask Spark)."""
+        return kid_ids[0] if self.same_output and kid_ids else None
+
+    def attributes(
+        self,
+        w: Walking,
+        d: dict[str, Any],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
+        kid_ids: list[list[int]],
+        out_ids: list[int],
+    ) -> dict[int, Lin]:
+        """The lineage of the columns the node makes (the rest pass on unchanged), and,
+        through ``w.influence`` / ``w.row``, the input cells that decide its records."""
+        return {}
+
+    # -- replay rule --------------------------------------------------------------------
+    def replay_blocker(self, jvm: Jvm, node: JObject) -> str | None:
+        """Why dropping records cannot be previewed by replay through ``node`` (None:
+        the node distributes over union of its input records)."""
+        return None
+
+
+def attrs(blocks: list[Block]) -> list[JObject]:
+    """The key attributes of ``blocks``, in order."""
+    return [a for b in blocks for a in b.attrs]
+
+
+def single(results: list[Walked]) -> Walked:
+    """The one rewritten child of a unary node."""
+    if len(results) != 1:
+        raise Unsupported("expected one child")
+    return results[0]

@@ -1,0 +1,261 @@
+"""``groupBy(...).agg(...)``, global aggregates, ``rollup`` and ``cube``.
+
+Record rule: one output record per group, numbered by its smallest member (then by
+grouping set); the tensor lists every member (why-provenance).  The rewrite keeps a
+representative key per group in the user's aggregate and notes, in a
+:class:`~.._keyed.Group`, the plan that lists every member next to its grouping values;
+:meth:`Aggregate.tensors` reads it back (a fused capture reads the grouping columns in
+its one scan instead, see :mod:`.._fused`).  Attribute rule: the aggregate's arguments
+contribute, the grouping columns influence.  Replay: an aggregate distributes over union
+of its groups' members (an edit that moves a record between groups is caught by the
+what-if itself).
+
+Examples
+--------
+>>> import numpy as np
+>>> from tensprov_lab.capture.rules.aggregate import number_groups
+>>> number_groups(np.array([3, 0, 1, 2]), np.array([0, 1, 1, 0]), 2)[1]  # member -> row
+array([1, 0, 0, 1])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensprov_lab.capture._exprs import Lin, exprs, ids
+from tensprov_lab.capture._keyed import Block, Group, Rewrite, Unsupported, key_name
+from tensprov_lab.capture._keys import GroupSetKeyIndex, KeyIndex, MappedKeyIndex, arrow_keys
+from tensprov_lab.capture.rules._base import (
+    Captured,
+    Reading,
+    Rewriting,
+    Rule,
+    Walked,
+    Walking,
+    attrs,
+    single,
+)
+from tensprov_lab.store import tensor_from_pairs
+
+__all__ = ["Aggregate", "every_record", "group_plan", "groups", "number_groups"]
+
+JObject = Any
+#: nodes a grouping step may have beside row-keeping ones in the same operation
+_GROUPING = {"Aggregate", "Deduplicate", "Distinct", "Expand"}
+#: grouping value types pandas compares exactly as Spark does
+_EXACT = {"integer", "long", "short", "byte", "string", "boolean", "date"}
+
+
+class Aggregate(Rule):
+    nodes = ("Aggregate",)
+
+    def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
+        jvm = rw.jvm
+        child, blocks = single(results)
+        block = input_block(blocks, "an aggregate")
+        if rw.info.group is not None:
+            raise Unsupported("two grouping steps in one operation")
+        agg, reps, list_alias, members = group_plan(rw, child, blocks)
+        members_plan = jvm.copy(node, aggregateExpressions=jvm.seq([list_alias]), child=child)
+        grouping = jvm.lst(node.groupingExpressions())
+        # rollup/cube: one input record is in several groups, one per grouping set
+        gid = [
+            g
+            for g in grouping
+            if jvm.cls(g) == "AttributeReference" and str(g.name()) == "spark_grouping_id"
+        ]
+        new = jvm.copy(
+            node,
+            aggregateExpressions=jvm.seq([*jvm.lst(node.aggregateExpressions()), *reps, *gid]),
+            child=child,
+        )
+        flat, gcols, kcols = flat_plan(rw, grouping, child, blocks)
+        if gid and flat is None:
+            raise Unsupported("grouping sets over values pandas cannot compare exactly")
+        rw.info.group = Group(
+            "aggregate", members_plan, members, block.pos, flat, gcols, kcols,
+            gid_col=gcols[grouping.index(gid[0])] if gid else None,
+        )  # fmt: skip
+        # not contextual: every member of a group is in the tensor, so replaying the
+        # aggregate on a group's members recomputes its record (paper §III-E)
+        out = [Block("input", block.pos, [r.toAttribute() for r in reps], block.width)]
+        if gid:
+            out.append(Block("gid", -1, gid, 1))
+        return new, out
+
+    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+        if rw.group is None:
+            return None
+        reader._index_deferred(occ)
+        return group_tensors(reader, rw, occ)
+
+    def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
+        return ids(d["aggregateExpressions"])
+
+    def attributes(
+        self,
+        w: Walking,
+        d: dict[str, Any],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
+        kid_ids: list[list[int]],
+        out_ids: list[int],
+    ) -> dict[int, Lin]:
+        w.influence(env, d["groupingExpressions"])
+        return w.named(env, exprs(d["aggregateExpressions"]))
+
+
+def input_block(blocks: list[Block], what: str) -> Block:
+    """The one input's key block under a grouping step."""
+    inputs = [b for b in blocks if b.kind == "input"]
+    if len(inputs) != 1 or len(blocks) != 1:
+        raise Unsupported(f"{what} over more than one input is not traced yet")
+    return inputs[0]
+
+
+def group_plan(rw: Rewriting, child: JObject, blocks: list[Block]) -> Any:
+    """A representative member per group (flat key columns, nullable: a global aggregate
+    over no rows has none) and the list of every member."""
+    from pyspark.sql import functions as F
+
+    names = [str(a.name()) for a in attrs(blocks)]
+    members = key_name("m")
+    order = F.struct(*names)
+    reps = [
+        (F.min(F.col(n)) if len(names) == 1 else F.min_by(F.col(n), order)).alias(key_name("g"))
+        for n in names
+    ]
+    dummy = rw.jvm.to_df(child).agg(*reps, F.collect_list(order).alias(members))
+    agg = dummy._jdf.queryExecution().analyzed()
+    items = rw.jvm.lst(agg.aggregateExpressions())
+    return agg, items[:-1], items[-1], members
+
+
+def flat_plan(rw: Rewriting, grouping: list[JObject], child: JObject, blocks: list[Block]) -> Any:
+    """Members next to their grouping values, if pandas groups those like Spark."""
+    if any(str(g.dataType().typeName()) not in _EXACT for g in grouping):
+        return None, [], []
+    names = [key_name("v") for _ in grouping]
+    items = [rw.jvm.alias(g, n) for g, n in zip(grouping, names)]
+    keys = attrs(blocks)
+    return rw.jvm.project([*items, *keys], child), names, [str(k.name()) for k in keys]
+
+
+def group_tensors(reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured:
+    """The tensor of a grouping step (aggregate or dedup) from its members read back."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    g = rw.group
+    assert g is not None
+    extra = [n for n, r in zip(rw.nodes, rw.rules) if not r.keeps_records and n not in _GROUPING]
+    if extra:
+        raise Unsupported(f"{sorted(set(extra))} after a grouping step")
+    node = occ[g.pos]
+    assert node.ki is not None and node.n is not None
+    if _takes_every_record(rw):
+        # one group of every input record (a global aggregate straight over its input):
+        # nothing to read back from Spark
+        return every_record(node)
+    jvm = reader.jvm
+    if g.flat_plan is not None:
+        table = jvm.to_arrow(jvm.to_df(g.flat_plan))
+        raw = arrow_keys(table, g.key_cols)
+        if g.group_cols:
+            parent, n_groups = _group_ids(table, g.group_cols)
+        else:  # a global aggregate: one group, even over no rows
+            parent, n_groups = np.zeros(len(raw), dtype=np.int64), 1
+    else:
+        table = jvm.to_arrow(jvm.to_df(g.members_plan).select(g.members))
+        col = table.column(g.members).combine_chunks()
+        n_groups = len(col)
+        flat = pc.list_flatten(col)
+        parent = np.asarray(
+            pc.list_parent_indices(col).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
+        raw = arrow_keys(pa.table({"k": flat}), ["k"])
+    member = node.ki.lookup(raw)
+    gid = arrow_keys(table, [g.gid_col])[:, 0] if g.gid_col is not None else None
+    return groups(node, member, parent, n_groups, gid)
+
+
+def number_groups(
+    member: np.ndarray, parent: np.ndarray, n_groups: int, gid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's output row (groups by smallest member, then grouping-set id:
+    DESIGN.md §3) and each member's."""
+    first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, parent, member)
+    group_gid = np.zeros(n_groups, dtype=np.int64)
+    if gid is not None:
+        group_gid[parent] = gid
+    order = np.lexsort((group_gid, first))
+    rank = np.empty(n_groups, dtype=np.int64)
+    rank[order] = np.arange(n_groups)
+    return rank, rank[parent]
+
+
+def groups(
+    node: Any,
+    member: np.ndarray,
+    parent: np.ndarray,
+    n_groups: int,
+    gid: np.ndarray | None = None,
+    ordered: bool = False,
+) -> Captured:
+    """The tensor and key index of a grouping of ``node``'s records: ``member[i]`` is in
+    group ``parent[i]`` (of grouping set ``gid[i]``); ``ordered``: groups are numbered
+    by smallest member already."""
+    assert node.ki is not None and node.n is not None
+    if ordered:
+        rank, out_rows = np.arange(n_groups), parent
+    else:
+        rank, out_rows = number_groups(member, parent, n_groups, gid)
+    empty = np.flatnonzero(np.bincount(parent, minlength=n_groups) == 0)
+    null_row = int(rank[empty[0]]) if len(empty) else None
+    tensor = tensor_from_pairs(out_rows, member, n_groups, node.n)
+    ki: KeyIndex
+    if gid is not None:
+        ki = GroupSetKeyIndex(node.ki, member, gid, out_rows, n_groups)
+    else:
+        in_to_out = np.full(node.n, -1, dtype=np.int64)
+        in_to_out[member] = out_rows
+        ki = MappedKeyIndex(node.ki, in_to_out, n_groups, null_row)
+    return n_groups, [tensor], ki
+
+
+def every_record(node: Any) -> Captured:
+    """One output record made from every record of ``node``: its size, tensor and keys."""
+    assert node.ki is not None and node.n is not None
+    member = np.arange(node.n, dtype=np.int64)
+    everything = np.zeros(node.n, dtype=np.int64)
+    tensor = tensor_from_pairs(everything, member, 1, node.n)
+    return 1, [tensor], MappedKeyIndex(node.ki, everything, 1, 0 if not node.n else None)
+
+
+def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
+    """Group number of every row, grouping equal values (and nulls) like Spark does for
+    integral, string, boolean and date columns."""
+    import pandas as pd
+
+    from tensprov_lab.capture._equijoin import value_codes
+
+    code, _ = value_codes([table.column(name) for name in columns])
+    # hash-based: no sort of every member
+    parent, uniq = pd.factorize(code)
+    return parent.astype(np.int64), len(uniq)
+
+
+def _takes_every_record(rw: Rewrite) -> bool:
+    """Whether the operation is one global aggregate over every record of its one input:
+    no grouping keys or grouping sets, and only row-preserving steps around it."""
+    g = rw.group
+    if g is None or g.kind != "aggregate" or g.group_cols or g.gid_col is not None:
+        return False
+    # flat_plan is None when grouping values cannot be compared exactly: then there are some
+    if g.flat_plan is None or len(rw.occurrences) != 1:
+        return False
+    steps = [n for n, r in zip(rw.nodes, rw.rules) if not r.keeps_records]
+    return steps == ["Aggregate"]

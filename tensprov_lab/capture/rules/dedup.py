@@ -1,0 +1,104 @@
+"""``distinct`` and ``dropDuplicates(subset)``.
+
+Record rule: a grouping step (see :mod:`.aggregate`): one output record per group of
+equal values, numbered by its smallest member, the tensor listing every member.
+``dropDuplicates`` on a subset keeps an arbitrary record of each group (the tracker flags
+it non-deterministic).  Attribute rule: the dedup keys (every column for ``distinct``)
+influence every output column.
+
+Examples
+--------
+>>> from tensprov_lab.capture.rules import rule_for
+>>> rule_for("Distinct") is rule_for("Deduplicate")
+False
+>>> rule_for("Distinct").same_output
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensprov_lab.capture._exprs import Lin
+from tensprov_lab.capture._keyed import Group, Rewrite, Unsupported
+from tensprov_lab.capture.rules._base import (
+    Captured,
+    Reading,
+    Rewriting,
+    Rule,
+    Walked,
+    Walking,
+    single,
+)
+from tensprov_lab.capture.rules.aggregate import flat_plan, group_plan, group_tensors, input_block
+
+__all__ = ["Deduplicate", "Distinct"]
+
+
+class _Dedup(Rule):
+    same_output = True
+
+    def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
+        jvm = rw.jvm
+        child, blocks = single(results)
+        keys = self.keys(rw, node, kids)
+        block = input_block(blocks, "dropDuplicates")
+        if rw.info.group is not None:
+            raise Unsupported("two grouping steps in one operation")
+        agg, reps, list_alias, members = group_plan(rw, child, blocks)
+        members_plan = jvm.copy(
+            agg, groupingExpressions=jvm.seq(keys), aggregateExpressions=jvm.seq([list_alias])
+        )
+        flat, gcols, kcols = flat_plan(rw, keys, child, blocks)
+        rw.info.group = Group("dedup", members_plan, members, block.pos, flat, gcols, kcols)
+        # a template Deduplicate node (its constructor differs across Spark versions)
+        template = jvm.to_df(child).dropDuplicates()._jdf.queryExecution().analyzed()
+        return jvm.copy(template, keys=jvm.seq(keys), child=child), blocks
+
+    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+        if rw.group is None:
+            return None
+        reader._index_deferred(occ)
+        return group_tensors(reader, rw, occ)
+
+
+class Deduplicate(_Dedup):
+    nodes = ("Deduplicate",)
+
+    def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
+        return rw.jvm.lst(node.keys())  # type: ignore[no-any-return]
+
+    def attributes(
+        self,
+        w: Walking,
+        d: dict[str, Any],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
+        kid_ids: list[list[int]],
+        out_ids: list[int],
+    ) -> dict[int, Lin]:
+        w.influence(env, d.get("keys"))
+        return {}
+
+
+class Distinct(_Dedup):
+    nodes = ("Distinct",)
+
+    def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
+        return rw.jvm.output(kids[0])  # type: ignore[no-any-return]
+
+    def attributes(
+        self,
+        w: Walking,
+        d: dict[str, Any],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
+        kid_ids: list[list[int]],
+        out_ids: list[int],
+    ) -> dict[int, Lin]:
+        for a in kid_ids[0] if kid_ids else []:
+            w.row |= env[a].all() if a in env else set()
+        return {}

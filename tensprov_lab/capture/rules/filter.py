@@ -1,0 +1,40 @@
+"""``filter`` / ``where`` (and ``dropna``, which Spark plans as a filter).
+
+Record rule: the surviving records keep their keys (a mask of the input; a fused
+capture evaluates the condition in its one scan, see :mod:`.._fused`).  Attribute rule:
+the columns the condition reads influence every output column.  Replay: a filter
+distributes over union (dropping a record never lets another one through).
+
+Examples
+--------
+>>> from tensprov_lab.capture.rules import rule_for
+>>> rule = rule_for("Filter")
+>>> rule.same_output, rule.keeps_records
+(True, False)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensprov_lab.capture._exprs import Lin
+from tensprov_lab.capture.rules._base import Rule, Walking
+
+__all__ = ["Filter"]
+
+
+class Filter(Rule):
+    nodes = ("Filter",)
+    same_output = True
+
+    def attributes(
+        self,
+        w: Walking,
+        d: dict[str, Any],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
+        kid_ids: list[list[int]],
+        out_ids: list[int],
+    ) -> dict[int, Lin]:
+        w.influence(env, d.get("condition"))
+        return {}

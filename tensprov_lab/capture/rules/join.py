@@ -1,0 +1,211 @@
+"""``join`` of every kind: inner, outer, cross, semi and anti, with any condition.
+
+Record rule: every output record comes from one record of each side (-1 for the missing
+side of an outer join), numbered by (left row, right row); both sides' keys travel
+through Spark's own join, or, for an equi-join whose sides fit in this process,
+:meth:`Join.tensors` matches the sides' key values in NumPy from one scan of each
+(:mod:`.._equijoin`).  A semi join keeps left records; its right tensor lists the right
+records that matched (:func:`semi_tensors`); an anti join's lists none.  Attribute rule:
+the join condition's columns influence every output column.  Replay: an anti join does
+not distribute over union (dropping a right record can make a left one appear).
+
+Examples
+--------
+>>> from tensprov_lab.capture.rules import rule_for
+>>> rule_for("Join").nodes
+('Join',)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes
+from tensprov_lab.capture._exprs import Lin
+from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._keyed import Rewrite, Semi, Unsupported, key_name
+from tensprov_lab.capture._keys import ScanKeyIndex, arrow_keys
+from tensprov_lab.capture.rules._base import Captured, Reading, Rewriting, Rule, Walked, Walking
+from tensprov_lab.store import tensor_from_pairs
+
+__all__ = ["Join", "semi_tensors"]
+
+#: most records of one join side read into this process to match keys in NumPy, and
+#: Spark's size estimate of a side above which that is not even tried (sizes beyond
+#: these are left to Spark's own join)
+_JOIN_MAX_SIDE = 20_000_000
+_JOIN_MAX_BYTES = 4 << 30
+_BOTH = {"Inner", "LeftOuter", "RightOuter", "FullOuter", "Cross"}
+_LEFT = {"LeftSemi", "LeftAnti"}
+
+
+def _join_type(d: dict[str, Any]) -> str:
+    return str(d.get("joinType", {}).get("object", "")).rstrip("$").rsplit(".", 1)[-1]
+
+
+class Join(Rule):
+    nodes = ("Join",)
+
+    def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
+        (left, lb), (right, rb) = results
+        if not lb or not rb:
+            raise Unsupported("a join with an untracked side")
+        new = node.withNewChildren(rw.jvm.seq([left, right]))
+        jt = str(node.joinType().toString())
+        if jt in _LEFT:
+            if rw.info.semi is not None:
+                raise Unsupported("two semi joins in one operation")
+            pairs = None
+            if jt == "LeftSemi":
+                inner = getattr(rw.jvm.jvm.org.apache.spark.sql.catalyst.plans, "Inner$")
+                pairs = rw.jvm.copy(new, joinType=getattr(inner, "MODULE$"))
+            rw.info.semi = Semi(pairs, lb, rb)
+            return new, lb
+        rw.info.join_node, rw.info.join_left_blocks = new, len(lb)
+        return new, lb + rb
+
+    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+        raw = _numpy_join_keys(reader, rw, occ)
+        return None if raw is None else reader._functional(rw, occ, raw)
+
+    def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
+        kind = _join_type(d)
+        if kind in _BOTH:
+            return kid_ids[0] + kid_ids[1]
+        if kind in _LEFT:
+            return kid_ids[0]
+        return None
+
+    def attributes(
+        self,
+        w: Walking,
+        d: dict[str, Any],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
+        kid_ids: list[list[int]],
+        out_ids: list[int],
+    ) -> dict[int, Lin]:
+        w.influence(env, d.get("condition"))
+        return {}
+
+    def replay_blocker(self, jvm: Jvm, node: Any) -> str | None:
+        if str(node.joinType().toString()) == "LeftAnti":
+            return "removing a record can make others appear (an anti join: not distributive)"
+        return None
+
+
+def semi_tensors(
+    reader: Reading, rw: Rewrite, occ: list[Any], left_idx: np.ndarray, tensors: list[Any]
+) -> list[Any]:
+    """The right tensors of a semi join (the right records each kept left record
+    matched; none for an anti join), given the left rows kept in output order."""
+    assert rw.semi is not None
+    right = [b for b in rw.semi.right if b.kind == "input"]
+    n_out = len(left_idx)
+    for b in right:
+        n_in = occ[b.pos].n
+        assert n_in is not None
+        if rw.semi.pairs_plan is None:
+            tensors[b.pos] = tensor_from_pairs(
+                np.zeros(0, np.int64), np.zeros(0, np.int64), n_out, n_in
+            )
+            continue
+        lnames = [str(a.name()) for lb in rw.semi.left for a in lb.attrs]
+        rnames = [str(a.name()) for a in b.attrs]
+        raw = reader._collect_keys(rw.semi.pairs_plan, lnames + rnames)
+        lw = sum(lb.width for lb in rw.semi.left)
+        lki = occ[rw.semi.left[0].pos].ki
+        rki = occ[b.pos].ki
+        assert lki is not None and rki is not None
+        li = lki.lookup(raw[:, :lw])
+        ri = rki.lookup(raw[:, lw:])
+        # a semi join keeps left records in their order: output row = rank among kept
+        outs = np.searchsorted(left_idx, li).astype(np.int64)
+        tensors[b.pos] = tensor_from_pairs(outs, ri, n_out, n_in)
+    return tensors
+
+
+def _numpy_join_keys(reader: Reading, rw: Rewrite, occ: list[Any]) -> np.ndarray | None:
+    """The raw keys of an equi-join's output, matched in NumPy from one scan of each
+    side (see :mod:`.._equijoin`); ``None`` when the operation is not such a join or
+    Spark's own join is the cheaper way (too big a side, or a side it broadcasts while
+    every source it reads already has its record index)."""
+    if rw.group is not None or rw.sort or rw.semi is not None or rw.nondeterministic:
+        return None
+    if any(b.kind != "input" for b in rw.blocks):
+        return None
+    jvm = reader.jvm
+    ej = find_equi_join(jvm, rw.plan)
+    if ej is None or rw.join_node is None or jvm.ident(ej.node) != jvm.ident(rw.join_node):
+        return None
+    ids = [int(a.exprId().id()) for a in rw.keys]
+    split = rw.join_left_blocks
+    side_of = [0 if i < split else 1 for i in range(len(rw.blocks))]
+    # a side that is a whole source not yet counted gets its index from its keys
+    whole = [
+        bool(node.deferred and node.ann is not None)
+        and jvm.ident(ej.sides[side]) == jvm.ident(node.ann.plan)
+        for node, side in ((occ[b.pos], s) for b, s in zip(rw.blocks, side_of))
+    ]
+    # both sides read one source: its keys appear twice in the output, which Spark
+    # cannot read back by name, while each side read on its own is unambiguous
+    shared = len(set(ids)) < len(ids)
+    if not shared and not _numpy_cheaper(jvm, ej.sides, any(whole)):
+        return None
+    tables = []
+    for side, (plan, keys) in enumerate(zip(ej.sides, ej.keys)):
+        side_keys = [a for b, s in zip(rw.blocks, side_of) if s == side for a in b.attrs]
+        names = [key_name("j") for _ in keys]
+        items = [*side_keys, *(jvm.alias(k, n) for k, n in zip(keys, names))]
+        table = jvm.to_arrow(jvm.to_df(jvm.project(items, plan)))
+        if table.num_rows > _JOIN_MAX_SIDE:
+            return None
+        tables.append((table, names))
+    (lt, ln), (rt, rn) = tables
+    codes = key_codes([lt.column(n) for n in ln], [rt.column(n) for n in rn])
+    pairs = join_pairs(*codes, *ej.keep)
+    raw = []
+    for b_i, (b, side) in enumerate(zip(rw.blocks, side_of)):
+        table = tables[side][0]
+        block = arrow_keys(table, [str(a.name()) for a in b.attrs])
+        node = occ[b.pos]
+        if whole[b_i] and node.deferred:
+            # the side is the whole source in scan order: its keys are its index
+            ki = ScanKeyIndex.from_keys(block[:, 0])
+            if ki is not None:
+                reader._set_index(node, ki)
+        picked = np.full((len(pairs[side]), block.shape[1]), -1, dtype=np.int64)
+        found = pairs[side] >= 0
+        picked[found] = block[pairs[side][found]]
+        raw.append(picked)
+    reader._index_deferred(occ)
+    return np.column_stack(raw) if raw else np.zeros((0, 0), np.int64)
+
+
+def _numpy_cheaper(jvm: Jvm, sides: list[Any], counts_a_source: bool) -> bool:
+    """Whether to match a join's keys in NumPy rather than read Spark's join output.
+
+    Every side must be small enough to read into this process.  Then NumPy wins when
+    Spark would shuffle every side (too big to broadcast: its own join sorts both), and
+    also when a side is a source still to be counted: reading its keys gives its record
+    index, which otherwise costs a Spark job of its own (two such jobs made a first
+    capture of a broadcast join about twice as slow).
+    """
+    try:
+        limit = jvm.broadcast_threshold()
+        sizes = [_estimated_bytes(jvm, s) for s in sides]
+    except Exception:  # noqa: BLE001 - no estimate: leave the join to Spark
+        return False
+    # Spark's "no estimate" (e.g. an RDD) is Long.MaxValue, and estimates above one
+    # scale it down: sizes no real data has
+    if not all(size >= 2**60 or size <= _JOIN_MAX_BYTES for size in sizes):
+        return False
+    return counts_a_source or all(limit < 0 or size > limit for size in sizes)
+
+
+def _estimated_bytes(jvm: Jvm, plan: Any) -> int:
+    """Spark's size estimate of ``plan``'s result (what its broadcast choice reads)."""
+    stats = jvm.to_df(plan)._jdf.queryExecution().optimizedPlan().stats()
+    return int(str(stats.sizeInBytes()))

@@ -1,0 +1,45 @@
+"""``select``, ``withColumn``, ``drop``, renames, casts, UDFs: projections.
+
+Record rule: every output record is its input record (identity); the keys are added to
+the projection's list.  Attribute rule: each new column's values come from the columns
+its expression references (read from the analyzed plan's expression ids; wide
+projections are read narrowly by :class:`.._attributes._Walker`).
+
+Examples
+--------
+>>> from tensprov_lab.capture.rules import rule_for
+>>> rule_for("Project").keeps_records
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensprov_lab.capture._exprs import Lin, exprs, ids
+from tensprov_lab.capture.rules._base import Rewriting, Rule, Walked, Walking, attrs, single
+
+__all__ = ["Project"]
+
+
+class Project(Rule):
+    nodes = ("Project",)
+    keeps_records = True
+
+    def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
+        child, blocks = single(results)
+        return rw.jvm.reproject(node, attrs(blocks), child), blocks
+
+    def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
+        return ids(d["projectList"])
+
+    def attributes(
+        self,
+        w: Walking,
+        d: dict[str, Any],
+        env: dict[int, Lin],
+        envs: list[dict[int, Lin]],
+        kid_ids: list[list[int]],
+        out_ids: list[int],
+    ) -> dict[int, Lin]:
+        return w.named(env, d["parsed"] if "parsed" in d else exprs(d["projectList"]))
