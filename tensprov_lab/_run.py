@@ -325,7 +325,7 @@ class Run:
 
     def _lineage(
         self, direction: str, df: Any, rows: Any, where: str | None, to: Any,
-        columns: Any, with_how: bool,
+        columns: Any, with_how: bool, localized: bool = False,
     ) -> Lineage | CellLineage:  # fmt: skip
         ds_id, picked = self._select(df, rows, where)
         default = self.store.sources() if direction == "backward" else self.store.sinks()
@@ -345,14 +345,17 @@ class Run:
                     stacklevel=3,
                 )
         if cols is not None:
-            res = cell_lineage(self.store, ds_id, picked, cols, direction, to=targets)
+            res = cell_lineage(
+                self.store, ds_id, picked, cols, direction, to=targets, localized=localized
+            )
             return CellLineage(self, res, paths)
         run = backward if direction == "backward" else forward
-        return Lineage(self, run(self.store, ds_id, picked, to=targets), paths)
+        found = run(self.store, ds_id, picked, to=targets, localized=localized)
+        return Lineage(self, found, paths)
 
     def backward(
         self, df: Any, rows: Any = None, where: str | None = None, to: Any = None,
-        columns: Any = None, how: bool = False,
+        columns: Any = None, how: bool = False, localized: bool = False,
     ) -> Any:  # fmt: skip
         """Q2 (Q4 with ``columns``, Q6/Q8 with ``how``): what ``rows`` of ``df`` come from.
 
@@ -368,22 +371,26 @@ class Run:
             (``result.how``, a pandas DataFrame: the path as text, the operation ids in
             data-flow order, and ``inputs``, which input of each operation the path
             enters by: 0 the left of a join, 1 its right)
+        localized : a window function's output record from its own input record only
+            (the paper's localized view; default: also the records of its frame, e.g.
+            the row ``lag`` reads or the rows a running sum adds, and the partition
+            whose order decides a rank)
 
         Returns
         -------
         Lineage, or CellLineage when ``columns`` is given
         """
-        return self._lineage("backward", df, rows, where, to, columns, how)
+        return self._lineage("backward", df, rows, where, to, columns, how, localized)
 
     def forward(
         self, df: Any, rows: Any = None, where: str | None = None, to: Any = None,
-        columns: Any = None, how: bool = False,
+        columns: Any = None, how: bool = False, localized: bool = False,
     ) -> Any:  # fmt: skip
         """Q1 (Q3 with ``columns``, Q5/Q7 with ``how``): what ``rows`` of ``df`` flow into.
 
         Same parameters as :meth:`backward`; ``to`` defaults to every sink.
         """
-        return self._lineage("forward", df, rows, where, to, columns, how)
+        return self._lineage("forward", df, rows, where, to, columns, how, localized)
 
     def transformations(self, df: Any, direction: str = "backward") -> pd.DataFrame:
         """Q9: the operations that produced ``df`` (``"backward"``) or consumed it, and

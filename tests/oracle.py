@@ -127,12 +127,15 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
                 lin.append(li)
         return Table([*t.cols, "e"], {**t.types, "e": "int"}, rows, lin)
     if kind == "window_count":
+        # count(lit(1)) over (partition by c): the frame is the whole partition, so a
+        # record comes from every record of its partition (DESIGN.md §10, windows)
         _, c = step
-        counts: dict[Any, int] = {}
-        for r in t.rows:
-            counts[t.get(r, c)] = counts.get(t.get(r, c), 0) + 1
-        rows = [(*r, counts[t.get(r, c)]) for r in t.rows]
-        return Table([*t.cols, "wc"], {**t.types, "wc": "int"}, rows, list(t.lin))
+        members: dict[Any, list[int]] = {}
+        for i, r in enumerate(t.rows):
+            members.setdefault(t.get(r, c), []).append(i)
+        rows = [(*r, len(members[t.get(r, c)])) for r in t.rows]
+        lin = [merge(*(t.lin[j] for j in members[t.get(r, c)])) for r in t.rows]
+        return Table([*t.cols, "wc"], {**t.types, "wc": "int"}, rows, lin)
     raise ValueError(kind)
 
 
@@ -304,6 +307,17 @@ def step_rows(step: tuple, t: Table, b: Table) -> list[list[frozenset[int]]]:
     return [[li.get(f"@{k}", frozenset()) for li in out.lin] for k in range(n_inputs)]
 
 
+def step_column_rows(step: tuple, t: Table, rows: list[list[frozenset[int]]]) -> list[dict]:
+    """Per input of ``step``: output column -> per output row, the input rows that
+    column's values come from, where that differs from the record's ``rows`` (a window
+    operation: the columns it keeps come from the record itself, the window column from
+    its frame)."""
+    if step[0] == "window_count":
+        own = [frozenset([i]) for i in range(len(t.rows))]
+        return [{c: own for c in t.cols}]
+    return [{} for _ in rows]
+
+
 @dataclass
 class Step:
     """One step of a linear pipeline: ``out = step(t, other)``.
@@ -320,26 +334,37 @@ class Step:
     out: Table
     rows: list[list[frozenset[int]]] = field(init=False)
     cols: list[tuple[Cols, Cols]] = field(init=False)
+    #: per input: output column -> per output row, its own input rows (see
+    #: :func:`step_column_rows`)
+    col_rows: list[dict] = field(init=False)
 
     def __post_init__(self) -> None:
         self.rows = step_rows(self.step, self.t, self.other)
         self.cols = step_columns(self.step, self.t, self.out)
+        self.col_rows = step_column_rows(self.step, self.t, self.rows)
 
 
 def _back(
-    contrib: set[Cell], infl: set[Cell], rows: list[frozenset[int]], cm: Cols, im: Cols
+    contrib: set[Cell],
+    infl: set[Cell],
+    rows: list[frozenset[int]],
+    cm: Cols,
+    im: Cols,
+    col_rows: dict | None = None,
 ) -> tuple[set[Cell], set[Cell]]:
     """One input of one step, cell by cell: a contributing output cell passes its value
     on to the input cells of its contributing columns, and is placed by the cells of its
-    influencing columns; an influencing output cell is decided by all of them."""
+    influencing columns; an influencing output cell is decided by all of them.  An output
+    column listed in ``col_rows`` takes its rows from there."""
+    col_rows = col_rows or {}
     c_in: set[Cell] = set()
     i_in: set[Cell] = set()
     for o, col in contrib:
-        for i in rows[o]:
+        for i in col_rows.get(col, rows)[o]:
             c_in.update((i, x) for x in cm.get(col, ()))
             i_in.update((i, x) for x in im.get(col, ()))
     for o, col in infl:
-        for i in rows[o]:
+        for i in col_rows.get(col, rows)[o]:
             i_in.update((i, x) for x in cm.get(col, frozenset()) | im.get(col, frozenset()))
     return c_in, i_in
 
@@ -357,7 +382,7 @@ def backward_cells(
         prev_c: set[Cell] = set()
         prev_i: set[Cell] = set()
         for k, (cm, im) in enumerate(st.cols):
-            c, i = _back(contrib, infl, st.rows[k], cm, im)
+            c, i = _back(contrib, infl, st.rows[k], cm, im, st.col_rows[k])
             if k == 0 or st.other_source is None:
                 prev_c |= c
                 prev_i |= i
@@ -379,21 +404,27 @@ def _fwd(
     cm: Cols,
     im: Cols,
     out_cols: list[str],
+    col_rows: dict | None = None,
 ) -> tuple[set[Cell], set[Cell]]:
     """:func:`_back` read the other way: from input cells to the output cells they reach."""
-    users: dict[int, list[int]] = {}
-    for o, ins in enumerate(rows):
-        for i in ins:
-            users.setdefault(i, []).append(o)
+    col_rows = col_rows or {}
     c_out: set[Cell] = set()
     i_out: set[Cell] = set()
-    for i, x in contrib:
-        for o in users.get(i, ()):
-            c_out.update((o, oc) for oc in out_cols if x in cm.get(oc, ()))
-            i_out.update((o, oc) for oc in out_cols if x in im.get(oc, ()))
-    for i, x in infl:
-        for o in users.get(i, ()):
-            i_out.update((o, oc) for oc in out_cols if x in cm.get(oc, ()) or x in im.get(oc, ()))
+    for oc in out_cols:
+        users: dict[int, list[int]] = {}
+        for o, ins in enumerate(col_rows.get(oc, rows)):
+            for i in ins:
+                users.setdefault(i, []).append(o)
+        for i, x in contrib:
+            for o in users.get(i, ()):
+                if x in cm.get(oc, ()):
+                    c_out.add((o, oc))
+                if x in im.get(oc, ()):
+                    i_out.add((o, oc))
+        for i, x in infl:
+            for o in users.get(i, ()):
+                if x in cm.get(oc, ()) or x in im.get(oc, ()):
+                    i_out.add((o, oc))
     return c_out, i_out
 
 
@@ -415,7 +446,7 @@ def forward_cells(
                 c_in, i_in = start, set()  # the source itself, read again
             else:
                 continue
-            c, i = _fwd(c_in, i_in, st.rows[k], cm, im, st.out.cols)
+            c, i = _fwd(c_in, i_in, st.rows[k], cm, im, st.out.cols, st.col_rows[k])
             nxt_c |= c
             nxt_i |= i
         contrib, infl = nxt_c, nxt_i

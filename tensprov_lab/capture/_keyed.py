@@ -107,6 +107,9 @@ class Rewrite:
     #: cannot preview it
     rules: list[Any] = field(default_factory=list)
     replay_blockers: list[str] = field(default_factory=list)
+    #: each window node met: (the node, its rewritten input, that input's key
+    #: attributes), what the window rule reads frames over
+    windows: list[tuple[JObject, JObject, list[JObject]]] = field(default_factory=list)
 
     @property
     def keys(self) -> list[JObject]:

@@ -63,6 +63,7 @@ class RecordRules:
             and len(occ) == 1
             and rw.group is None
             and not genpos
+            and not rw.windows  # a window's frames: its rule reads them
         ):
             n = occ[0].n
             assert n is not None and occ[0].ki is not None

@@ -25,19 +25,19 @@ from tensprov_lab.capture._nodes import (
     _dataframes_in,
     _describe,
 )
+from tensprov_lab.capture.rules import METHODS
 
 __all__ = ["DATAFRAME_METHODS", "GROUPED_METHODS", "Recording"]
 
-DATAFRAME_METHODS = [
-    "select", "selectExpr", "filter", "where", "withColumn", "withColumns",
-    "withColumnRenamed", "withColumnsRenamed", "drop", "alias", "toDF", "join",
-    "crossJoin", "union", "unionAll", "unionByName", "distinct", "dropDuplicates",
-    "drop_duplicates", "orderBy", "sort", "sortWithinPartitions", "limit", "offset",
-    "sample", "dropna", "fillna", "replace", "repartition", "repartitionByRange",
-    "coalesce", "hint", "intersect", "intersectAll", "subtract", "exceptAll", "melt",
-    "unpivot", "transform", "withMetadata", "to", "describe", "summary", "observe",
-    "mapInPandas", "mapInArrow", "localCheckpoint", "checkpoint",
-]  # fmt: skip
+#: DataFrame methods recorded in a tracked block: the ones the rules name (see
+#: :mod:`.rules`), and ones whose plans several rules trace or none does (opaque)
+DATAFRAME_METHODS = sorted(
+    METHODS
+    | {
+        "intersect", "intersectAll", "subtract", "exceptAll", "transform", "describe",
+        "summary", "mapInPandas", "mapInArrow", "localCheckpoint", "checkpoint",
+    }
+)  # fmt: skip
 GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "applyInPandas"]
 #: methods whose inner calls are the operations (they only call other methods)
 _TRANSPARENT = {"transform"}

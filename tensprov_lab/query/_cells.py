@@ -82,35 +82,44 @@ def _finish(acc: dict[int, list[np.ndarray]]) -> Cells:
 
 
 def step_cells(
-    store: Store, op: Operation, k: int, contrib: Cells, infl: Cells, direction: str
+    store: Store,
+    op: Operation,
+    k: int,
+    contrib: Cells,
+    infl: Cells,
+    direction: str,
+    localized: bool = False,
 ) -> tuple[Cells, Cells]:
-    """Push cells across input position ``k`` of ``op`` (backward: output -> input)."""
-    assert op.tensors is not None
-    t = op.tensors[k]
-    cm, im, _ = _maps(store, op, k)
-    if direction == "forward":
-        cm, im = cm.T, im.T
-    move = t.backward if direction == "backward" else t.forward
-    cache: dict[bytes, np.ndarray] = {}
+    """Push cells across input position ``k`` of ``op`` (backward: output -> input).
 
-    def moved(rows: np.ndarray) -> np.ndarray:
-        key = rows.tobytes()
+    An output column's rows move through ``t.for_column(column)``: a window function's
+    column through its frame, every other column through its own record.  ``localized``:
+    through ``t.localized()`` (a window's record alone)."""
+    assert op.tensors is not None
+    t = op.tensors[k].localized() if localized else op.tensors[k]
+    cm, im, _ = _maps(store, op, k)
+    backward = direction == "backward"
+    if not backward:
+        cm, im = cm.T, im.T
+    cache: dict[tuple[int, bytes], np.ndarray] = {}
+
+    def moved(out_col: int, rows: np.ndarray) -> np.ndarray:
+        tt = t.for_column(out_col)
+        key = (id(tt), rows.tobytes())
         if key not in cache:
-            cache[key] = move(rows)
+            cache[key] = tt.backward(rows) if backward else tt.forward(rows)
         return cache[key]
 
     c_acc: dict[int, list[np.ndarray]] = {}
     i_acc: dict[int, list[np.ndarray]] = {}
     for col, rows in contrib.items():
-        r = moved(rows)
         for c in np.flatnonzero(cm[col]):
-            _merge(c_acc, int(c), r)
+            _merge(c_acc, int(c), moved(col if backward else int(c), rows))
         for c in np.flatnonzero(im[col]):
-            _merge(i_acc, int(c), r)
+            _merge(i_acc, int(c), moved(col if backward else int(c), rows))
     for col, rows in infl.items():
-        r = moved(rows)
         for c in np.flatnonzero(cm[col] | im[col]):
-            _merge(i_acc, int(c), r)
+            _merge(i_acc, int(c), moved(col if backward else int(c), rows))
     return _finish(c_acc), _finish(i_acc)
 
 
@@ -130,6 +139,7 @@ def cell_lineage(
     columns: Iterable[int],
     direction: str = "backward",
     to: int | Iterable[int] | None = None,
+    localized: bool = False,
 ) -> CellResult:
     """Cells of other datasets that cells ``rows x columns`` of ``ds_id`` come from
     (``direction="backward"``) or flow into (``"forward"``).
@@ -188,7 +198,7 @@ def cell_lineage(
             nxt = op.inputs[k] if direction == "backward" else op.output
             if not _maps(store, op, k)[2]:
                 approximate.add(op.id)
-            c, i = step_cells(store, op, k, contrib[d], infl[d], direction)
+            c, i = step_cells(store, op, k, contrib[d], infl[d], direction, localized)
             for col, r in c.items():
                 pend_c.setdefault(nxt, {}).setdefault(col, []).append(r)
             for col, r in i.items():

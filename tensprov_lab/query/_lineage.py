@@ -152,6 +152,7 @@ def _run(
     rows: ArrayLike,
     to: int | Iterable[int] | None,
     direction: str,
+    localized: bool = False,
 ) -> LineageResult:
     start_rows = _start_rows(store, ds_id, rows)
     targets = _targets(store, to)
@@ -198,15 +199,16 @@ def _run(
         result[d] = r
         for op in edges[d]:
             assert op.tensors is not None
+            tensors = [t.localized() for t in op.tensors] if localized else op.tensors
             if direction == "backward":
-                for inp, t in zip(op.inputs, op.tensors, strict=True):
+                for inp, t in zip(op.inputs, tensors, strict=True):
                     if targets is None or inp in useful:
                         pending.setdefault(inp, []).append(t.backward(r))
             else:
                 if targets is not None and op.output not in useful:
                     continue
                 # a self-join consumes d twice: both positions contribute
-                for inp, t in zip(op.inputs, op.tensors, strict=True):
+                for inp, t in zip(op.inputs, tensors, strict=True):
                     if inp == d:
                         pending.setdefault(op.output, []).append(t.forward(r))
 
@@ -221,7 +223,11 @@ def _run(
 
 
 def backward(
-    store: Store, ds_id: int, rows: ArrayLike, to: int | Iterable[int] | None = None
+    store: Store,
+    ds_id: int,
+    rows: ArrayLike,
+    to: int | Iterable[int] | None = None,
+    localized: bool = False,
 ) -> LineageResult:
     """Rows of upstream datasets that the given rows of ``ds_id`` derive from.
 
@@ -237,6 +243,9 @@ def backward(
         Keep only these datasets (plus the start) in ``rows`` of the result; only the
         paths leading to them are evaluated.  A target that is not upstream of the start
         (or only behind an opaque operation) is absent from the result.
+    localized : bool
+        A window function's output record from its own input record only (the paper's
+        localized view), not from its frame and the partition deciding its rank.
 
     Returns
     -------
@@ -260,11 +269,15 @@ def backward(
     >>> backward(s, u.id, [1, 2]).rows[a.id]
     array([0, 1])
     """
-    return _run(store, ds_id, rows, to, "backward")
+    return _run(store, ds_id, rows, to, "backward", localized)
 
 
 def forward(
-    store: Store, ds_id: int, rows: ArrayLike, to: int | Iterable[int] | None = None
+    store: Store,
+    ds_id: int,
+    rows: ArrayLike,
+    to: int | Iterable[int] | None = None,
+    localized: bool = False,
 ) -> LineageResult:
     """Rows of downstream datasets derived from the given rows of ``ds_id``.
 
@@ -281,7 +294,7 @@ def forward(
     >>> forward(s, a.id, [1]).rows[u.id]
     array([1, 3])
     """
-    return _run(store, ds_id, rows, to, "forward")
+    return _run(store, ds_id, rows, to, "forward", localized)
 
 
 def mapping(store: Store, src: int, dst: int) -> sp.csr_array:

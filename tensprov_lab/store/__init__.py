@@ -12,12 +12,14 @@ from tensprov_lab.store._tensors import (
     PackedInts,
     Tensor,
 )
+from tensprov_lab.store._window_tensor import FrameTensor, WindowTensor
 
 __all__ = [
     "AllTensor",
     "BlockTensor",
     "CSRTensor",
     "Dataset",
+    "FrameTensor",
     "IdentityTensor",
     "IndexTensor",
     "MaskTensor",
@@ -26,6 +28,7 @@ __all__ = [
     "Store",
     "StoreError",
     "Tensor",
+    "WindowTensor",
     "make_tensor",
     "tensor_from_pairs",
 ]

@@ -39,6 +39,7 @@ from tensprov_lab.store._tensors import (
     MaskTensor,
     Tensor,
 )
+from tensprov_lab.store._window_tensor import FrameTensor, WindowTensor
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "SaveError", "Saved", "read_store", "write_store"]
 
@@ -117,6 +118,19 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], at: str) -> Any:
             code = {"packed": obj._values, "pfor": obj._patched, "ef": obj._ef}[obj.form]
             out["code"] = _encode(code, arrays, f"{at}code.")
         return out
+    if isinstance(obj, FrameTensor):
+        order, lo, hi = obj.codes
+        return {
+            "type": "frame", "order": _encode(order, arrays, f"{at}order."),
+            "lo": _encode(lo, arrays, f"{at}lo."), "hi": _encode(hi, arrays, f"{at}hi."),
+        }  # fmt: skip
+    if isinstance(obj, WindowTensor):
+        return {
+            "type": "window", "n": obj.n_in,
+            "frames": [_encode(f, arrays, f"{at}f{i}.") for i, f in enumerate(obj.frames)],
+            "columns": {str(c): parts for c, parts in obj.columns.items()},
+            "own": obj._with_own,
+        }  # fmt: skip
     if isinstance(obj, CSRTensor):
         return {
             "type": "csr", "n_out": obj.n_out, "n_in": obj.n_in,
@@ -166,6 +180,12 @@ def _decode(meta: Any, arrays: dict[str, np.ndarray]) -> Any:
         if meta["form"] == "pfor":
             return IndexTensor(meta["n_out"], meta["n_in"], patched=code, nnz=nnz)
         return IndexTensor(meta["n_out"], meta["n_in"], values=code, nnz=nnz)
+    if kind == "frame":
+        return FrameTensor._stored(*(_decode(meta[k], arrays) for k in ("order", "lo", "hi")))
+    if kind == "window":
+        frames = [_decode(f, arrays) for f in meta["frames"]]
+        columns = {int(c): list(parts) for c, parts in meta["columns"].items()}
+        return WindowTensor(meta["n"], frames, columns, own=meta["own"])
     if kind == "csr":
         return CSRTensor._stored(meta["n_out"], meta["n_in"], arr("indptr"), arr("indices"))
     raise SaveError(f"unknown tensor type {kind!r} in the save: written by a newer tensprov-lab?")

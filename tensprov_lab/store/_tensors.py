@@ -187,6 +187,16 @@ class Tensor(ABC):
         u = _sorted_unique(normalize_rows(rows, self.n_out, "output row"))
         return self._pairs(u)
 
+    def localized(self) -> Tensor:
+        """The tensor of the paper's localized view: for a window operation its input
+        record alone (:class:`~._window_tensor.WindowTensor`), else the tensor itself."""
+        return self
+
+    def for_column(self, column: int) -> Tensor:
+        """The tensor that output column ``column``'s values come through: a window
+        operation's frame for the column a window function makes, else the tensor."""
+        return self
+
     def to_sparse(self) -> sp.csr_array:
         """The whole matrix as a boolean ``scipy.sparse.csr_array`` (``n_out x n_in``)."""
         out, inp = self._pairs(np.arange(self.n_out, dtype=np.int64))

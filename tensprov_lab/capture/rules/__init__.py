@@ -24,8 +24,9 @@ A node kind without a rule is not traced record by record: its operation becomes
 explicit opaque operation with a warning (and its column lineage a superset).
 
 **Adding an operation** means one module here: a :class:`Rule` subclass naming its
-``nodes`` and overriding what differs from the defaults (keys pass through, columns
-pass through, distributive), added to ``_RULES`` below, and its tests.  The tracker
+``nodes`` (and the DataFrame ``methods`` that make them) and overriding what differs
+from the defaults (keys pass through, columns pass through, distributive), added to
+``_RULES`` below, and its tests.  The tracker
 (:mod:`.._tracker`) only orchestrates; the rewrite (:mod:`.._annotate`) and the
 attribute walk (:mod:`.._attributes`) dispatch here.
 
@@ -35,7 +36,7 @@ Examples
 >>> type(rule_for("Aggregate")).__module__
 'tensprov_lab.capture.rules.aggregate'
 >>> sorted(TRIVIAL)[:2]
-['CollectMetrics', 'RebalancePartitions']
+['CollectMetrics', 'EventTimeWatermark']
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from tensprov_lab.capture.rules.window import Window
 
 __all__ = [
     "KEEPS_RECORDS",
+    "METHODS",
     "RULES",
     "TRIVIAL",
     "Captured",
@@ -91,6 +93,8 @@ for _rule in _RULES:
             raise RuntimeError(f"two rules for plan node {_name}")
         RULES[_name] = _rule
 
+#: the DataFrame methods the rules name (capture wraps them in a tracked block)
+METHODS = frozenset(m for r in _RULES for m in r.methods)
 #: node kinds that never change which records exist, nor their order in our numbering
 TRIVIAL = frozenset(n for n, r in RULES.items() if r.trivial)
 #: node kinds whose output, alone in an operation, is their input's records in order

@@ -46,6 +46,7 @@ class Reading(Protocol):
     jvm: Jvm
 
     def _index_deferred(self, nodes: list[Any]) -> None: ...
+    def _note(self, message: str) -> None: ...
     def _set_index(self, node: Any, ki: ScanKeyIndex) -> None: ...
     def _collect_keys(
         self, plan: Any, names: list[str], keep: bool = False, ident: int | None = None
@@ -91,6 +92,8 @@ class Rule:
 
     #: the Catalyst logical-plan node classes (simple names) the rule handles
     nodes: ClassVar[tuple[str, ...]] = ()
+    #: the DataFrame methods that make such a node (capture records their calls)
+    methods: ClassVar[tuple[str, ...]] = ()
     #: alone in an operation, its output is its input's records in their order
     #: (identity tensor)
     keeps_records: ClassVar[bool] = False
@@ -137,7 +140,9 @@ class Rule:
     # -- replay rule --------------------------------------------------------------------
     def replay_blocker(self, jvm: Jvm, node: JObject) -> str | None:
         """Why dropping records cannot be previewed by replay through ``node`` (None:
-        the node distributes over union of its input records)."""
+        the node distributes over union of its input records).  A rule whose answer
+        depends on what :meth:`annotate` reads anyway appends it to
+        ``rw.info.replay_blockers`` there instead (a py4j round trip saved)."""
         return None
 
 

@@ -67,6 +67,7 @@ class _Dedup(Rule):
 
 class Deduplicate(_Dedup):
     nodes = ("Deduplicate",)
+    methods = ("dropDuplicates", "drop_duplicates")
 
     def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
         return rw.jvm.lst(node.keys())  # type: ignore[no-any-return]
@@ -86,6 +87,7 @@ class Deduplicate(_Dedup):
 
 class Distinct(_Dedup):
     nodes = ("Distinct",)
+    methods = ("distinct",)
 
     def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
         return rw.jvm.output(kids[0])  # type: ignore[no-any-return]

@@ -24,6 +24,7 @@ __all__ = ["Expand"]
 
 class Expand(Rule):
     nodes = ("Expand",)
+    methods = ("melt", "unpivot")
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
         jvm = rw.jvm

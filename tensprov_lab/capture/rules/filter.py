@@ -25,6 +25,7 @@ __all__ = ["Filter"]
 
 class Filter(Rule):
     nodes = ("Filter",)
+    methods = ("filter", "where", "dropna")
     same_output = True
 
     def attributes(

@@ -47,6 +47,7 @@ def _join_type(d: dict[str, Any]) -> str:
 
 class Join(Rule):
     nodes = ("Join",)
+    methods = ("join", "crossJoin")
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
         (left, lb), (right, rb) = results
@@ -54,6 +55,10 @@ class Join(Rule):
             raise Unsupported("a join with an untracked side")
         new = node.withNewChildren(rw.jvm.seq([left, right]))
         jt = str(node.joinType().toString())
+        if jt == "LeftAnti":  # the replay rule, read here: no second round trip
+            rw.info.replay_blockers.append(
+                "removing a record can make others appear (an anti join: not distributive)"
+            )
         if jt in _LEFT:
             if rw.info.semi is not None:
                 raise Unsupported("two semi joins in one operation")
@@ -89,11 +94,6 @@ class Join(Rule):
     ) -> dict[int, Lin]:
         w.influence(env, d.get("condition"))
         return {}
-
-    def replay_blocker(self, jvm: Jvm, node: Any) -> str | None:
-        if str(node.joinType().toString()) == "LeftAnti":
-            return "removing a record can make others appear (an anti join: not distributive)"
-        return None
 
 
 def semi_tensors(

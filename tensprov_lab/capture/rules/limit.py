@@ -27,6 +27,7 @@ __all__ = ["Limit", "Sample"]
 
 class Limit(Rule):
     nodes = ("GlobalLimit", "LocalLimit", "Offset")
+    methods = ("limit", "offset")
     same_output = True
 
     def replay_blocker(self, jvm: Jvm, node: Any) -> str | None:
@@ -35,4 +36,5 @@ class Limit(Rule):
 
 class Sample(Rule):
     nodes = ("Sample",)
+    methods = ("sample",)
     same_output = True

@@ -1,8 +1,9 @@
 """Nodes that neither make, drop nor reorder records: repartitions, aliases, hints.
 
 ``df.repartition(8)``, ``df.alias("o")``, ``df.hint("broadcast")``, a view over a
-DataFrame, ``df.observe(...)``: the keys pass through, the tensor is the identity, the
-columns are the child's.
+DataFrame, ``df.observe(...)``, ``df.withWatermark(...)`` on a batch DataFrame (a no-op
+there).  Record rule: the keys pass through, the tensor is the identity.  Attribute
+rule: the columns are the child's.  Replay: nothing to say (distributive).
 
 Examples
 --------
@@ -27,7 +28,12 @@ class PassThrough(Rule):
         "SubqueryAlias",
         "View",
         "CollectMetrics",
+        "EventTimeWatermark",
     )
+    methods = (
+        "alias", "repartition", "repartitionByRange", "coalesce", "hint", "observe",
+        "withWatermark",
+    )  # fmt: skip
     keeps_records = True
     trivial = True
     same_output = True

@@ -24,6 +24,10 @@ __all__ = ["Project"]
 
 class Project(Rule):
     nodes = ("Project",)
+    methods = (
+        "select", "selectExpr", "withColumn", "withColumns", "withColumnRenamed",
+        "withColumnsRenamed", "drop", "toDF", "fillna", "replace", "withMetadata", "to",
+    )  # fmt: skip
     keeps_records = True
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:

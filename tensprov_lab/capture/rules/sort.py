@@ -39,6 +39,7 @@ __all__ = ["Sort"]
 
 class Sort(Rule):
     nodes = ("Sort",)
+    methods = ("orderBy", "sort", "sortWithinPartitions")
     keeps_records = True
     same_output = True
 

@@ -26,6 +26,7 @@ __all__ = ["Union"]
 
 class Union(Rule):
     nodes = ("Union",)
+    methods = ("union", "unionAll", "unionByName")
     same_output = True
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:

@@ -1,9 +1,19 @@
 """Window functions: ``F.lag(...).over(w)``, ``F.sum(...).over(w)``, ``row_number()``.
 
-Record rule: every output record is its input record (identity tensor, the paper's
-localized view); the operation is *contextual*: its value depends on other records of
-the partition, so replays read its input whole.  Attribute rule: the function's
-arguments contribute, the partition and order columns influence.
+Record rule: every output record is its input record, and each window function's value
+comes from the records of its *frame*: ``lag``/``lead`` the offset row, an aggregate the
+rows between its frame's bounds (a running sum: the partition's start up to the record),
+a ranking function (``row_number``, ``rank``, ``ntile``, ...) the whole partition, whose
+order decides the rank.  :meth:`Window.tensors` reads, in one Spark job over the
+window's input, each record's partition, its position in the partition's order (ties
+broken by input record) and, per function, its frame's bounds as two counts (rows up to
+the frame's end, rows in the frame), and keeps every frame as a range of sorted
+positions (:class:`~tensprov_lab.store.WindowTensor`: two ints a record and function).
+``localized=True`` in a query gives the record alone (the paper's localized view).  A
+frame it cannot read exactly (a range over an interval, ``lag`` skipping nulls, an
+unknown function) is taken as the whole partition (a superset), with a note.
+Attribute rule: the function's arguments contribute, the partition and order columns
+influence.  Replay: the operation is *contextual*; replays read its input whole.
 
 Examples
 --------
@@ -16,16 +26,77 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tensprov_lab.capture._exprs import Lin, exprs, ids
-from tensprov_lab.capture.rules._base import Rule, Walking
+from tensprov_lab.capture._keyed import Rewrite, key_name
+from tensprov_lab.capture._keys import arrow_keys
+from tensprov_lab.capture.rules._base import (
+    Captured,
+    Reading,
+    Rewriting,
+    Rule,
+    Walked,
+    Walking,
+    attrs,
+)
 
 __all__ = ["Window"]
+
+JObject = Any
+#: functions whose value depends on the order of every row of the partition
+_RANKING = {"RowNumber", "Rank", "DenseRank", "PercentRank", "CumeDist", "NTile"}
+#: a frame bound: an int offset, or one of these
+_UNBOUNDED_PRECEDING = "unbounded preceding"
+_UNBOUNDED_FOLLOWING = "unbounded following"
 
 
 class Window(Rule):
     nodes = ("Window",)
     keeps_records = True
     contextual = True
+
+    def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
+        plan, blocks = super().annotate(rw, node, kids, results)
+        # the window's rewritten input and its keys: what tensors() reads frames over
+        rw.info.windows.append((node, results[0][0], attrs(results[0][1])))
+        return plan, blocks
+
+    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+        from tensprov_lab.store import IdentityTensor, WindowTensor
+
+        node = occ[0] if len(occ) == 1 else None
+        if node is None or node.ki is None or node.n is None:
+            return None
+        shaped = (
+            rw.group is None and not rw.sort and rw.semi is None and not rw.n_branches
+            and all(r.keeps_records for r in rw.rules) and len(rw.windows) >= 1
+        )  # fmt: skip
+        if not shaped:
+            return None
+        reader._index_deferred(occ)
+        n = node.n
+        jvm = reader.jvm
+        in_ids = set(jvm.expr_ids(node.plan))
+        out_ids = jvm.expr_ids(rw.plan)[: len(jvm.output(rw.plan)) - len(rw.keys)]
+        frames: list[Any] = []
+        by_alias: dict[int, int] = {}
+        for win, child, keys in rw.windows:
+            got = _frames(reader, win, child, keys, node)
+            for alias_id, frame in got:
+                by_alias[alias_id] = len(frames)
+                frames.append(frame)
+        if not frames:
+            return n, [IdentityTensor(n)], node.ki
+        columns: dict[int, list[int]] = {}
+        for col, ident in enumerate(out_ids):
+            if ident in by_alias:
+                columns[col] = [by_alias[ident]]
+            elif ident not in in_ids:
+                # made in this operation from window columns (or not): every frame and
+                # the record itself, a superset
+                columns[col] = [-1, *range(len(frames))]
+        return n, [WindowTensor(n, frames, columns)], node.ki
 
     def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
         return kid_ids[0] + ids(d["windowExpressions"])
@@ -54,3 +125,165 @@ class Window(Rule):
             if ident is not None:
                 new[ident] = Lin(fn.contrib, fn.infl | spec.all())
         return new
+
+
+def _bound(jvm: Any, expr: JObject) -> int | str | None:
+    """A frame bound as an int offset or an unbounded side; None when not an int."""
+    cls = jvm.cls(expr)
+    if cls == "UnboundedPreceding$":
+        return _UNBOUNDED_PRECEDING
+    if cls == "UnboundedFollowing$":
+        return _UNBOUNDED_FOLLOWING
+    if cls == "CurrentRow$":
+        return 0
+    try:
+        value = expr.eval(None) if bool(expr.foldable()) else None
+    except Exception:  # noqa: BLE001 - not evaluable alone: not an offset we can use
+        return None
+    return int(value) if isinstance(value, int) else None
+
+
+def _spark_bound(b: int | str) -> int:
+    from pyspark.sql import Window as W
+
+    if b == _UNBOUNDED_PRECEDING:
+        return W.unboundedPreceding
+    if b == _UNBOUNDED_FOLLOWING:
+        return W.unboundedFollowing
+    return int(b)
+
+
+def _sort_col(name: str, order: JObject) -> Any:
+    from pyspark.sql import functions as F
+
+    asc = str(order.direction().sql()) == "ASC"
+    first = str(order.nullOrdering().sql()) == "NULLS FIRST"
+    c = F.col(name)
+    if asc:
+        return c.asc_nulls_first() if first else c.asc_nulls_last()
+    return c.desc_nulls_first() if first else c.desc_nulls_last()
+
+
+def _frame_of(jvm: Any, fn_expr: JObject) -> tuple[str, int | str, int | str] | None:
+    """``(kind, lower, upper)`` of a window expression's frame, kind ``"rows"`` or
+    ``"range"``; None: the whole partition (a ranking function, or a frame not read)."""
+    fn = fn_expr.windowFunction()
+    name = jvm.cls(fn)
+    if name in _RANKING:
+        return None
+    if name in ("Lag", "Lead") and bool(fn.ignoreNulls()):
+        # the value may come from any row before (after) the record
+        return ("rows", _UNBOUNDED_PRECEDING, -1) if name == "Lag" else (
+            "rows", 1, _UNBOUNDED_FOLLOWING)  # fmt: skip
+    frame = fn_expr.windowSpec().frameSpecification()
+    if jvm.cls(frame) != "SpecifiedWindowFrame":
+        return None
+    kind = "rows" if jvm.cls(frame.frameType()) == "RowFrame$" else "range"
+    lower, upper = _bound(jvm, frame.lower()), _bound(jvm, frame.upper())
+    if lower is None or upper is None:
+        return None
+    return kind, lower, upper
+
+
+def _window_expression(jvm: Any, expr: JObject) -> JObject | None:
+    """The ``WindowExpression`` inside a window node's named expression."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if jvm.cls(e) == "WindowExpression":
+            return e
+        stack.extend(jvm.lst(e.children()))
+    return None
+
+
+def _frames(
+    reader: Reading, win: JObject, child: JObject, keys: list[JObject], node: Any
+) -> list[tuple[int, Any]]:
+    """The frame tensor of each window expression of ``win`` (over ``child``, the
+    window's input carrying ``keys``), by the expression's id; one Spark job."""
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.store import FrameTensor
+
+    jvm = reader.jvm
+    parts = jvm.lst(win.partitionSpec())
+    orders = jvm.lst(win.orderSpec())
+    pn = [key_name("wp") for _ in parts]
+    on = [key_name("wo") for _ in orders]
+    kn = [str(k.name()) for k in keys]
+    named = [*(jvm.alias(p, n) for p, n in zip(parts, pn)),
+             *(jvm.alias(o.child(), n) for o, n in zip(orders, on))]  # fmt: skip
+    df = jvm.to_df(jvm.project([*keys, *named], child))
+    part = W.partitionBy(*pn) if pn else W.partitionBy()
+    ordered = part.orderBy(*(_sort_col(n, o) for n, o in zip(on, orders)))
+    total = part.orderBy(
+        *(_sort_col(n, o) for n, o in zip(on, orders)), *(F.col(k).asc_nulls_first() for k in kn)
+    )
+    one = F.lit(1)
+    rep, pos = key_name("wr"), key_name("wn")
+    cols = [*kn, F.min(F.struct(*kn)).over(part).alias(rep), F.row_number().over(total).alias(pos)]
+    plans: list[tuple[int, str, str] | tuple[int, None, None]] = []
+    notes: list[str] = []
+    ties = None
+    for we in jvm.lst(win.windowExpressions()):
+        alias_id = int(we.exprId().id())
+        w_expr = _window_expression(jvm, we)
+        frame = _frame_of(jvm, w_expr) if w_expr is not None else None
+        if w_expr is not None and frame is None:
+            fn = jvm.cls(w_expr.windowFunction())
+            if fn not in _RANKING:
+                notes.append(f"the frame of {fn} is taken as its whole partition")
+        if frame is None:
+            plans.append((alias_id, None, None))
+            continue
+        kind, lower, upper = frame
+        base = total if kind == "rows" else ordered
+        between = base.rowsBetween if kind == "rows" else base.rangeBetween
+        hi, size = key_name("wh"), key_name("ws")
+        cols.append(F.count(one).over(between(W.unboundedPreceding, _spark_bound(upper))).alias(hi))
+        cols.append(
+            F.count(one).over(between(_spark_bound(lower), _spark_bound(upper))).alias(size)
+        )
+        plans.append((alias_id, hi, size))
+        if kind == "rows" and orders and ties is None:
+            ties = key_name("wt")
+            cols.append(F.count(one).over(ordered.rangeBetween(0, 0)).alias(ties))
+    table = jvm.to_arrow(df.select(*cols))
+    assert node.ki is not None and node.n is not None
+    n = int(node.n)
+    rows = node.ki.lookup(arrow_keys(table, kn))
+    part_of = node.ki.lookup(arrow_keys(table, [rep]))
+    if len(rows) != n or not (np.sort(rows) == np.arange(n)).all():
+        raise ValueError("the window's input records were not read back one each")
+    if ties is not None and bool((table.column(ties).to_numpy() > 1).any()):
+        notes.append(
+            "a frame counted in rows over tied sort values: Spark picks which tied row is in "
+            "it; the lineage takes ties in input order"
+        )
+    # partitions laid out by their smallest record, each in its sort order
+    size_of = np.bincount(part_of, minlength=n)
+    first = np.full(n, n, dtype=np.int64)
+    np.minimum.at(first, part_of, rows)
+    present = np.flatnonzero(size_of)
+    laid = present[np.argsort(first[present], kind="stable")]
+    start = np.zeros(n, dtype=np.int64)
+    start[laid] = np.concatenate([[0], np.cumsum(size_of[laid])[:-1]]) if len(laid) else laid
+    begin = start[part_of]
+    at = begin + table.column(pos).to_numpy().astype(np.int64) - 1
+    perm = np.empty(n, dtype=np.int64)
+    perm[at] = rows
+    out = []
+    for alias_id, hi_name, size_name in plans:
+        lo_at = np.empty(n, dtype=np.int64)
+        hi_at = np.empty(n, dtype=np.int64)
+        if hi_name is None or size_name is None:
+            lo_at[at], hi_at[at] = begin, begin + size_of[part_of]
+        else:
+            h = table.column(hi_name).to_numpy().astype(np.int64)
+            c = table.column(size_name).to_numpy().astype(np.int64)
+            lo_at[at], hi_at[at] = begin + h - c, begin + h
+        out.append((alias_id, FrameTensor(perm, lo_at, hi_at)))
+    for note in dict.fromkeys(notes):
+        reader._note(f"window: {note}")
+    return out
