@@ -136,6 +136,29 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
         rows = [(*r, len(members[t.get(r, c)])) for r in t.rows]
         lin = [merge(*(t.lin[j] for j in members[t.get(r, c)])) for r in t.rows]
         return Table([*t.cols, "wc"], {**t.types, "wc": "int"}, rows, lin)
+    if kind in ("window_running", "window_rank"):
+        # sum(x) over (partition by c order by x): the default frame, RANGE unbounded
+        # preceding .. current row, holds the rows sorting before and the peers (nulls
+        # first); rank() over the same order: the whole partition decides it
+        _, c, x = step
+        parts: dict[Any, list[int]] = {}
+        for i, r in enumerate(t.rows):
+            parts.setdefault(t.get(r, c), []).append(i)
+        new_rows, lin = [], []
+        for r in t.rows:
+            members = parts[t.get(r, c)]
+            mine = _sort_key_asc(t.get(r, x))
+            if kind == "window_running":
+                frame = [j for j in members if _sort_key_asc(t.get(t.rows[j], x)) <= mine]
+                vals = [t.get(t.rows[j], x) for j in frame if t.get(t.rows[j], x) is not None]
+                new_rows.append((*r, sum(vals) if vals else None))
+            else:
+                frame = members
+                below = [j for j in members if _sort_key_asc(t.get(t.rows[j], x)) < mine]
+                new_rows.append((*r, len(below) + 1))
+            lin.append(merge(*(t.lin[j] for j in frame)))
+        name = "ws" if kind == "window_running" else "wr"
+        return Table([*t.cols, name], {**t.types, name: "int"}, new_rows, lin)
     raise ValueError(kind)
 
 
@@ -283,6 +306,13 @@ def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
         # decides only the new column
         _, c = step
         return [({**_same(t.cols), "wc": frozenset()}, {"wc": frozenset([c])})]
+    if kind in ("window_running", "window_rank"):
+        # the summed x contributes; the partition and order columns decide the frame
+        # (a rank's order column decides it: influencing only)
+        _, c, x = step
+        name = "ws" if kind == "window_running" else "wr"
+        values = frozenset([x]) if kind == "window_running" else frozenset()
+        return [({**_same(t.cols), name: values}, {name: frozenset([c, x])})]
     raise ValueError(kind)
 
 
@@ -312,7 +342,7 @@ def step_column_rows(step: tuple, t: Table, rows: list[list[frozenset[int]]]) ->
     column's values come from, where that differs from the record's ``rows`` (a window
     operation: the columns it keeps come from the record itself, the window column from
     its frame)."""
-    if step[0] == "window_count":
+    if step[0] in ("window_count", "window_running", "window_rank"):
         own = [frozenset([i]) for i in range(len(t.rows))]
         return [{c: own for c in t.cols}]
     return [{} for _ in rows]

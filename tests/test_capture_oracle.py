@@ -36,7 +36,7 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
     options = ["filter_notnull", "with", "select", "dropna", "fillna", "orderBy", "distinct",
                "dropDuplicates", "union_self", "window_count"]  # fmt: skip
     if int_cols:
-        options += ["filter_gt", "groupBy"]
+        options += ["filter_gt", "groupBy", "window_running", "window_rank"]
     if str_cols:
         options.append("filter_eq")
     if "k" in t.cols and "w" not in t.cols and not used_join:
@@ -98,6 +98,10 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         if "wc" in t.cols:
             return None
         return (kind, data.draw(st.sampled_from(t.cols)))
+    if kind in ("window_running", "window_rank"):
+        if {"ws", "wr"} & set(t.cols):
+            return None
+        return (kind, data.draw(st.sampled_from(t.cols)), data.draw(st.sampled_from(int_cols)))
     return (kind,)
 
 
@@ -143,6 +147,12 @@ def spark_step(step: tuple, df, a_df, b_df):  # noqa: ANN001, ANN201
         return df.select("*", F.explode(F.array(step[1], step[2])).alias("e"))
     if kind == "window_count":
         return df.withColumn("wc", F.count(F.lit(1)).over(Window.partitionBy(step[1])))
+    if kind == "window_running":
+        w = Window.partitionBy(step[1]).orderBy(F.col(step[2]).asc_nulls_first())
+        return df.withColumn("ws", F.sum(step[2]).over(w))
+    if kind == "window_rank":
+        w = Window.partitionBy(step[1]).orderBy(F.col(step[2]).asc_nulls_first())
+        return df.withColumn("wr", F.rank().over(w))
     raise ValueError(kind)
 
 

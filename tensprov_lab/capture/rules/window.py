@@ -120,6 +120,10 @@ class Window(Rule):
             fn = Lin()
             for we in e.find("WindowExpression"):
                 got = w.lin(env, we.kids[0].refs())
+                if we.kids[0].cls in _RANKING:
+                    # rank() reads the order values: they decide the rank, no value
+                    # flows into it
+                    got = Lin(frozenset(), got.all())
                 fn = Lin(fn.contrib | got.contrib, fn.infl | got.infl)
             ident = e.named_id()
             if ident is not None:
