@@ -16,7 +16,8 @@ from typing import Any
 from tensprov_lab.capture._jvm import Jvm
 
 __all__ = [
-    "Annotated", "Block", "Group", "Rewrite", "Semi", "Unsupported", "key_name", "literals",
+    "Annotated", "Block", "Group", "Pivot", "Rewrite", "Semi", "Unsupported", "key_name",
+    "literals",
 ]  # fmt: skip
 
 JObject = Any
@@ -76,6 +77,18 @@ class Group:
 
 
 @dataclass
+class Pivot:
+    """A pivot's second grouping step: which members each pivot column comes from."""
+
+    #: the column of the group's flat plan holding each member's pivot value
+    value_col: str
+    #: the pivot values, as Python values read back from Arrow compare
+    values: list[Any]
+    #: expression ids of the pivot aggregates (arrays, one item per value)
+    array_ids: set[int]
+
+
+@dataclass
 class Semi:
     pairs_plan: JObject | None  # inner version of a semi join; None for an anti join
     left: list[Block]
@@ -110,6 +123,8 @@ class Rewrite:
     #: each window node met: (the node, its rewritten input, that input's key
     #: attributes), what the window rule reads frames over
     windows: list[tuple[JObject, JObject, list[JObject]]] = field(default_factory=list)
+    #: a pivot (two grouping steps: by group and pivot value, then by group)
+    pivot: Pivot | None = None
 
     @property
     def keys(self) -> list[JObject]:

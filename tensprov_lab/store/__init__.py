@@ -1,5 +1,6 @@
 """In-memory provenance store: the dataset/operation graph and its provenance tensors."""
 
+from tensprov_lab.store._columns_tensor import ColumnsTensor
 from tensprov_lab.store._csr_tensor import CSRTensor
 from tensprov_lab.store._graph import Dataset, Operation, Store, StoreError
 from tensprov_lab.store._index_tensor import IndexTensor
@@ -18,6 +19,7 @@ __all__ = [
     "AllTensor",
     "BlockTensor",
     "CSRTensor",
+    "ColumnsTensor",
     "Dataset",
     "FrameTensor",
     "IdentityTensor",

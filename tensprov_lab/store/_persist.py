@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.store._codes import PackedInts, PatchedInts, _EliasFano
+from tensprov_lab.store._columns_tensor import ColumnsTensor
 from tensprov_lab.store._csr_tensor import CSRTensor
 from tensprov_lab.store._graph import Operation, Store
 from tensprov_lab.store._index_tensor import IndexTensor
@@ -118,6 +119,12 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], at: str) -> Any:
             code = {"packed": obj._values, "pfor": obj._patched, "ef": obj._ef}[obj.form]
             out["code"] = _encode(code, arrays, f"{at}code.")
         return out
+    if isinstance(obj, ColumnsTensor):
+        return {
+            "type": "columns", "whole": _encode(obj.whole, arrays, f"{at}w."),
+            "parts": [_encode(p, arrays, f"{at}p{i}.") for i, p in enumerate(obj.parts)],
+            "columns": {str(c): i for c, i in obj.columns.items()},
+        }  # fmt: skip
     if isinstance(obj, FrameTensor):
         order, lo, hi = obj.codes
         return {
@@ -180,6 +187,10 @@ def _decode(meta: Any, arrays: dict[str, np.ndarray]) -> Any:
         if meta["form"] == "pfor":
             return IndexTensor(meta["n_out"], meta["n_in"], patched=code, nnz=nnz)
         return IndexTensor(meta["n_out"], meta["n_in"], values=code, nnz=nnz)
+    if kind == "columns":
+        parts = [_decode(p, arrays) for p in meta["parts"]]
+        cols = {int(c): i for c, i in meta["columns"].items()}
+        return ColumnsTensor(_decode(meta["whole"], arrays), parts, cols)
     if kind == "frame":
         return FrameTensor._stored(*(_decode(meta[k], arrays) for k in ("order", "lo", "hi")))
     if kind == "window":

@@ -1,4 +1,4 @@
-"""``groupBy(...).agg(...)``, global aggregates, ``rollup`` and ``cube``.
+"""``groupBy(...).agg(...)``, global aggregates, ``rollup``, ``cube`` and ``pivot``.
 
 Record rule: one output record per group, numbered by its smallest member (then by
 grouping set); the tensor lists every member (why-provenance).  The rewrite keeps a
@@ -9,6 +9,11 @@ its one scan instead, see :mod:`.._fused`).  Attribute rule: the aggregate's arg
 contribute, the grouping columns influence.  Replay: an aggregate distributes over union
 of its groups' members (an edit that moves a record between groups is caught by the
 what-if itself).
+
+``groupBy(g).pivot(p, values).agg(f(x))`` is two aggregates in one plan (by ``g`` and
+``p``, then by ``g`` with ``pivotfirst``): each output record comes from every record of
+its group ``g``, and the cells of the column of pivot value ``v`` from the group's
+records with ``p = v`` only (:class:`~tensprov_lab.store.ColumnsTensor`).
 
 Examples
 --------
@@ -25,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._exprs import Lin, exprs, ids
-from tensprov_lab.capture._keyed import Block, Group, Rewrite, Unsupported, key_name
+from tensprov_lab.capture._keyed import Block, Group, Pivot, Rewrite, Unsupported, key_name
 from tensprov_lab.capture._keys import GroupSetKeyIndex, KeyIndex, MappedKeyIndex, arrow_keys
 from tensprov_lab.capture.rules._base import (
     Captured,
@@ -56,7 +61,7 @@ class Aggregate(Rule):
         child, blocks = single(results)
         block = input_block(blocks, "an aggregate")
         if rw.info.group is not None:
-            raise Unsupported("two grouping steps in one operation")
+            return _pivot(rw, node, kids[0], child, blocks)
         agg, reps, list_alias, members = group_plan(rw, child, blocks)
         members_plan = jvm.copy(node, aggregateExpressions=jvm.seq([list_alias]), child=child)
         grouping = jvm.lst(node.groupingExpressions())
@@ -104,7 +109,94 @@ class Aggregate(Rule):
         out_ids: list[int],
     ) -> dict[int, Lin]:
         w.influence(env, d["groupingExpressions"])
-        return w.named(env, exprs(d["aggregateExpressions"]))
+        named = w.named(env, exprs(d["aggregateExpressions"]))
+        for e in exprs(d["aggregateExpressions"]):
+            ident = e.named_id()
+            for pf in e.find("PivotFirst"):
+                # a pivot's cell: the value column flows in, the pivot column decides
+                # which cell (the column of which pivot value) it goes to
+                values, pivot = w.lin(env, pf.kids[1].refs()), w.lin(env, pf.kids[0].refs())
+                if ident is not None:
+                    named[ident] = Lin(values.contrib, values.infl | pivot.all())
+        return named
+
+
+def _pivot(rw: Rewriting, node: Any, inner: Any, child: Any, blocks: list[Block]) -> Walked:
+    """The second grouping step of a pivot: regroup the first step's members by the
+    outer grouping columns, and note which pivot value each member has."""
+    jvm = rw.jvm
+    g = rw.info.group
+    firsts = []
+    for e in jvm.lst(node.aggregateExpressions()):
+        if jvm.cls(e) == "Alias" and jvm.cls(e.child()) == "AggregateExpression":
+            fn = e.child().aggregateFunction()
+            if jvm.cls(fn) == "PivotFirst":
+                firsts.append((int(e.exprId().id()), fn))
+    pivot_shaped = (
+        firsts and jvm.cls(inner) == "Aggregate" and g is not None and g.kind == "aggregate"
+        and g.flat_plan is not None and g.gid_col is None and rw.info.pivot is None
+    )  # fmt: skip
+    if not pivot_shaped:
+        raise Unsupported("two grouping steps in one operation")
+    assert g is not None
+    inner_ids = [int(x.exprId().id()) for x in jvm.lst(inner.groupingExpressions())]
+
+    def inner_col(expr: Any) -> str:
+        if jvm.cls(expr) != "AttributeReference" or int(expr.exprId().id()) not in inner_ids:
+            raise Unsupported("a pivot over computed grouping values")
+        return g.group_cols[inner_ids.index(int(expr.exprId().id()))]
+
+    outer = [inner_col(x) for x in jvm.lst(node.groupingExpressions())]
+    fn = firsts[0][1]
+    value_col = inner_col(fn.pivotColumn())
+    rw.info.pivot = Pivot(value_col, _pivot_values(fn), {i for i, _ in firsts})
+    rw.info.group = Group(
+        "aggregate", g.members_plan, g.members, g.pos, g.flat_plan, outer, g.key_cols
+    )
+    # the representative key of an outer group: the smallest of its inner groups'
+    _, reps, _, _ = group_plan(rw, child, blocks)
+    new = jvm.copy(
+        node, aggregateExpressions=jvm.seq([*jvm.lst(node.aggregateExpressions()), *reps]),
+        child=child,
+    )  # fmt: skip
+    return new, [Block("input", blocks[0].pos, [r.toAttribute() for r in reps], blocks[0].width)]
+
+
+def _pivot_values(fn: Any) -> list[Any]:
+    """A pivot's values as Arrow gives them back for its column's type (integers,
+    strings, booleans, dates: the types a pivot's members are read with)."""
+    import datetime
+
+    type_name = str(fn.pivotColumn().dataType().typeName())
+    values = fn.pivotColumnValues()
+    out: list[Any] = []
+    for j in range(int(values.size())):
+        v = values.apply(j)
+        if v is None or isinstance(v, (bool, int)):
+            if type_name == "date" and isinstance(v, int):
+                v = datetime.date(1970, 1, 1) + datetime.timedelta(days=v)
+            out.append(v)
+        else:  # a UTF8String
+            out.append(str(v.toString()))
+    return out
+
+
+def pivot_columns(jvm: Any, plan: Any, pivot: Pivot) -> dict[int, int]:
+    """Output column -> pivot value index, read from the projection at the root of a
+    pivot's plan (``array[i] AS value``); empty when the root is not that projection."""
+    if jvm.cls(plan) != "Project":
+        return {}
+    out = {}
+    for col, e in enumerate(jvm.lst(plan.projectList())):
+        item = e.child() if jvm.cls(e) == "Alias" else e
+        if jvm.cls(item) != "GetArrayItem":
+            continue
+        arr, ordinal = item.child(), item.ordinal()
+        if jvm.cls(arr) != "AttributeReference" or jvm.cls(ordinal) != "Literal":
+            continue
+        if int(arr.exprId().id()) in pivot.array_ids:
+            out[col] = int(ordinal.value())
+    return out
 
 
 def input_block(blocks: list[Block], what: str) -> Block:
@@ -178,7 +270,39 @@ def group_tensors(reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured:
         raw = arrow_keys(pa.table({"k": flat}), ["k"])
     member = node.ki.lookup(raw)
     gid = arrow_keys(table, [g.gid_col])[:, 0] if g.gid_col is not None else None
+    if rw.pivot is not None:
+        return _pivot_tensors(reader, rw, node, table, member, parent, n_groups)
     return groups(node, member, parent, n_groups, gid)
+
+
+def _pivot_tensors(
+    reader: Reading,
+    rw: Rewrite,
+    node: Any,
+    table: Any,
+    member: np.ndarray,
+    parent: np.ndarray,
+    n_groups: int,
+) -> Captured:
+    """A pivot: each group from all its members; each pivot column from the members
+    with its pivot value."""
+    import pandas as pd
+
+    from tensprov_lab.store import ColumnsTensor
+
+    assert rw.pivot is not None
+    n, whole_tensors, ki = groups(node, member, parent, n_groups)
+    _, out_rows = number_groups(member, parent, n_groups)
+    values = table.column(rw.pivot.value_col).to_pandas()
+    which = pd.Index(rw.pivot.values).get_indexer(values)
+    parts = []
+    for v in range(len(rw.pivot.values)):
+        picked = which == v
+        parts.append(tensor_from_pairs(out_rows[picked], member[picked], n_groups, node.n))
+    columns = pivot_columns(reader.jvm, rw.plan, rw.pivot)
+    if not columns:
+        reader._note("pivot: its columns could not be told apart; each takes its whole group")
+    return n, [ColumnsTensor(whole_tensors[0], parts, columns)], ki
 
 
 def number_groups(
