@@ -30,7 +30,9 @@ def _block(spark: Any) -> dict[str, Any]:
     return {"df": df, "big": big, "pdf2": pdf2, "back": back, "out": out, "other": other}
 
 
-def test_a_pandas_round_trip_is_an_explicit_opaque_step(spark: Any) -> None:
+def test_a_pandas_filter_and_assign_keep_exact_lineage(spark: Any) -> None:
+    """Records of the new DataFrame are matched back to ``big`` by the values of the
+    columns both have (id, v): the hop is exact, lineage runs from ``out`` to ``df``."""
     import pandas as pd
 
     plain = _block(spark)
@@ -45,36 +47,69 @@ def test_a_pandas_round_trip_is_an_explicit_opaque_step(spark: Any) -> None:
             back = spark.createDataFrame(pdf2)
             out = back.groupBy("v").count()
             other = spark.createDataFrame(pd.DataFrame({"x": [1, 2, 3]}))
-    got = {"df": df, "pdf2": pdf2, "back": back, "out": out, "other": other}
     # the user's results are those of the untracked code
-    assert sorted(got["out"].collect()) == sorted(plain["out"].collect())
-    assert got["pdf2"].equals(plain["pdf2"])
-    hops = [op for op in run.operations if op.method == "toPandas/createDataFrame"]
-    assert len(hops) == 1
-    (hop,) = hops
-    assert hop.opaque and hop.category == "opaque" and not hop.attributes_exact
+    assert sorted(out.collect()) == sorted(plain["out"].collect())
+    assert pdf2.equals(plain["pdf2"])
+    (hop,) = [op for op in run.operations if op.method == "toPandas/createDataFrame"]
+    assert not hop.opaque and hop.tensors is not None
     assert run.store.datasets[hop.inputs[0]].label == "big"
-    assert run.store.datasets[hop.output].label == "back"
+    assert not [w for w in caught if "went through pandas" in str(w.message)]
+    # each record of back is the record of big with its id (ids are unique here)
+    big_ids = [r.id for r in big.collect()]  # big is scan-ordered: canonical order
+    for i, rid in enumerate(pdf2["id"].tolist()):
+        assert run.backward(back, rows=[i], to=big)[big].tolist() == [big_ids.index(rid)]
+        assert run.backward(back, rows=[i], to=df)[df].tolist() == [rid]
+    # columns: id and v from big's own, the new w from any of big's columns (a superset)
+    cols = run.dataset(back).columns
+    c = hop.contributing[0]
+    assert c[cols.index("id")].tolist() == [True, False]
+    assert c[cols.index("v")].tolist() == [False, True]
+    assert c[cols.index("w")].all() and not hop.attributes_exact
+    # through the hop and the aggregate: out's group of v = 4.0 comes from the source
+    # records with v = 4.0
+    got = run.rows(out)
+    row = int(got.index[got["v"] == 4.0][0])
+    assert run.backward(out, rows=[row], to=df)[df].tolist() == [i for i, v in ROWS if v == 4.0]
+    # a pandas frame capture did not hand out makes an ordinary source
+    made = run.dataset(other)
+    assert made.role == "source" and run.store.producer(made.id) is None
+    assert made.n_rows == 3
+
+
+def test_duplicate_records_list_every_equal_upstream_record(spark: Any) -> None:
+    df = spark.createDataFrame([(1, "a"), (1, "a"), (2, "b")], "k long, s string")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tensprov_lab.track(spark, name="pandas-dups") as run:
+            pdf = df.toPandas()
+            back = spark.createDataFrame(pdf[pdf.k == 1].head(1))
+    assert run.backward(back, rows=[0], to=df)[df].tolist() == [0, 1]
+    assert any("equal several upstream records" in str(w.message) for w in caught)
+
+
+def test_values_changed_in_pandas_make_an_explicit_opaque_step(spark: Any) -> None:
+    df = spark.createDataFrame(ROWS, "id long, v double")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tensprov_lab.track(spark, name="pandas-changed") as run:
+            big = df.filter("v > 2")
+            pdf = big.toPandas()
+            pdf["v"] = pdf["v"] + 0.5  # no record of big has these values any more
+            back = spark.createDataFrame(pdf)
+            out = back.groupBy("v").count()
+    (hop,) = [op for op in run.operations if op.method == "toPandas/createDataFrame"]
+    assert hop.opaque and hop.category == "opaque" and not hop.attributes_exact
     messages = [str(w.message) for w in caught if issubclass(w.category, TensProvWarning)]
     assert any("went through pandas (toPandas of big, then createDataFrame)" in m
                for m in messages), messages  # fmt: skip
     # every column of `big` may have contributed to every column of `back` (a superset)
     assert hop.contributing is not None and hop.contributing[0].all()
-
     # below the hop: exact again (records numbered as the new DataFrame's)
-    back, out = got["back"], got["out"]
-    assert run.dataset(back).n_rows == len(got["pdf2"])
-    # out row 0 is the group of back's first record (groups by smallest member)
+    assert run.dataset(back).n_rows == len(pdf)
     lin = run.backward(out, rows=[0], to=back)
-    first_v = got["pdf2"].iloc[0]["v"]
-    want = [i for i, x in enumerate(got["pdf2"]["v"].tolist()) if x == first_v]
-    assert lin[back].tolist() == want and len(want) > 1
+    first_v = pdf.iloc[0]["v"]
+    assert lin[back].tolist() == [i for i, x in enumerate(pdf["v"].tolist()) if x == first_v]
     # above it: dataset level only, and said so
     with pytest.raises(ValueError, match="toPandas/createDataFrame.*is opaque"):
-        run.mapping(got["df"], out)
+        run.mapping(df, out)
     assert run.backward(out, rows=[0]).blocked == [hop]
-    # a pandas frame capture did not hand out makes an ordinary source, captured even
-    # though nothing in the block reads it
-    other = run.dataset(got["other"])
-    assert other.role == "source" and run.store.producer(other.id) is None
-    assert other.n_rows == 3

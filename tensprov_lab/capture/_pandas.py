@@ -6,13 +6,18 @@ The rule of this operation family (record, attribute and replay rule in one plac
   from (in ``DataFrame.attrs``, which pandas carries through filters, ``assign``,
   ``merge`` with it on the left, copies ...); ``createDataFrame`` of a marked frame
   records ``toPandas/createDataFrame`` from that DataFrame to the new one.
-- **tensors**: none. A ``toPandas`` gives records in Spark's collect order, which is not
-  the dataset's canonical order once a shuffle is involved, and the pandas code in
-  between is opaque to capture, so no record-level mapping is claimed: the operation is
-  an explicit *opaque* one (DESIGN.md §7), with a warning that says what was lost. The new
-  DataFrame is numbered as a source of its own, so lineage below it is exact again, and
-  lineage above it is kept at dataset level.
-- **attributes**: every column of the upstream dataset may contribute (a superset).
+- **tensors**: the pandas code in between is opaque to capture, and ``toPandas`` gives
+  records in Spark's collect order (not the canonical one once a shuffle is involved),
+  so records are matched back *by value* (:func:`match_rows`): each record of the new
+  DataFrame to the upstream records equal to it on every column both have (a filter, a
+  sort, ``assign`` of new columns, a merge with the frame on the left keep them). When
+  every record matches, the operation is exact (a record matching several identical
+  upstream records lists them all, with a note); when one does not (a value changed in
+  pandas), it is an explicit *opaque* operation (DESIGN.md §7) with a warning that says
+  what was lost. Either way the new DataFrame is numbered as a source of its own (its
+  scan order), so lineage below it is exact.
+- **attributes**: a column both have comes from the upstream column of its name; any
+  other column may come from every upstream column (a superset).
 - **replay**: none (records past the hop are read from the new DataFrame itself).
 
 A ``createDataFrame`` of anything else is an ordinary source (registered at once).
@@ -26,7 +31,7 @@ from typing import Any
 
 from tensprov_lab.capture._nodes import Capturing, Node
 
-__all__ = ["MARK", "REASON", "record_call", "targets"]
+__all__ = ["MARK", "REASON", "match_rows", "record_call", "targets"]
 
 #: the key of ``DataFrame.attrs`` naming the tracked DataFrame a pandas frame came from
 MARK = "tensprov_lab.from"
@@ -72,3 +77,40 @@ REASON = (
     "which record came from which is not known to capture, so lineage across the hop is "
     "kept at dataset level, and records are numbered anew after it"
 )
+
+
+#: the most upstream records matched back by value (the frame was in pandas already,
+#: so this is a guard against a second copy of a very large one, not a routine limit)
+MATCH_LIMIT = 5_000_000
+
+
+def match_rows(hop: Any, upstream: Any, columns: list[str]) -> tuple[Any, Any] | None:
+    """Match each record of ``hop`` to the ``upstream`` records equal to it on
+    ``columns`` (nulls equal nulls): ``(hop rows, upstream rows)`` pairs, by hop row; None
+    when a record of ``hop`` matches none.  Both frames are in their canonical order.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> up = pd.DataFrame({"k": [1, 2, 2, 3], "s": ["a", "b", "b", None]})
+    >>> hop = pd.DataFrame({"k": [3, 2], "s": [None, "b"], "new": [0.5, 1.5]})
+    >>> out, ins = match_rows(hop, up, ["k", "s"])
+    >>> out.tolist(), ins.tolist()
+    ([0, 1, 1], [3, 1, 2])
+    >>> match_rows(pd.DataFrame({"k": [9], "s": ["z"]}), up, ["k", "s"]) is None
+    True
+    """
+    import numpy as np
+
+    left = hop[columns].reset_index(drop=True)
+    left.insert(0, "__tp_out", np.arange(len(left), dtype=np.int64))
+    right = upstream[columns].reset_index(drop=True)
+    right.insert(0, "__tp_in", np.arange(len(right), dtype=np.int64))
+    merged = left.merge(right, on=columns, how="left", sort=False)
+    if bool(merged["__tp_in"].isna().any()):
+        return None
+    merged = merged.sort_values(["__tp_out", "__tp_in"], kind="stable")
+    return (
+        merged["__tp_out"].to_numpy(dtype=np.int64),
+        merged["__tp_in"].to_numpy(dtype=np.int64),
+    )
