@@ -113,3 +113,24 @@ def test_values_changed_in_pandas_make_an_explicit_opaque_step(spark: Any) -> No
     with pytest.raises(ValueError, match="toPandas/createDataFrame.*is opaque"):
         run.mapping(df, out)
     assert run.backward(out, rows=[0]).blocked == [hop]
+
+
+def test_an_rdd_hop_keeps_lineage_when_a_column_matches(spark: Any) -> None:
+    df = spark.createDataFrame(ROWS, "id long, v double")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tensprov_lab.track(spark, name="rdd-hop") as run:
+            big = df.filter("v > 2")
+            doubled = big.rdd.map(lambda r: (r.id, r.v * 2)).toDF(["id", "v2"])
+            renamed = big.rdd.map(lambda r: (r.id + 100, r.v)).toDF(["key", "w"])
+    assert renamed.count() == len([1 for _, v in ROWS if v > 2])
+    plain = [(i, v * 2) for i, v in ROWS if v > 2]
+    assert [tuple(r) for r in doubled.collect()] == plain
+    ops = {run.store.datasets[o.output].label: o for o in run.operations}
+    # doubled keeps big's ids: matched by id, exact
+    assert ops["doubled"].method == "rdd/createDataFrame" and not ops["doubled"].opaque
+    for i, (rid, _) in enumerate(plain):
+        assert run.backward(doubled, rows=[i], to=df)[df].tolist() == [rid]
+    # renamed shares no column with big: an explicit opaque step linked to big, said so
+    assert ops["renamed"].opaque and run.store.datasets[ops["renamed"].inputs[0]].label == "big"
+    assert any("went through an RDD (rdd of big" in str(w.message) for w in caught)

@@ -1,11 +1,15 @@
-"""Hops through pandas inside a tracked block: ``df.toPandas()`` … ``spark.createDataFrame(pdf)``.
+"""Hops out of Spark inside a tracked block: ``df.toPandas()`` … ``spark.createDataFrame(pdf)``,
+and ``df.rdd.map(...)`` … ``.toDF()`` / ``spark.createDataFrame(rdd)``.
 
 The rule of this operation family (record, attribute and replay rule in one place):
 
 - **record**: ``toPandas`` marks the pandas frame it returns with the DataFrame it came
   from (in ``DataFrame.attrs``, which pandas carries through filters, ``assign``,
   ``merge`` with it on the left, copies ...); ``createDataFrame`` of a marked frame
-  records ``toPandas/createDataFrame`` from that DataFrame to the new one.
+  records ``toPandas/createDataFrame`` from that DataFrame to the new one.  An RDD needs
+  no mark: ``createDataFrame`` of an RDD (``rdd.toDF()`` calls it) follows the RDD's
+  ``prev`` chain (``map``, ``filter``, ``flatMap``, ``mapPartitions``) back to the
+  ``df.rdd`` (a cached property) of a tracked DataFrame and records ``rdd/createDataFrame`` from it.
 - **tensors**: the pandas code in between is opaque to capture, and ``toPandas`` gives
   records in Spark's collect order (not the canonical one once a shuffle is involved),
   so records are matched back *by value* (:func:`match_rows`): each record of the new
@@ -60,22 +64,50 @@ def record_call(
     data = args[0] if args else kwargs.get("data")
     ident = getattr(data, "attrs", {}).get(MARK) if data is not None else None
     upstream: Node | None = tracker.nodes.get(ident) if isinstance(ident, int) else None
+    how, reason = "toPandas/createDataFrame", REASON
+    if upstream is None and data is not None:
+        upstream = _rdd_origin(tracker, data)
+        how, reason = "rdd/createDataFrame", RDD_REASON
     if upstream is None:
         # an ordinary source, registered now: a DataFrame made in a block is never "not
         # captured", even when nothing in the block reads it
         tracker.register(out)
         return True
-    made = tracker.record_operation("toPandas/createDataFrame", [upstream.df], out)
+    made = tracker.record_operation(how, [upstream.df], out)
     if made is not None and made.ds_id is None:  # not captured already
-        made.opaque_reason = REASON
+        made.opaque_reason = reason
     return True
 
 
+def _rdd_origin(tracker: Capturing, data: Any) -> Node | None:
+    """The tracked DataFrame whose ``df.rdd`` an RDD was made from, or None."""
+    try:
+        from pyspark.core.rdd import RDD
+    except ImportError:  # pragma: no cover - pyspark without RDDs (Connect only)
+        return None
+    seen = 0
+    rdd = data
+    while isinstance(rdd, RDD) and seen < 1000:
+        for node in tracker.nodes.values():
+            # DataFrame.rdd is a cached property: the RDD sits in the instance's dict
+            if getattr(node.df, "__dict__", {}).get("rdd") is rdd:
+                return node
+        rdd, seen = getattr(rdd, "prev", None), seen + 1
+    return None
+
+
+#: why a hop through an RDD is opaque (``{upstream}``: the dataset it came from)
+RDD_REASON = (
+    "its records went through an RDD (rdd of {upstream}, then createDataFrame or toDF) "
+    "and could not be matched back by value, so lineage across the hop is kept at "
+    "dataset level, and records are numbered anew after it"
+)
+
 #: why a hop through pandas is opaque (``{upstream}``: the dataset it came from)
 REASON = (
-    "its records went through pandas (toPandas of {upstream}, then createDataFrame): "
-    "which record came from which is not known to capture, so lineage across the hop is "
-    "kept at dataset level, and records are numbered anew after it"
+    "its records went through pandas (toPandas of {upstream}, then createDataFrame) and "
+    "could not be matched back by value (values changed in pandas), so lineage across "
+    "the hop is kept at dataset level, and records are numbered anew after it"
 )
 
 
