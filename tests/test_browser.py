@@ -607,6 +607,35 @@ def _click_east_revenue(page: Any, el: Any) -> float:
     return ms
 
 
+def _where_did_the_cancelled_order_go(page: Any, el: Any, nodes: list[dict[str, Any]]) -> None:
+    """Why-not: a source record that reaches no total (order 3, cancelled) says where it
+    stopped: the filter, its condition false for status = cancelled; the filter's node is
+    marked on the graph."""
+    orders = _node_by(nodes, None, "orders")
+    _click_node(page, el, orders["id"])
+    el.locator(".tp-records-head", has_text=re.compile(r"^records of orders")).wait_for()
+    _wait_rows(el, 11)
+    rows = el.locator(".tp-records tbody tr")
+    cancelled = next(i for i, t in enumerate(rows.all_inner_texts()) if "cancelled" in t)
+    rows.nth(cancelled).locator("td.tp-rowhead").click()
+    box = el.locator(".tp-whynot")
+    box.wait_for()
+    text = box.inner_text()
+    assert "where it stopped" in text and "not in totals" in text, text
+    assert "filter" in text and "status = cancelled" in text, text
+    fil = _node_by(nodes, "operation", "filter")
+    page.wait_for_function(
+        "([el, id]) => el.__tensprov_cy.getElementById(id).hasClass('lin-stopped')",
+        arg=[el.element_handle(), fil["id"]],
+    )
+    # a record that reaches every total has nowhere it stopped
+    shipped = next(i for i, t in enumerate(rows.all_inner_texts()) if "shipped" in t)
+    rows.nth(shipped).locator("td.tp-rowhead").click()
+    el.locator(".tp-lineage-head", has_text=f"lineage of orders row {shipped}").wait_for()
+    page.wait_for_timeout(300)
+    assert el.locator(".tp-whynot").count() == 0
+
+
 def _preview_without_stale_customer(page: Any, el: Any, nodes: list[dict[str, Any]]) -> None:
     """What-if: tick Dee's stale east record in customers, press preview: the east total
     changes (3 orders -> 1, revenue 642 -> 90), her two orders leave joined and priced."""
@@ -719,6 +748,7 @@ def test_quickstart_in_the_browser(
 
         cell_ms = _click_east_revenue(page, el)
         el.screenshot(path=str(lab["tmp"] / "quickstart-cell-lineage.png"))
+        _where_did_the_cancelled_order_go(page, el, nodes)
         _preview_without_stale_customer(page, el, nodes)
         _preview_with_edited_amount(page, el, nodes)
 

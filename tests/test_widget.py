@@ -180,6 +180,30 @@ def test_click_record_highlights_backward_and_forward_lineage(
     assert widget.lineage == {}
 
 
+def test_click_source_record_says_where_it_stopped(widget: LineageExplorer, tracked: dict) -> None:
+    """Why-not in the explorer: a source record reaching no sink lists, per sink, the
+    operation that dropped it, why, and the values that decided it (run.why_not)."""
+    run = tracked["run"]
+    orders = node_of(tracked, "orders")
+    widget.selected = orders
+    dropped = next(i for i, (_, _, amount) in enumerate(ORDERS) if amount <= 50)
+    send(widget, type="record", row=dropped)
+    (entry,) = widget.lineage["why_not"]
+    want = run.why_not(tracked["out"], source=tracked["orders"], rows=[dropped])
+    assert entry["sink"] == "out" and entry["status"] == "dropped" == want["status"][0]
+    assert entry["node"] == op_node(widget, "filter")
+    assert entry["reason"] == want["reason"][0] and "condition is false" in entry["reason"]
+    assert entry["values"] == {"amount": [ORDERS[dropped][2]]}
+    # a record that reaches the sink: nothing to say
+    kept = next(i for i, (_, _, amount) in enumerate(ORDERS) if amount > 50)
+    send(widget, type="record", row=kept)
+    assert widget.lineage["why_not"] == []
+    # not a source: no why-not asked
+    widget.selected = node_of(tracked, "out")
+    send(widget, type="record", row=0)
+    assert widget.lineage["why_not"] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # cell lineage (attribute-value level)
 

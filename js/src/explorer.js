@@ -116,6 +116,12 @@ const STYLE = [
     selector: "edge.lin",
     style: { width: 3, "line-color": "#dc2626", "target-arrow-color": "#dc2626" },
   },
+  // why-not: the operation where a picked source record stopped
+  {
+    selector: "node.lin-stopped",
+    style: { "border-width": 3, "border-color": "#b45309", "border-style": "dashed",
+      "underlay-color": "#f59e0b", "underlay-opacity": 0.4, "underlay-padding": 6, opacity: 1 },
+  },
   // what-if preview: the sources losing records, what changes downstream, what cannot be
   // previewed (border styles too, so that the three read apart without colour)
   {
@@ -709,10 +715,12 @@ function render({ model, el }) {
     const dir = lin.direction || {};
     const active = !!lin.origin;
     cy.batch(() => {
-      cy.elements().removeClass("lin lin-backward lin-forward lin-origin dim");
+      cy.elements().removeClass("lin lin-backward lin-forward lin-origin lin-stopped dim");
+      const stopped = new Set((lin.why_not || []).map((w) => w.node).filter((n) => n));
       cy.nodes().forEach((n) => {
         const c = counts[n.id()];
-        if (c !== undefined) n.addClass(`lin-${dir[n.id()]}`);
+        if (stopped.has(n.id())) n.addClass("lin-stopped");
+        else if (c !== undefined) n.addClass(`lin-${dir[n.id()]}`);
         else if (active) n.addClass("dim");
       });
       const onPath = new Set(lin.edges || []);
@@ -785,6 +793,28 @@ function render({ model, el }) {
     }
     for (const b of lin.approximate || []) {
       lineageBox.append(h("div", "tp-warn", `column lineage through ${b.method} is a superset (attribute map not exact): ${b.expression}`));
+    }
+    // a source record: where it did not go (why-not), and the values that decided it
+    const gone = lin.why_not || [];
+    if (gone.length) {
+      const box = h("div", "tp-whynot");
+      box.append(h("div", "tp-wi-title", "where it stopped"));
+      for (const w of gone) {
+        const line = h("div", `tp-whynot-item tp-whynot-${w.status}`);
+        const vals = Object.entries(w.values || {})
+          .map(([c, v]) => `${c} = ${v.map((x) => (x === null ? "null" : x)).join(", ")}`)
+          .join("; ");
+        line.append(h("b", "", w.sink ? `not in ${w.sink}: ` : ""), h("span", "", w.reason));
+        if (vals) line.append(h("span", "tp-muted", ` (${vals})`));
+        if (w.node) {
+          line.dataset.node = w.node;
+          line.title = w.expression;
+          line.classList.add("tp-link");
+          line.addEventListener("click", () => setTrait("selected", w.node));
+        }
+        box.append(line);
+      }
+      lineageBox.append(box);
     }
     showRecords(); // re-mark picked / reached rows
   }

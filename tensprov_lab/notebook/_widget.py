@@ -468,6 +468,52 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
                 "blocked": blocked,
             }
         )
+        if self._run.store.producer(ds_id) is None:
+            # a source record: where did it go?  Asked after the highlight is on show
+            # (reading the deciding values back takes a Spark job)
+            self._where_it_went(ds_id, int(row), rows)
+
+    def _where_it_went(self, ds_id: int, row: int, reached: dict[int, np.ndarray]) -> None:
+        """Why-not of a source record for every sink on show it does not reach: the
+        operation that dropped it, why, and the values that decided it."""
+        from tensprov_lab.query import why_not
+
+        store = self._run.store
+        sinks = [
+            int(a["ref"])
+            for _, a in self._full.nodes(data=True)
+            if a["kind"] == "sink" and not len(reached.get(int(a["ref"]), ()))
+        ]
+        values = getattr(self._run._tracker, "spark", None) is not None
+        found: list[dict[str, Any]] = []
+        try:
+            for sink in sinks:
+                for w in why_not(store, sink, ds_id, np.asarray([row], dtype=np.int64)):
+                    if len(w.reaches):
+                        continue
+                    entries = self._run._why_not_rows(w, values)
+                    ops: list[int | None] = [d.operation for d in w.drops]
+                    ops = ops or [None] * len(entries)
+                    for entry, op_id in zip(entries, ops):
+                        found.append(
+                            {
+                                "sink": self._label(sink),
+                                "status": entry["status"],
+                                "node": f"o{op_id}" if op_id is not None else "",
+                                "expression": entry.get("expression") or "",
+                                "reason": entry["reason"],
+                                "values": {
+                                    str(k): [_plain(x) for x in v]
+                                    for k, v in (entry.get("values") or {}).items()
+                                },
+                            }
+                        )
+        except Exception as exc:  # noqa: BLE001 - the lineage on show stays; say why not
+            found = [{"sink": "", "status": "unknown", "node": "", "expression": "",
+                      "reason": f"why-not failed: {exc}", "values": {}}]  # fmt: skip
+        if self._picked is not None and self._picked.get("dataset") == ds_id:
+            self._picked["why_not"] = found
+            self._project_lineage()
 
     def select_cell(self, row: int, column: str, node: str | None = None) -> None:
         """Backward and forward lineage of one cell (attribute-value level).
@@ -642,6 +688,10 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
                 }
                 for o in p.get("approximate", [])
             ],
+            # a source record: the sinks it does not reach, and where it stopped
+            "why_not": [
+                {**w, "node": w["node"] if w["node"] in G else ""} for w in p.get("why_not", [])
+            ],
         }
 
     # -- messages from the front end -------------------------------------------------------
@@ -723,3 +773,12 @@ def _kept(ds: Any) -> str:
     """Why a dataset's records are kept whole, for the explorer: a source is read where
     it is (a cache for faster recomputation does not change that)."""
     return "" if ds.role == "source" else str(ds.materialized)
+
+
+def _plain(x: Any) -> Any:
+    """A value as JSON carries it (numpy scalars, dates and decimals as text)."""
+    if isinstance(x, np.generic):
+        x = x.item()
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return None if isinstance(x, float) and x != x else x
+    return str(x)
