@@ -193,17 +193,20 @@ class Run:
         )
 
     # -- pictures --------------------------------------------------------------------
-    def explore(self) -> Any:
-        """The interactive lineage explorer widget (JupyterLab, Notebook 7, VS Code)."""
+    def explore(self, rollup: bool = True) -> Any:
+        """The interactive lineage explorer widget (JupyterLab, Notebook 7, VS Code);
+        ``rollup``: each chain of three or more row-preserving steps as one stage node
+        (expand it from its details, or untick "roll up chains")."""
         from tensprov_lab.notebook._widget import explore
 
-        return explore(self)
+        return explore(self, rollup=rollup)
 
-    def to_svg(self) -> str:
-        """The operator DAG as a static SVG (for GitHub, nbviewer, exported HTML)."""
+    def to_svg(self, rollup: bool = True) -> str:
+        """The operator DAG as a static SVG (for GitHub, nbviewer, exported HTML);
+        ``rollup``: each chain of three or more row-preserving steps as one stage."""
         from tensprov_lab.notebook._svg import to_svg
 
-        return to_svg(self)
+        return to_svg(self, rollup=rollup)
 
     # -- export ----------------------------------------------------------------------
     def to_openlineage(

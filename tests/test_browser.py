@@ -870,6 +870,54 @@ def test_click_to_highlight_latency(
         _shutdown_kernels(lab)
 
 
+def test_a_long_chain_rolls_up_into_a_stage(browser: Any, lab: dict[str, Any]) -> None:
+    """The same 100-step chain drawn rolled up (the default): one stage node between the
+    source and the result, readable at the default zoom; its details list the steps,
+    and expanding it draws ten stages of ten steps; a record's lineage lights the stage."""
+    page = _open(browser, lab, "chain100.ipynb")
+    try:
+        _run_all(page)
+        page.locator(EXPLORER).nth(1).wait_for(state="attached", timeout=60_000)
+        el = page.locator(EXPLORER).nth(1)
+        el.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "el => el.__tensprov_cy && el.__tensprov_cy.nodes().length > 0",
+            arg=el.element_handle(),
+            timeout=60_000,
+        )
+        nodes = _nodes(el)
+        stages = [n for n in nodes if n["id"].startswith("s")]
+        assert len(stages) == 1 and len(nodes) == 3, [n["label"] for n in nodes]
+        # readable at the default zoom: cytoscape fits the graph without shrinking it
+        zoom = page.evaluate("el => el.__tensprov_cy.zoom()", el.element_handle())
+        assert zoom >= 0.5, zoom
+        el.screenshot(path=str(lab["tmp"] / "chain100-rolled-up.png"))
+        _click_node(page, el, stages[0]["id"])
+        el.locator(".tp-details h4", has_text="100 steps: withColumn ×100").wait_for()
+        assert el.locator(".tp-details .tp-steps li").count() == 100
+        el.locator(".tp-details button.tp-expand").click()
+        page.wait_for_function(
+            "el => el.__tensprov_cy.nodes().filter(n => n.id().startsWith('s')).length === 10",
+            arg=el.element_handle(),
+            timeout=30_000,
+        )
+        # a record of the result: its lineage runs through every stage
+        result = next(n for n in _nodes(el) if n["kind"] == "sink")
+        _click_node(page, el, result["id"])
+        _wait_rows(el, 16)
+        el.locator(".tp-records tbody tr").nth(3).locator("td.tp-rowhead").click()
+        page.wait_for_function(
+            "el => el.__tensprov_cy.nodes('.lin-backward').filter(n => n.id().startsWith('s'))"
+            ".length === 10",
+            arg=el.element_handle(),
+            timeout=30_000,
+        )
+        el.screenshot(path=str(lab["tmp"] / "chain100-expanded.png"))
+    finally:
+        page.close()
+        _shutdown_kernels(lab)
+
+
 def test_diff_view_in_the_browser(browser: Any, lab: dict[str, Any]) -> None:
     """``RunDiff.explore()``: the operations added or changed since the earlier run are
     outlined in the drawn graph, and what it lost is listed above it."""

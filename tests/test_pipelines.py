@@ -156,6 +156,29 @@ def test_census_records_are_cleaned_and_encoded(tracked: Any) -> None:
     assert sum(r["sex"] for r in t.rows) == 21790  # Male
 
 
+def test_census_dag_is_readable_rolled_up(tracked: Any) -> None:
+    """Census (100+ operations, mostly withColumn) drawn step by step is one line tens of
+    thousands of pixels wide; rolled up (the default) it fits a notebook cell, with every
+    step still listed in its stage."""
+    import re
+
+    _real()
+    t = tracked("census", "dataframe")
+    width = lambda svg: float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))  # noqa: E731
+    flat, rolled = t.run.to_svg(rollup=False), t.run.to_svg()
+    assert len(t.run.operations) > 100
+    assert width(flat) > 20_000 and width(rolled) < 1_500, (width(flat), width(rolled))
+    from tensprov_lab.notebook._graph_view import build_graph, rollup_chains
+
+    full = build_graph(t.run)
+    R = rollup_chains(full)
+    steps = [s for _, a in R.nodes(data=True) if a.get("category") == "stage" for s in a["steps"]]
+    drawn = [n for n, a in R.nodes(data=True) if a["kind"] == "operation" and n.startswith("o")]
+    # every operation is either drawn or a step of a stage, once
+    assert sorted(steps + drawn) == sorted(n for n, a in full.nodes(data=True)
+                                           if a["kind"] == "operation")  # fmt: skip
+
+
 def test_categories_are_the_cleaned_values(spark: Any) -> None:
     raw = datasets.load(spark, "census", rows=2000)
     cats = pipelines.categories("census", raw)

@@ -815,3 +815,49 @@ def test_widget_class_points_at_the_bundle() -> None:
         "edited",
         "what_if",
     } <= synced
+
+
+# ---------------------------------------------------------------------------------------------
+# stages: chains of row-preserving steps rolled up
+
+
+def test_a_chain_of_steps_is_one_stage_until_expanded(spark: Any) -> None:
+    df = spark.createDataFrame([(i, float(i)) for i in range(6)], "k int, v double")
+    with tensprov_lab.track(spark, name="widget-stages") as run:
+        a = df.withColumn("a", F.col("v") + 1).withColumn("b", F.col("v") * 2)
+        a = a.withColumn("c", F.lit(1)).select("k", "v", "a", "b")
+        kept = a.filter("k > 1")
+        out = kept.withColumn("d", F.col("a") + 1).withColumn("e", F.col("d") + 1)
+        out = out.withColumnRenamed("e", "f")
+    w = run.explore()
+    ops = {n["id"]: n for n in w.graph["nodes"] if n["kind"] == "operation"}
+    stages = {nid: n for nid, n in ops.items() if n["category"] == "stage"}
+    # withColumn x3 + select before the filter, withColumn x2 + rename after it
+    assert sorted(n["name"] for n in stages.values()) == [
+        "3 steps: withColumn ×2, withColumnRenamed",
+        "4 steps: withColumn ×3, select",
+    ]
+    assert [n["name"] for n in ops.values() if n["category"] != "stage"] == ["filter"]
+    first = next(nid for nid, n in stages.items() if n["name"].startswith("4"))
+    w.selected = first
+    assert w.details["type"] == "stage"
+    assert [s["method"] for s in w.details["steps"]] == ["withColumn"] * 3 + ["select"]
+    assert w.details["inputs"][0]["label"] == "df" and w.details["rows_out"] == 6
+    # a record's lineage lights the stages it runs through
+    w.selected = f"d{run.dataset(out).id}"
+    send(w, type="record", row=0)
+    assert set(stages) <= set(w.lineage["counts"])
+    # expanded: its steps drawn one by one, the first one selected; the other stays
+    send(w, type="expand", node=first)
+    ops2 = {n["id"]: n for n in w.graph["nodes"] if n["kind"] == "operation"}
+    assert first not in ops2 and sum(n["category"] == "stage" for n in ops2.values()) == 1
+    assert [n["name"] for n in ops2.values()].count("withColumn") == 3
+    assert w.selected in ops2 and ops2[w.selected]["name"] == "select"
+    # unticking "roll up chains" draws every step
+    w.rollup = False
+    assert not any(n["category"] == "stage" for n in w.graph["nodes"])
+    assert len([n for n in w.graph["nodes"] if n["kind"] == "operation"]) == 8
+    # the SVG rolls up too
+    labels = re.findall(r"<text[^>]*>([^<]*steps:[^<]*)</text>", run.to_svg())
+    assert sorted(labels) == ["3 steps: withColumn ×…", "4 steps: withColumn ×…"], labels
+    assert "steps:" not in run.to_svg(rollup=False)

@@ -168,6 +168,11 @@ function render({ model, el }) {
   const coarseBox = h("input");
   coarseBox.type = "checkbox";
   coarseLabel.append(coarseBox, " datasets only");
+  const rollupLabel = h("label", "tp-toggle");
+  const rollupBox = h("input");
+  rollupBox.type = "checkbox";
+  rollupLabel.append(rollupBox, " roll up chains");
+  rollupLabel.title = "Draw each chain of 3+ row-preserving steps (withColumn, select …) as one stage";
   const focusBtn = h("button", "tp-btn", "Focus on selected");
   focusBtn.title = "Show only the ancestors and descendants of the selected node";
   const unfocusBtn = h("button", "tp-btn", "Whole graph");
@@ -180,7 +185,7 @@ function render({ model, el }) {
   const columns = h("datalist");
   columns.id = `${uid}-columns`;
   const matchInfo = h("span", "tp-matches");
-  toolbar.append(title, coarseLabel, focusBtn, unfocusBtn, fitBtn, search, columns, matchInfo);
+  toolbar.append(title, coarseLabel, rollupLabel, focusBtn, unfocusBtn, fitBtn, search, columns, matchInfo);
 
   const diffBar = h("div", "tp-diff");
   const errorBar = h("div", "tp-error");
@@ -295,6 +300,7 @@ function render({ model, el }) {
       }),
     );
     coarseBox.checked = !!model.get("coarse");
+    rollupBox.checked = !!model.get("rollup");
     unfocusBtn.disabled = !model.get("focus");
     cy.fit(undefined, 24);
     showSelected();
@@ -384,6 +390,30 @@ function render({ model, el }) {
       detailsBox.append(
         h("div", "tp-hint", "Click an operation for its expression and schemas, a dataset for its records."),
       );
+      return;
+    }
+    if (d.type === "stage") {
+      // a rolled-up chain of row-preserving steps: its steps, and a way to draw them
+      detailsBox.append(h("h4", "", d.label));
+      const expand = h("button", "tp-btn tp-expand", "expand into its steps");
+      expand.addEventListener("click", () => send({ type: "expand", node: d.node }));
+      detailsBox.append(expand);
+      detailsBox.append(
+        field("rows", `${(d.rows_in || []).map(fmtCount).join(" + ")} → ${fmtCount(d.rows_out)}`),
+      );
+      detailsBox.append(field("time", `${Number(d.seconds || 0).toFixed(3)} s`));
+      const steps = h("ol", "tp-steps");
+      for (const s of d.steps || []) {
+        const li = h("li");
+        li.append(h("b", "", s.method), " ", h("span", "tp-muted", s.expression));
+        steps.append(li);
+      }
+      detailsBox.append(steps);
+      (d.inputs || []).forEach((inp, k) => {
+        detailsBox.append(field(`input ${k + 1}`, nodeLink(inp.node, inp.label)));
+      });
+      if (d.output) detailsBox.append(field("output", nodeLink(d.output.node, d.output.label)));
+      for (const w of d.warnings || []) detailsBox.append(h("div", "tp-warn", w));
       return;
     }
     if (d.type === "operation") {
@@ -920,6 +950,7 @@ function render({ model, el }) {
     if (ev.target === cy) setTrait("selected", "");
   });
   coarseBox.addEventListener("change", () => setTrait("coarse", coarseBox.checked));
+  rollupBox.addEventListener("change", () => setTrait("rollup", rollupBox.checked));
   focusBtn.addEventListener("click", () => {
     const sel = model.get("selected");
     if (sel) setTrait("focus", sel);
@@ -950,6 +981,7 @@ function render({ model, el }) {
       }
     },
     "change:coarse": () => (coarseBox.checked = !!model.get("coarse")),
+    "change:rollup": () => (rollupBox.checked = !!model.get("rollup")),
   };
   for (const [name, fn] of Object.entries(handlers)) model.on(name, fn);
 

@@ -17,6 +17,7 @@ from tensprov_lab.notebook._graph_view import (
     graph_key,
     layout_view,
     node_style,
+    rollup_chains,
     short,
 )
 
@@ -27,7 +28,9 @@ FONT = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
 DASHES = {"dashed": "6 3", "dotted": "2 3"}
 
 
-def to_svg(run: Any, *, coarse: bool = False, show_trivial: bool = False) -> str:
+def to_svg(
+    run: Any, *, coarse: bool = False, show_trivial: bool = False, rollup: bool = True
+) -> str:
     """The operator DAG of ``run`` as a self-contained SVG document.
 
     Parameters
@@ -37,6 +40,9 @@ def to_svg(run: Any, *, coarse: bool = False, show_trivial: bool = False) -> str
         Datasets only, edges labelled by the operation.
     show_trivial : bool, default False
         Keep trivial operations (repartition, cache ...) and hidden datasets.
+    rollup : bool, default True
+        Draw each chain of three or more row-preserving steps (``withColumn``, ``select``
+        ...) as one stage node (:func:`~._graph_view.rollup_chains`).
 
     Returns
     -------
@@ -44,6 +50,8 @@ def to_svg(run: Any, *, coarse: bool = False, show_trivial: bool = False) -> str
         ``<svg ...>...</svg>``, laid out left to right.
     """
     G = build_graph(run, coarse=coarse, show_trivial=show_trivial)
+    if rollup and not coarse:
+        G = rollup_chains(G)
     return view_to_svg(layout_view(G, coarse=coarse))
 
 

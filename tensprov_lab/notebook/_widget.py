@@ -45,6 +45,8 @@ from tensprov_lab.notebook._graph_view import (
     layout_view,
     matching_nodes,
     node_ref,
+    operation_node,
+    rollup_chains,
 )
 from tensprov_lab.notebook._svg import view_to_svg
 from tensprov_lab.notebook._values import (  # noqa: F401 - _convert, _edit_json: tests use them here
@@ -62,9 +64,9 @@ STATIC = Path(__file__).resolve().parent.parent / "static"
 PAGE_SIZE = 20
 
 
-def explore(run: Any) -> LineageExplorer:
+def explore(run: Any, rollup: bool = True) -> LineageExplorer:
     """The lineage explorer of ``run`` (what ``Run.explore()`` returns)."""
-    return LineageExplorer(run)
+    return LineageExplorer(run, rollup=rollup)
 
 
 class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
@@ -103,6 +105,8 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
     lineage = traitlets.Dict().tag(sync=True)
     #: datasets only (True) or datasets and operations (False)
     coarse = traitlets.Bool(False).tag(sync=True)
+    #: chains of row-preserving steps drawn as one stage node each (expand on demand)
+    rollup = traitlets.Bool(True).tag(sync=True)
     #: node whose ancestors and descendants alone are shown ("" for the whole graph)
     focus = traitlets.Unicode("").tag(sync=True)
     #: attribute search text
@@ -133,6 +137,8 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
         self._preview: dict[str, Any] | None = None
         # original values of the edited cells, (dataset, row, column) -> JSON value
         self._originals: dict[tuple[int, int, str], Any] = {}
+        # stages drawn step by step (expanded by the user)
+        self._expanded: set[str] = set()
         super().__init__(coarse=coarse, **kwargs)
         self.on_msg(self._on_msg)
         self._refresh_graph()
@@ -142,13 +148,15 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
         full = build_graph(self._run, coarse=self.coarse)
         self._full = full
         G = full
+        if self.rollup and not self.coarse:
+            G = rollup_chains(full, self._expanded)
         if self.focus:
-            fid = self._visible_id(self.focus, full)
+            fid = self._visible_id(self.focus, G)
             if fid != self.focus:
                 self.focus = fid  # re-enters through the observer with a valid id
                 return
             if fid:
-                G = focus_graph(full, fid)
+                G = focus_graph(G, fid)
         view = layout_view(G, coarse=self.coarse)
         self._view = view
         payload = view.to_payload()
@@ -174,6 +182,14 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
         if not nid or nid in G:
             return nid
         kind, ref = node_ref(nid)
+        stage_of = G.graph.get("stage_of", {})
+        if kind == "stage":  # expanded: the step (or the part of it) it is named after
+            nid = operation_node(ref)
+            if nid in G:
+                return nid
+        stage = stage_of.get(nid)
+        if stage is not None and stage in G:  # rolled up into a stage
+            return str(stage)
         if kind == "operation":
             op = self._run.store.operations.get(ref)
             if op is not None and dataset_node(op.output) in G:
@@ -186,11 +202,17 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
         d = self._diff
         change = dict(zip(d.operations["dataset"], d.operations["change"]))
         store = self._run.store
+        G = self._view.graph if self._view is not None else self._full
         for node in payload["nodes"]:
             kind, ref = node_ref(node["id"])
-            ds = store.operations[ref].output if kind == "operation" else ref
-            status = change.get(store.datasets[ds].label, "same")
-            node["diff"] = status if status in ("added", "changed") else ""
+            if kind == "stage":
+                steps = [node_ref(s)[1] for s in G.nodes[node["id"]]["steps"]]
+            else:
+                steps = [ref] if kind == "operation" else []
+            outs = [store.operations[o].output for o in steps] or [ref]
+            found = {change.get(store.datasets[ds].label, "same") for ds in outs}
+            status = next((s for s in ("added", "changed") if s in found), "")
+            node["diff"] = status
         removed = d.operations[d.operations["change"] == "removed"]
         counts = d.operations["change"].value_counts()
         payload["diff"] = {
@@ -209,7 +231,7 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
         summary = getattr(self._run, "summary", None)
         return str(summary()) if callable(summary) else "tensprov-lab lineage"
 
-    @traitlets.observe("coarse", "focus")
+    @traitlets.observe("coarse", "focus", "rollup")
     def _on_shape_change(self, change: dict[str, Any]) -> None:
         self._refresh_graph()
 
@@ -229,7 +251,9 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
             self.error = f"no node {nid!r} in the graph"
             return
         kind, ref = node_ref(nid)
-        if kind == "operation":
+        if kind == "stage":
+            self.details = self._stage_details(nid)
+        elif kind == "operation":
             self.details = self._operation_details(ref)
         else:
             self.details = self._dataset_details(nid, ref)
@@ -279,6 +303,39 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
             "output": self._ds_summary(op.output),
             "warnings": list(op.warnings),
         }
+
+    def _stage_details(self, nid: str) -> dict[str, Any]:
+        """A rolled-up chain: its steps (each a link to expand into), its input and output."""
+        assert self._view is not None
+        attrs = self._view.graph.nodes[nid]
+        store = self._run.store
+        steps = [store.operations[node_ref(s)[1]] for s in attrs["steps"]]
+        first, last = steps[0], steps[-1]
+        return {
+            "type": "stage",
+            "node": nid,
+            "label": attrs["label"],
+            "steps": [
+                {"node": f"o{op.id}", "method": op.method, "expression": op.expression}
+                for op in steps
+            ],
+            "seconds": float(sum(op.seconds for op in steps)),
+            "rows_in": [store.datasets[i].n_rows for i in first.inputs],
+            "rows_out": store.datasets[last.output].n_rows,
+            "inputs": [self._ds_summary(i) for i in first.inputs],
+            "output": self._ds_summary(last.output),
+            "warnings": [w for op in steps for w in op.warnings],
+        }
+
+    def expand_stage(self, nid: str) -> None:
+        """Draw a stage's steps one by one (and select its first step)."""
+        kind, ref = node_ref(nid)
+        if kind != "stage":
+            raise ValueError(f"{nid} is not a stage")
+        self._expanded.add(nid)
+        self._refresh_graph()
+        if self._view is not None:
+            self.selected = self._visible_id(nid, self._view.graph)
 
     def _dataset_details(self, nid: str, ds_id: int) -> dict[str, Any]:
         store = self._run.store
@@ -710,6 +767,8 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
                 self.show_records(str(content["node"]), 0, only_lineage=True)
             elif kind == "clear":
                 self.clear_lineage()
+            elif kind == "expand":
+                self.expand_stage(str(content["node"]))
             elif kind == "drop":
                 self.mark_drop(int(content["row"]), bool(content.get("on", True)),
                                content.get("node"))  # fmt: skip
