@@ -89,6 +89,18 @@ def test_graph_has_every_node_with_a_position(widget: LineageExplorer, tracked: 
     assert set(g["columns"]) == {"order_id", "cust_id", "amount", "region", "total"}
 
 
+def test_legend_explains_the_styles_drawn(widget: LineageExplorer) -> None:
+    legend = {e["label"]: e["style"] for e in widget.graph["legend"]}
+    assert {"source", "result (sink)", "intermediate dataset"} <= set(legend)
+    assert {"horizontal reduction", "join", "aggregate"} <= set(legend)
+    # each entry is the style of the nodes it stands for
+    by_kind = {n["kind"]: n["style"] for n in widget.graph["nodes"]}
+    assert legend["source"] == by_kind["source"] and legend["result (sink)"] == by_kind["sink"]
+    join = next(n for n in widget.graph["nodes"] if n["name"] == "join")
+    assert legend["join"] == join["style"]
+    assert "opaque: record lineage stops" not in legend  # nothing opaque is drawn
+
+
 # ---------------------------------------------------------------------------------------------
 # clicks
 

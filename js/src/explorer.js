@@ -186,6 +186,11 @@ function render({ model, el }) {
   columns.id = `${uid}-columns`;
   const matchInfo = h("span", "tp-matches");
   toolbar.append(title, coarseLabel, rollupLabel, focusBtn, unfocusBtn, fitBtn, search, columns, matchInfo);
+  // what the colours and borders mean (node styles of this graph, and lineage marks)
+  const legendBox = h("details", "tp-legend");
+  legendBox.append(h("summary", "", "legend"));
+  const legendItems = h("div", "tp-legend-items");
+  legendBox.append(legendItems);
 
   const diffBar = h("div", "tp-diff");
   const errorBar = h("div", "tp-error");
@@ -198,7 +203,7 @@ function render({ model, el }) {
   main.append(canvas, side);
   const recordsBox = h("div", "tp-records");
   const whatIfBox = h("div", "tp-whatif");
-  el.append(toolbar, diffBar, errorBar, main, recordsBox, whatIfBox);
+  el.append(toolbar, diffBar, errorBar, main, legendBox, recordsBox, whatIfBox);
 
   const cy = cytoscape({
     container: canvas,
@@ -301,6 +306,7 @@ function render({ model, el }) {
     );
     coarseBox.checked = !!model.get("coarse");
     rollupBox.checked = !!model.get("rollup");
+    showLegend(g.legend || []);
     unfocusBtn.disabled = !model.get("focus");
     cy.fit(undefined, 24);
     showSelected();
@@ -735,6 +741,34 @@ function render({ model, el }) {
     if (box) {
       box.focus({ preventScroll: true });
       box.setSelectionRange(editing.start, editing.end);
+    }
+  }
+
+  // -- legend ----------------------------------------------------------------------------
+  const MARKS = [
+    ["backward lineage", "#dc2626"],
+    ["forward lineage", "#16a34a"],
+    ["picked record", "#7c3aed"],
+    ["where a record stopped", "#f59e0b"],
+  ];
+  function showLegend(entries) {
+    legendItems.replaceChildren();
+    for (const e of entries) {
+      const s = e.style;
+      const sw = h("span", "tp-swatch");
+      sw.style.background = s.fill;
+      sw.style.border = `${Math.min(s.border_width, 3)}px ${s.border_style} ${s.border}`;
+      if (s.shape === "round-rectangle") sw.style.borderRadius = "5px";
+      const item = h("span", "tp-legend-item");
+      item.append(sw, e.label);
+      legendItems.append(item);
+    }
+    for (const [text, colour] of MARKS) {
+      const sw = h("span", "tp-swatch tp-swatch-mark");
+      sw.style.background = colour;
+      const item = h("span", "tp-legend-item");
+      item.append(sw, text);
+      legendItems.append(item);
     }
   }
 

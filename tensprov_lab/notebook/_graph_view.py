@@ -239,7 +239,7 @@ def build_graph(source: Any, *, coarse: bool = False, show_trivial: bool = False
                 nid,
                 kind="dataset",
                 ref=ds.id,
-                label=name or ds.label,
+                label=name or _made_by(store, ds_id),
                 role=ds.role,
                 origin=ds.origin,
                 category="",
@@ -424,6 +424,48 @@ def rollup_chains(
     return R
 
 
+def legend(G: nx.DiGraph) -> list[dict[str, Any]]:
+    """What the node styles drawn in ``G`` mean: dataset kinds, operation categories
+    and flags, each with its style (only those present)."""
+    entries: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def add(key: str, text: str, attrs: dict[str, Any]) -> None:
+        if key not in seen:
+            seen.add(key)
+            entries.append({"label": text, "style": node_style(attrs)})
+
+    kinds = {"source": "source", "dataset": "intermediate dataset", "sink": "result (sink)"}
+    present = [a for _, a in G.nodes(data=True)]
+    for kind, text in kinds.items():
+        if any(a["kind"] == kind for a in present):
+            add(kind, text, {"kind": kind})
+    for a in sorted(present, key=lambda a: str(a.get("category", ""))):
+        if a["kind"] != "operation":
+            continue
+        cat = str(a.get("category") or "operation")
+        text = "stage: several steps" if cat == "stage" else cat.replace("_", " ")
+        add(f"op:{cat}", text, {"kind": "operation", "category": cat})
+    for flag, text in (
+        ("opaque", "opaque: record lineage stops"),
+        ("contextual", "contextual: depends on other records"),
+        ("nondeterministic", "non-deterministic"),
+    ):
+        if any(a["kind"] == "operation" and a.get(flag) for a in present):
+            add(flag, text, {"kind": "operation", "category": "", flag: True})
+    return entries
+
+
+def _made_by(store: Store, ds_id: int) -> str:
+    """A dataset no variable names, named after the call that made it: ``filter(orders)``,
+    ``join(big, customers)`` (``…`` for an input without a name either)."""
+    op = store.producer(ds_id)
+    if op is None:
+        return store.datasets[ds_id].label
+    names = [store.datasets[i].name or "…" for i in op.inputs]
+    return f"{op.method}({', '.join(names)})"
+
+
 def _set_kinds(G: nx.DiGraph) -> None:
     # Source and sink are relative to the picture: a dataset made by an earlier run is
     # where this run's data comes from, so it is drawn as a source.
@@ -591,6 +633,7 @@ class GraphView:
             "coarse": self.coarse,
             "columns": graph_columns(self.graph),
             "bounds": [round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2)],
+            "legend": legend(self.graph),
         }
 
 
