@@ -136,6 +136,32 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
         rows = [(*r, len(members[t.get(r, c)])) for r in t.rows]
         lin = [merge(*(t.lin[j] for j in members[t.get(r, c)])) for r in t.rows]
         return Table([*t.cols, "wc"], {**t.types, "wc": "int"}, rows, lin)
+    if kind == "pivot":
+        # groupBy(g).pivot(p, values).agg(sum(x)): a record per group (from every member),
+        # a column per pivot value (the sum over the members with that value)
+        _, g, p, x, values = step
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(t.rows):
+            groups.setdefault(t.get(r, g), []).append(i)
+        ordered = sorted(groups.items(), key=lambda kv: kv[1][0])
+        rows = []
+        for key, members in ordered:
+            cells = []
+            for v in values:
+                vals = [
+                    t.get(t.rows[i], x)
+                    for i in members
+                    if t.get(t.rows[i], p) == v and t.get(t.rows[i], x) is not None
+                ]
+                cells.append(sum(vals) if vals else None)
+            rows.append((key, *cells))
+        names = [str(v) for v in values]
+        return Table(
+            [g, *names],
+            {g: t.types[g], **{n: "int" for n in names}},
+            rows,
+            [merge(*(t.lin[i] for i in m)) for _, m in ordered],
+        )
     if kind in ("window_running", "window_rank"):
         # sum(x) over (partition by c order by x): the default frame, RANGE unbounded
         # preceding .. current row, holds the rows sorting before and the peers (nulls
@@ -306,6 +332,14 @@ def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
         # decides only the new column
         _, c = step
         return [({**_same(t.cols), "wc": frozenset()}, {"wc": frozenset([c])})]
+    if kind == "pivot":
+        # a pivot column's cell: the summed x contributes, the group and pivot columns
+        # decide which cell.  The group column is also influenced by the pivot column: the
+        # first grouping step groups by both (a superset capture documents)
+        _, g, p, x, values = step
+        names = [str(v) for v in values]
+        contributing = {g: frozenset([g]), **{n: frozenset([x]) for n in names}}
+        return [(contributing, {c: frozenset([g, p]) for c in [g, *names]})]
     if kind in ("window_running", "window_rank"):
         # the summed x contributes; the partition and order columns decide the frame
         # (a rank's order column decides it: influencing only)
@@ -345,6 +379,15 @@ def step_column_rows(step: tuple, t: Table, rows: list[list[frozenset[int]]]) ->
     if step[0] in ("window_count", "window_running", "window_rank"):
         own = [frozenset([i]) for i in range(len(t.rows))]
         return [{c: own for c in t.cols}]
+    if step[0] == "pivot":
+        # the column of pivot value v: the group's members with that value
+        _, g, p, _x, values = step
+        by_value = {}
+        for v in values:
+            by_value[str(v)] = [
+                frozenset(i for i in members if t.get(t.rows[i], p) == v) for members in rows[0]
+            ]
+        return [by_value]
     return [{} for _ in rows]
 
 

@@ -36,7 +36,7 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
     options = ["filter_notnull", "with", "select", "dropna", "fillna", "orderBy", "distinct",
                "dropDuplicates", "union_self", "window_count"]  # fmt: skip
     if int_cols:
-        options += ["filter_gt", "groupBy", "window_running", "window_rank"]
+        options += ["filter_gt", "groupBy", "window_running", "window_rank", "pivot"]
     if str_cols:
         options.append("filter_eq")
     if "k" in t.cols and "w" not in t.cols and not used_join:
@@ -102,6 +102,16 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         if {"ws", "wr"} & set(t.cols):
             return None
         return (kind, data.draw(st.sampled_from(t.cols)), data.draw(st.sampled_from(int_cols)))
+    if kind == "pivot":
+        if len(t.cols) < 2:
+            return None
+        g, p = data.draw(st.lists(st.sampled_from(t.cols), min_size=2, max_size=2, unique=True))
+        x = data.draw(st.sampled_from([c for c in int_cols if c not in (g, p)] or [None]))
+        values = sorted({t.get(r, p) for r in t.rows if t.get(r, p) is not None})
+        names = [str(v) for v in values]
+        if x is None or not values or g in names or len(set(names)) < len(names):
+            return None
+        return (kind, g, p, x, tuple(values))
     return (kind,)
 
 
@@ -147,6 +157,9 @@ def spark_step(step: tuple, df, a_df, b_df):  # noqa: ANN001, ANN201
         return df.select("*", F.explode(F.array(step[1], step[2])).alias("e"))
     if kind == "window_count":
         return df.withColumn("wc", F.count(F.lit(1)).over(Window.partitionBy(step[1])))
+    if kind == "pivot":
+        _, g, p, x, values = step
+        return df.groupBy(g).pivot(p, list(values)).agg(F.sum(x))
     if kind == "window_running":
         w = Window.partitionBy(step[1]).orderBy(F.col(step[2]).asc_nulls_first())
         return df.withColumn("ws", F.sum(step[2]).over(w))
@@ -385,7 +398,32 @@ def run_pipeline(spark, a: list[tuple], b: list[tuple], steps: list[tuple]):  # 
         check_dataset(run, df, tt, sources, check_values=i == len(frames) - 1)
         # every intermediate dataset is the final one of a shorter pipeline
         check_cells(run, df, chain[: i + 1], sources)
+    if frames:
+        check_why_not(run, frames[-1][0], chain, a_df, len(a))
     return run
+
+
+#: the DataFrame method each oracle step that can drop records is recorded as
+_DROPPING = {"filter_gt": "filter", "filter_eq": "where", "filter_notnull": "filter",
+             "dropna": "dropna", "limit": "limit", "join": "join"}  # fmt: skip
+
+
+def check_why_not(run, out, chain: list[Step], a_df, n_a: int) -> None:  # noqa: ANN001
+    """Why-not of every record of source ``a`` against the oracle: a record reaching
+    ``out`` says so; one that does not is dropped, at the step where the oracle's
+    lineage (along the pipeline's main path) first loses it."""
+
+    def holds(t: Table, j: int) -> bool:
+        return any(j in li.get("a", ()) for li in t.lin)
+
+    for j in range(n_a):
+        got = run.why_not(out, source=a_df, rows=[j], values=False)
+        if holds(chain[-1].out, j):
+            assert list(got["status"]) == ["reaches"], (j, got)
+            continue
+        assert set(got["status"]) == {"dropped"}, (j, got)
+        stop = next(st for st in chain if holds(st.t, j) and not holds(st.out, j))
+        assert _DROPPING[stop.step[0]] in set(got["operation"]), (j, stop.step, got)
 
 
 def _spread(items: list, limit: int) -> list:
