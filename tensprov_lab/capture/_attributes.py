@@ -28,6 +28,7 @@ from tensprov_lab.capture._exprs import exprs as read_exprs
 from tensprov_lab.capture._exprs import ids as read_ids
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture.rules import rule_for
+from tensprov_lab.capture.rules._base import PlanNode
 
 __all__ = ["AttributeMaps", "attribute_maps"]
 
@@ -220,7 +221,8 @@ class _Walker:
         out_ids: list[int],
     ) -> dict[int, Lin]:
         rule = rule_for(str(d["class"]).rsplit(".", 1)[-1])
-        new = rule.attributes(self, d, env, envs, kid_ids, out_ids) if rule is not None else {}
+        node = PlanNode(d, env, envs, kid_ids, out_ids)
+        new = rule.attributes(self, node) if rule is not None else {}
         out: dict[int, Lin] = {}
         unknown = [a for a in out_ids if a not in new and a not in env]
         if unknown:

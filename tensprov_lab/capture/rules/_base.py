@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -11,13 +12,30 @@ from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Block, Rewrite, Unsupported
 from tensprov_lab.capture._keys import KeyIndex, ScanKeyIndex
 
-__all__ = ["Captured", "Reading", "Rewriting", "Rule", "Walking", "attrs", "single"]
+__all__ = [
+    "Captured", "PlanNode", "Reading", "Rewriting", "Rule", "Walking", "attrs", "single",
+]  # fmt: skip
 
 JObject = Any
 #: a child of a node in the rewrite: its rewritten plan and the key blocks it carries
 Walked = tuple[JObject, list[Block]]
 #: an operation's output size, its tensors (one per input occurrence) and key index
 Captured = tuple[int, list[Any], KeyIndex]
+
+
+@dataclass
+class PlanNode:
+    """One plan node as the attribute walk reads it."""
+
+    #: the node's Catalyst JSON (children emptied)
+    d: dict[str, Any]
+    #: every input cell each expression id of its children's outputs comes from
+    env: dict[int, Lin]
+    #: the same per child (a union reads each child's on its own)
+    envs: list[dict[int, Lin]]
+    #: output expression ids of each child, and of the node
+    kid_ids: list[list[int]]
+    out_ids: list[int]
 
 
 class Rewriting(Protocol):
@@ -124,15 +142,7 @@ class Rule:
         """The expression ids of the node's output from its JSON ``d`` (None: ask Spark)."""
         return kid_ids[0] if self.same_output and kid_ids else None
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         """The lineage of the columns the node makes (the rest pass on unchanged), and,
         through ``w.influence`` / ``w.row``, the input cells that decide its records."""
         return {}

@@ -34,6 +34,7 @@ from tensprov_lab.capture._keyed import Block, Group, Pivot, Rewrite, Unsupporte
 from tensprov_lab.capture._keys import GroupSetKeyIndex, KeyIndex, MappedKeyIndex, arrow_keys
 from tensprov_lab.capture.rules._base import (
     Captured,
+    PlanNode,
     Reading,
     Rewriting,
     Rule,
@@ -99,23 +100,15 @@ class Aggregate(Rule):
     def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
         return ids(d["aggregateExpressions"])
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        w.influence(env, d["groupingExpressions"])
-        named = w.named(env, exprs(d["aggregateExpressions"]))
-        for e in exprs(d["aggregateExpressions"]):
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        w.influence(n.env, n.d["groupingExpressions"])
+        named = w.named(n.env, exprs(n.d["aggregateExpressions"]))
+        for e in exprs(n.d["aggregateExpressions"]):
             ident = e.named_id()
             for pf in e.find("PivotFirst"):
                 # a pivot's cell: the value column flows in, the pivot column decides
                 # which cell (the column of which pivot value) it goes to
-                values, pivot = w.lin(env, pf.kids[1].refs()), w.lin(env, pf.kids[0].refs())
+                values, pivot = w.lin(n.env, pf.kids[1].refs()), w.lin(n.env, pf.kids[0].refs())
                 if ident is not None:
                     named[ident] = Lin(values.contrib, values.infl | pivot.all())
         return named

@@ -23,6 +23,7 @@ from tensprov_lab.capture._exprs import Lin
 from tensprov_lab.capture._keyed import Group, Rewrite, Unsupported
 from tensprov_lab.capture.rules._base import (
     Captured,
+    PlanNode,
     Reading,
     Rewriting,
     Rule,
@@ -72,16 +73,8 @@ class Deduplicate(_Dedup):
     def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
         return rw.jvm.lst(node.keys())  # type: ignore[no-any-return]
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        w.influence(env, d.get("keys"))
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        w.influence(n.env, n.d.get("keys"))
         return {}
 
 
@@ -92,15 +85,7 @@ class Distinct(_Dedup):
     def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
         return rw.jvm.output(kids[0])  # type: ignore[no-any-return]
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        for a in kid_ids[0] if kid_ids else []:
-            w.row |= env[a].all() if a in env else set()
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        for a in n.kid_ids[0] if n.kid_ids else []:
+            w.row |= n.env[a].all() if a in n.env else set()
         return {}

@@ -17,7 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture._exprs import Lin, exprs
-from tensprov_lab.capture.rules._base import Rewriting, Rule, Walked, Walking, attrs, single
+from tensprov_lab.capture.rules._base import (
+    PlanNode,
+    Rewriting,
+    Rule,
+    Walked,
+    Walking,
+    attrs,
+    single,
+)
 
 __all__ = ["Expand"]
 
@@ -39,18 +47,10 @@ class Expand(Rule):
         )
         return new, blocks
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        cols: list[set[int]] = [set() for _ in out_ids]
-        for proj in d["projections"]:
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        cols: list[set[int]] = [set() for _ in n.out_ids]
+        for proj in n.d["projections"]:
             for j, e in enumerate(exprs(proj)):
                 if j < len(cols):
                     cols[j] |= e.refs()
-        return {a: w.lin(env, cols[j]) for j, a in enumerate(out_ids)}
+        return {a: w.lin(n.env, cols[j]) for j, a in enumerate(n.out_ids)}

@@ -15,10 +15,8 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any
-
 from tensprov_lab.capture._exprs import Lin
-from tensprov_lab.capture.rules._base import Rule, Walking
+from tensprov_lab.capture.rules._base import PlanNode, Rule, Walking
 
 __all__ = ["Filter"]
 
@@ -28,14 +26,6 @@ class Filter(Rule):
     methods = ("filter", "where", "dropna")
     same_output = True
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        w.influence(env, d.get("condition"))
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        w.influence(n.env, n.d.get("condition"))
         return {}

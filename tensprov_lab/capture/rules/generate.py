@@ -20,7 +20,7 @@ from typing import Any
 
 from tensprov_lab.capture._exprs import Lin, exprs, ids
 from tensprov_lab.capture._keyed import Block, Unsupported, key_name
-from tensprov_lab.capture.rules._base import Rewriting, Rule, Walked, Walking, single
+from tensprov_lab.capture.rules._base import PlanNode, Rewriting, Rule, Walked, Walking, single
 
 __all__ = ["Generate"]
 
@@ -63,19 +63,11 @@ class Generate(Rule):
             raise Unsupported(f"generator {kind} is not traced record by record")
         return new, [*blocks, Block("genpos", -1, [pos], 1)]
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        gen = exprs(d["generator"])
-        lin = w.lin(env, gen[0].refs()) if gen else Lin()
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        gen = exprs(n.d["generator"])
+        lin = w.lin(n.env, gen[0].refs()) if gen else Lin()
         # a stored array decides how many records exist (none when it is empty); an
         # array built from columns, explode(array(a, b)), always gives its size
         if gen and not all(k.cls in ("CreateArray", "CreateMap") for k in gen[0].kids):
             w.row |= lin.all()
-        return {i: lin for i in ids(d["generatorOutput"])}
+        return {i: lin for i in ids(n.d["generatorOutput"])}

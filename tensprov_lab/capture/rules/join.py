@@ -27,7 +27,15 @@ from tensprov_lab.capture._exprs import Lin
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Rewrite, Semi, Unsupported, key_name
 from tensprov_lab.capture._keys import ScanKeyIndex, arrow_keys
-from tensprov_lab.capture.rules._base import Captured, Reading, Rewriting, Rule, Walked, Walking
+from tensprov_lab.capture.rules._base import (
+    Captured,
+    PlanNode,
+    Reading,
+    Rewriting,
+    Rule,
+    Walked,
+    Walking,
+)
 from tensprov_lab.store import tensor_from_pairs
 
 __all__ = ["Join", "semi_tensors"]
@@ -83,16 +91,8 @@ class Join(Rule):
             return kid_ids[0]
         return None
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        w.influence(env, d.get("condition"))
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        w.influence(n.env, n.d.get("condition"))
         return {}
 
 

@@ -17,7 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture._exprs import Lin, exprs, ids
-from tensprov_lab.capture.rules._base import Rewriting, Rule, Walked, Walking, attrs, single
+from tensprov_lab.capture.rules._base import (
+    PlanNode,
+    Rewriting,
+    Rule,
+    Walked,
+    Walking,
+    attrs,
+    single,
+)
 
 __all__ = ["Project"]
 
@@ -37,13 +45,5 @@ class Project(Rule):
     def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
         return ids(d["projectList"])
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        return w.named(env, d["parsed"] if "parsed" in d else exprs(d["projectList"]))
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        return w.named(n.env, n.d["parsed"] if "parsed" in n.d else exprs(n.d["projectList"]))

@@ -25,6 +25,7 @@ from tensprov_lab.capture._keyed import Rewrite, Unsupported, key_name
 from tensprov_lab.capture._keys import arrow_keys
 from tensprov_lab.capture.rules._base import (
     Captured,
+    PlanNode,
     Reading,
     Rewriting,
     Rule,
@@ -70,16 +71,8 @@ class Sort(Rule):
         raw, runs = _sorted_keys(reader, rw)
         return reader._functional(rw, occ, raw, runs)
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
-        w.influence(env, d.get("order"))
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
+        w.influence(n.env, n.d.get("order"))
         return {}
 
 

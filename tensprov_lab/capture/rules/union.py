@@ -19,7 +19,7 @@ from typing import Any
 
 from tensprov_lab.capture._exprs import Lin
 from tensprov_lab.capture._keyed import Block, Unsupported, key_name, literals
-from tensprov_lab.capture.rules._base import Rewriting, Rule, Walked, Walking
+from tensprov_lab.capture.rules._base import PlanNode, Rewriting, Rule, Walked, Walking
 
 __all__ = ["Union"]
 
@@ -60,18 +60,10 @@ class Union(Rule):
             k += len(b.attrs)
         return new, new_blocks
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         new = {}
-        for j, a in enumerate(out_ids):
-            parts = [envs[k].get(ids[j]) for k, ids in enumerate(kid_ids) if j < len(ids)]
+        for j, a in enumerate(n.out_ids):
+            parts = [n.envs[k].get(ids[j]) for k, ids in enumerate(n.kid_ids) if j < len(ids)]
             new[a] = Lin(
                 frozenset().union(*(p.contrib for p in parts if p)),
                 frozenset().union(*(p.infl for p in parts if p)),

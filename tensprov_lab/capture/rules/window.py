@@ -33,6 +33,7 @@ from tensprov_lab.capture._keyed import Rewrite, key_name
 from tensprov_lab.capture._keys import arrow_keys
 from tensprov_lab.capture.rules._base import (
     Captured,
+    PlanNode,
     Reading,
     Rewriting,
     Rule,
@@ -101,25 +102,17 @@ class Window(Rule):
     def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
         return kid_ids[0] + ids(d["windowExpressions"])
 
-    def attributes(
-        self,
-        w: Walking,
-        d: dict[str, Any],
-        env: dict[int, Lin],
-        envs: list[dict[int, Lin]],
-        kid_ids: list[list[int]],
-        out_ids: list[int],
-    ) -> dict[int, Lin]:
+    def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         spec = Lin()
         for key in ("partitionSpec", "orderSpec"):
-            for e in exprs(d[key]):
-                got = w.lin(env, e.refs())
+            for e in exprs(n.d[key]):
+                got = w.lin(n.env, e.refs())
                 spec = Lin(spec.contrib | got.contrib, spec.infl | got.infl)
         new = {}
-        for e in exprs(d["windowExpressions"]):
+        for e in exprs(n.d["windowExpressions"]):
             fn = Lin()
             for we in e.find("WindowExpression"):
-                got = w.lin(env, we.kids[0].refs())
+                got = w.lin(n.env, we.kids[0].refs())
                 if we.kids[0].cls in _RANKING:
                     # rank() reads the order values: they decide the rank, no value
                     # flows into it
