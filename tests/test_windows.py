@@ -54,6 +54,27 @@ def test_frame_tensor_matches_its_matrix() -> None:
         assert t.nnz == int(m.sum())
 
 
+def test_window_tensor_counts_its_entries_from_the_bounds() -> None:
+    """Exact for frames of one sort order (one window spec); with two orders an upper
+    bound that still counts each order's frames exactly."""
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        n = int(rng.integers(1, 25))
+        order = rng.permutation(n)
+        frames = []
+        for _k in range(int(rng.integers(1, 4))):
+            a, b = int(rng.integers(-3, 1)), int(rng.integers(-2, 3))
+            lo = np.clip(np.arange(n) + a, 0, n)
+            hi = np.maximum(np.clip(np.arange(n) + b + 1, 0, n), lo)
+            frames.append(FrameTensor(order, lo, np.maximum.accumulate(hi)))
+        for own in (True, False):
+            t = WindowTensor(n, frames, {}, own=own)
+            assert t.nnz == int(t.to_sparse().nnz)
+        other = FrameTensor(rng.permutation(n), np.zeros(n, np.int64), np.full(n, n))
+        mixed = WindowTensor(n, [*frames, other], {})
+        assert mixed.nnz >= int(mixed.to_sparse().nnz) == n * n
+
+
 def test_window_tensor_columns_and_localized() -> None:
     lag = FrameTensor([0, 1, 2, 3], [0, 0, 1, 2], [0, 1, 2, 3])
     whole = FrameTensor([0, 1, 2, 3], [0, 0, 0, 0], [4, 4, 4, 4])
