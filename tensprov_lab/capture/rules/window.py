@@ -74,6 +74,12 @@ class Window(Rule):
             and all(r.keeps_records for r in rw.rules) and len(rw.windows) >= 1
         )  # fmt: skip
         if not shaped:
+            # e.g. a SQL statement filtering or grouping in the same call: the records'
+            # lineage stays their own, and the user is told so
+            reader._note(
+                "window: its frames are not traced when the same call also filters, "
+                "groups or joins; each record's lineage is its own record (localized)"
+            )
             return None
         reader._index_deferred(occ)
         n = node.n
