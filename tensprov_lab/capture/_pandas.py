@@ -31,11 +31,17 @@ pandas frame's ``attrs``, which pandas ignores in comparisons, printing and comp
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from tensprov_lab.capture._nodes import Capturing, Node
+import numpy as np
 
-__all__ = ["MARK", "REASON", "match_rows", "record_call", "targets"]
+from tensprov_lab.capture._annotate import annotate_source
+from tensprov_lab.capture._keys import arrow_keys
+from tensprov_lab.capture._nodes import ROW, Capturing, Node, _short_error
+from tensprov_lab.store import tensor_from_pairs
+
+__all__ = ["MARK", "REASON", "capture_hop", "match_rows", "record_call", "targets"]
 
 #: the key of ``DataFrame.attrs`` naming the tracked DataFrame a pandas frame came from
 MARK = "tensprov_lab.from"
@@ -146,3 +152,62 @@ def match_rows(hop: Any, upstream: Any, columns: list[str]) -> tuple[Any, Any] |
         merged["__tp_out"].to_numpy(dtype=np.int64),
         merged["__tp_in"].to_numpy(dtype=np.int64),
     )
+
+
+def capture_hop(
+    tracker: Capturing, p: Any, run: Any, cols: list[str], types: list[str], t0: float
+) -> bool:
+    """A hop through pandas whose records all match upstream records by value
+    (:func:`._pandas.match_rows`): recorded exactly, the new DataFrame numbered as a
+    source of its own.  False (nothing recorded) when they do not all match."""
+    (up,) = p.inputs
+    try:
+        tracker._index_deferred([up])
+        if up.ds_id is None or up.n is None or up.n > MATCH_LIMIT:
+            return False
+        common = [c for c in cols if c in tracker._dataset(up).columns]
+        if not common:
+            return False
+        ann = annotate_source(tracker.jvm, p.out.plan, pin=True)
+        ki = tracker._scan_index(ann)
+        table = tracker.jvm.to_arrow(tracker.jvm.to_df(ann.plan))
+        names = ann.key_names()
+        hop = table.select(list(range(table.num_columns - len(names)))).to_pandas()
+        hop.insert(0, ROW, ki.lookup(arrow_keys(table, names)))
+        hop = hop.sort_values(ROW, kind="stable").reset_index(drop=True)
+        upstream = tracker.records(up.ds_id, None, None)
+        matched = match_rows(hop, upstream, common)
+    except Exception as exc:  # noqa: BLE001 - the hop stays opaque, as before
+        tracker._note(f"{p.expression}: records not matched back ({_short_error(exc)})")
+        return False
+    if matched is None:
+        return False
+    out_rows, in_rows = matched
+    n = int(ki.n)
+    tensor = tensor_from_pairs(out_rows, upstream[ROW].to_numpy()[in_rows], n, up.n)
+    in_cols = tracker._dataset(up).columns
+    same = np.array([[c == u for u in in_cols] for c in cols], dtype=bool)
+    new: np.ndarray = ~np.asarray(same.any(axis=1), dtype=bool)
+    contributing = same | new.reshape(-1, 1)
+    notes = [
+        f"{p.expression}: records matched back to {tracker._label(up)} by the values of "
+        f"{', '.join(common)}"
+    ]
+    if len(out_rows) > n:
+        several = np.unique(out_rows[1:][np.diff(out_rows) == 0])
+        notes.append(
+            f"{p.expression}: {len(several)} record(s) equal several upstream records; "
+            "their lineage lists every one"
+        )
+    ds = tracker.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
+    op = tracker._add_operation(
+        ds.id, p.method, "transformation", [up.ds_id], [tensor], expression=p.expression,
+        warnings=notes, seconds=time.perf_counter() - t0, run=run.id,
+        contributing=[contributing], influencing=[np.zeros_like(contributing)],
+        attributes_exact=not bool(new.any()),
+    )  # fmt: skip
+    p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
+    p.out.pinned = True
+    p.out.cacheable = tracker.materialize != "none"
+    tracker._recorded(run, p.out, op.id, notes[1:])
+    return True

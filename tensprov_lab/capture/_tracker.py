@@ -53,7 +53,7 @@ from tensprov_lab.capture._recording import (
 from tensprov_lab.capture._records import RecordReading
 from tensprov_lab.capture.rules import TRIVIAL
 from tensprov_lab.capture.rules.aggregate import every_record
-from tensprov_lab.store import Store, tensor_from_pairs
+from tensprov_lab.store import Store
 
 __all__ = [
     "Tracker",
@@ -531,7 +531,7 @@ class Tracker(Recording, RecordRules, RecordReading):
         cols, types = self.jvm.columns(p.out.df)
         in_nodes = p.inputs
         if p.out.opaque_reason is not None:
-            if self._capture_hop(p, run, cols, types, t0):
+            if _pandas.capture_hop(self, p, run, cols, types, t0):
                 return
             why = p.out.opaque_reason.format(upstream=self._label(in_nodes[0]))
             self._opaque(p, run, why, cols, types, 0.0)
@@ -606,66 +606,6 @@ class Tracker(Recording, RecordRules, RecordReading):
         p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
         p.out.ties_exact = _ties_exact(rw, occ_nodes)
         self._recorded(run, p.out, op.id, warns)
-
-    def _capture_hop(
-        self, p: Pending, run: RunLog, cols: list[str], types: list[str], t0: float
-    ) -> bool:
-        """A hop through pandas whose records all match upstream records by value
-        (:func:`._pandas.match_rows`): recorded exactly, the new DataFrame numbered as a
-        source of its own.  False (nothing recorded) when they do not all match."""
-        from tensprov_lab.capture._nodes import ROW
-
-        (up,) = p.inputs
-        try:
-            self._index_deferred([up])
-            if up.ds_id is None or up.n is None or up.n > _pandas.MATCH_LIMIT:
-                return False
-            common = [c for c in cols if c in self._dataset(up).columns]
-            if not common:
-                return False
-            ann = annotate_source(self.jvm, p.out.plan, pin=True)
-            ki = self._scan_index(ann)
-            table = self.jvm.to_arrow(self.jvm.to_df(ann.plan))
-            names = ann.key_names()
-            hop = table.select(list(range(table.num_columns - len(names)))).to_pandas()
-            hop.insert(0, ROW, ki.lookup(arrow_keys(table, names)))
-            hop = hop.sort_values(ROW, kind="stable").reset_index(drop=True)
-            upstream = self.records(up.ds_id, None, None)
-            matched = _pandas.match_rows(hop, upstream, common)
-        except Exception as exc:  # noqa: BLE001 - the hop stays opaque, as before
-            self._note(f"{p.expression}: records not matched back ({_short_error(exc)})")
-            return False
-        if matched is None:
-            return False
-        out_rows, in_rows = matched
-        n = int(ki.n)
-        tensor = tensor_from_pairs(out_rows, upstream[ROW].to_numpy()[in_rows], n, up.n)
-        in_cols = self._dataset(up).columns
-        same = np.array([[c == u for u in in_cols] for c in cols], dtype=bool)
-        new: np.ndarray = ~np.asarray(same.any(axis=1), dtype=bool)
-        contributing = same | new.reshape(-1, 1)
-        notes = [
-            f"{p.expression}: records matched back to {self._label(up)} by the values of "
-            f"{', '.join(common)}"
-        ]
-        if len(out_rows) > n:
-            several = np.unique(out_rows[1:][np.diff(out_rows) == 0])
-            notes.append(
-                f"{p.expression}: {len(several)} record(s) equal several upstream records; "
-                "their lineage lists every one"
-            )
-        ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
-        op = self._add_operation(
-            ds.id, p.method, "transformation", [up.ds_id], [tensor], expression=p.expression,
-            warnings=notes, seconds=time.perf_counter() - t0, run=run.id,
-            contributing=[contributing], influencing=[np.zeros_like(contributing)],
-            attributes_exact=not bool(new.any()),
-        )  # fmt: skip
-        p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
-        p.out.pinned = True
-        p.out.cacheable = self.materialize != "none"
-        self._recorded(run, p.out, op.id, notes[1:])
-        return True
 
     def _capture_every_record(self, p: Pending, run: RunLog, t0: float) -> None:
         """Record an operation whose one output record is made from every input record

@@ -48,6 +48,7 @@ from tensprov_lab.notebook._graph_view import (
     operation_node,
     rollup_chains,
 )
+from tensprov_lab.notebook._source_panel import SourcePanel
 from tensprov_lab.notebook._svg import view_to_svg
 from tensprov_lab.notebook._values import (  # noqa: F401 - _convert, _edit_json: tests use them here
     LISTED_ROWS,
@@ -69,7 +70,7 @@ def explore(run: Any, rollup: bool = True) -> LineageExplorer:
     return LineageExplorer(run, rollup=rollup)
 
 
-class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
+class LineageExplorer(WhatIfPanel, SourcePanel, anywidget.AnyWidget):  # type: ignore[misc]
     """Interactive view of a run's provenance graph.
 
     Parameters
@@ -304,39 +305,6 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
             "warnings": list(op.warnings),
         }
 
-    def _stage_details(self, nid: str) -> dict[str, Any]:
-        """A rolled-up chain: its steps (each a link to expand into), its input and output."""
-        assert self._view is not None
-        attrs = self._view.graph.nodes[nid]
-        store = self._run.store
-        steps = [store.operations[node_ref(s)[1]] for s in attrs["steps"]]
-        first, last = steps[0], steps[-1]
-        return {
-            "type": "stage",
-            "node": nid,
-            "label": attrs["label"],
-            "steps": [
-                {"node": f"o{op.id}", "method": op.method, "expression": op.expression}
-                for op in steps
-            ],
-            "seconds": float(sum(op.seconds for op in steps)),
-            "rows_in": [store.datasets[i].n_rows for i in first.inputs],
-            "rows_out": store.datasets[last.output].n_rows,
-            "inputs": [self._ds_summary(i) for i in first.inputs],
-            "output": self._ds_summary(last.output),
-            "warnings": [w for op in steps for w in op.warnings],
-        }
-
-    def expand_stage(self, nid: str) -> None:
-        """Draw a stage's steps one by one (and select its first step)."""
-        kind, ref = node_ref(nid)
-        if kind != "stage":
-            raise ValueError(f"{nid} is not a stage")
-        self._expanded.add(nid)
-        self._refresh_graph()
-        if self._view is not None:
-            self.selected = self._visible_id(nid, self._view.graph)
-
     def _dataset_details(self, nid: str, ds_id: int) -> dict[str, Any]:
         store = self._run.store
         ds = store.datasets[ds_id]
@@ -529,48 +497,6 @@ class LineageExplorer(WhatIfPanel, anywidget.AnyWidget):  # type: ignore[misc]
             # a source record: where did it go?  Asked after the highlight is on show
             # (reading the deciding values back takes a Spark job)
             self._where_it_went(ds_id, int(row), rows)
-
-    def _where_it_went(self, ds_id: int, row: int, reached: dict[int, np.ndarray]) -> None:
-        """Why-not of a source record for every sink on show it does not reach: the
-        operation that dropped it, why, and the values that decided it."""
-        from tensprov_lab.query import why_not
-
-        store = self._run.store
-        sinks = [
-            int(a["ref"])
-            for _, a in self._full.nodes(data=True)
-            if a["kind"] == "sink" and not len(reached.get(int(a["ref"]), ()))
-        ]
-        values = getattr(self._run._tracker, "spark", None) is not None
-        found: list[dict[str, Any]] = []
-        try:
-            for sink in sinks:
-                for w in why_not(store, sink, ds_id, np.asarray([row], dtype=np.int64)):
-                    if len(w.reaches):
-                        continue
-                    entries = self._run._why_not_rows(w, values)
-                    ops: list[int | None] = [d.operation for d in w.drops]
-                    ops = ops or [None] * len(entries)
-                    for entry, op_id in zip(entries, ops):
-                        found.append(
-                            {
-                                "sink": self._label(sink),
-                                "status": entry["status"],
-                                "node": f"o{op_id}" if op_id is not None else "",
-                                "expression": entry.get("expression") or "",
-                                "reason": entry["reason"],
-                                "values": {
-                                    str(k): [_plain(x) for x in v]
-                                    for k, v in (entry.get("values") or {}).items()
-                                },
-                            }
-                        )
-        except Exception as exc:  # noqa: BLE001 - the lineage on show stays; say why not
-            found = [{"sink": "", "status": "unknown", "node": "", "expression": "",
-                      "reason": f"why-not failed: {exc}", "values": {}}]  # fmt: skip
-        if self._picked is not None and self._picked.get("dataset") == ds_id:
-            self._picked["why_not"] = found
-            self._project_lineage()
 
     def select_cell(self, row: int, column: str, node: str | None = None) -> None:
         """Backward and forward lineage of one cell (attribute-value level).
@@ -832,12 +758,3 @@ def _kept(ds: Any) -> str:
     """Why a dataset's records are kept whole, for the explorer: a source is read where
     it is (a cache for faster recomputation does not change that)."""
     return "" if ds.role == "source" else str(ds.materialized)
-
-
-def _plain(x: Any) -> Any:
-    """A value as JSON carries it (numpy scalars, dates and decimals as text)."""
-    if isinstance(x, np.generic):
-        x = x.item()
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return None if isinstance(x, float) and x != x else x
-    return str(x)
