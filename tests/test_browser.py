@@ -891,6 +891,7 @@ def test_a_long_chain_rolls_up_into_a_stage(browser: Any, lab: dict[str, Any]) -
         # readable at the default zoom: cytoscape fits the graph without shrinking it
         zoom = page.evaluate("el => el.__tensprov_cy.zoom()", el.element_handle())
         assert zoom >= 0.5, zoom
+        assert not el.locator("canvas.tp-overview").is_visible()  # 3 nodes: no overview
         el.screenshot(path=str(lab["tmp"] / "chain100-rolled-up.png"))
         _click_node(page, el, stages[0]["id"])
         el.locator(".tp-details h4", has_text="100 steps: withColumn ×100").wait_for()
@@ -900,6 +901,17 @@ def test_a_long_chain_rolls_up_into_a_stage(browser: Any, lab: dict[str, Any]) -
             "el => el.__tensprov_cy.nodes().filter(n => n.id().startsWith('s')).length === 10",
             arg=el.element_handle(),
             timeout=30_000,
+        )
+        # 21 nodes: the overview shows; a click on its left end moves the view there
+        ov = el.locator("canvas.tp-overview")
+        ov.wait_for(state="visible")
+        before = page.evaluate("el => el.__tensprov_cy.pan().x", el.element_handle())
+        box = ov.bounding_box()
+        assert box is not None
+        page.mouse.click(box["x"] + 6, box["y"] + box["height"] / 2)
+        page.wait_for_function(
+            "([el, x]) => Math.abs(el.__tensprov_cy.pan().x - x) > 1",
+            arg=[el.element_handle(), before],
         )
         # a record of the result: its lineage runs through every stage
         result = next(n for n in _nodes(el) if n["kind"] == "sink")

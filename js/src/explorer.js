@@ -200,7 +200,15 @@ function render({ model, el }) {
   const detailsBox = h("div", "tp-details");
   const lineageBox = h("div", "tp-lineage");
   side.append(detailsBox, lineageBox);
-  main.append(canvas, side);
+  // an overview of the whole graph (past a few nodes): the visible part outlined, a click
+  // moves the view there
+  const graphWrap = h("div", "tp-graph-wrap");
+  const overview = h("canvas", "tp-overview");
+  overview.width = 168;
+  overview.height = 96;
+  overview.title = "overview: click to move the view there";
+  graphWrap.append(canvas, overview);
+  main.append(graphWrap, side);
   const recordsBox = h("div", "tp-records");
   const whatIfBox = h("div", "tp-whatif");
   el.append(toolbar, diffBar, errorBar, main, legendBox, recordsBox, whatIfBox);
@@ -307,6 +315,7 @@ function render({ model, el }) {
     coarseBox.checked = !!model.get("coarse");
     rollupBox.checked = !!model.get("rollup");
     showLegend(g.legend || []);
+    drawOverview();
     unfocusBtn.disabled = !model.get("focus");
     cy.fit(undefined, 24);
     showSelected();
@@ -744,6 +753,52 @@ function render({ model, el }) {
     }
   }
 
+  // -- overview (minimap) -----------------------------------------------------------------
+  const OVERVIEW_MIN_NODES = 10;
+  let overviewFit = null;
+  function drawOverview() {
+    const nodes = cy.nodes();
+    if (nodes.length <= OVERVIEW_MIN_NODES) {
+      overview.style.display = "none";
+      overviewFit = null;
+      return;
+    }
+    overview.style.display = "block";
+    const bb = nodes.boundingBox();
+    const W = overview.width, H = overview.height, pad = 4;
+    const s = Math.min((W - 2 * pad) / Math.max(bb.w, 1), (H - 2 * pad) / Math.max(bb.h, 1));
+    const ox = pad + (W - 2 * pad - bb.w * s) / 2 - bb.x1 * s;
+    const oy = pad + (H - 2 * pad - bb.h * s) / 2 - bb.y1 * s;
+    const ctx = overview.getContext("2d");
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, W, H);
+    nodes.forEach((n) => {
+      const p = n.position();
+      const w = Math.max(n.data("w") * s, 1.5), hh = Math.max(n.data("h") * s, 1.5);
+      ctx.fillStyle = n.hasClass("lin-stopped") ? "#f59e0b"
+        : n.hasClass("lin-origin") ? "#7c3aed"
+        : n.hasClass("lin-backward") ? "#dc2626"
+        : n.hasClass("lin-forward") ? "#16a34a"
+        : n.data("border") || "#64748b";
+      ctx.fillRect(ox + p.x * s - w / 2, oy + p.y * s - hh / 2, w, hh);
+    });
+    const ext = cy.extent();
+    ctx.strokeStyle = "#2563eb";
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(ox + ext.x1 * s, oy + ext.y1 * s, ext.w * s, ext.h * s);
+    overviewFit = { s, ox, oy };
+  }
+  overview.addEventListener("click", (ev) => {
+    if (!overviewFit) return;
+    const r = overview.getBoundingClientRect();
+    const mx = ((ev.clientX - r.left) * overview.width) / r.width;
+    const my = ((ev.clientY - r.top) * overview.height) / r.height;
+    const x = (mx - overviewFit.ox) / overviewFit.s, y = (my - overviewFit.oy) / overviewFit.s;
+    const z = cy.zoom();
+    cy.pan({ x: cy.width() / 2 - x * z, y: cy.height() / 2 - y * z });
+  });
+  cy.on("viewport", () => drawOverview());
+
   // -- legend ----------------------------------------------------------------------------
   const MARKS = [
     ["backward lineage", "#dc2626"],
@@ -793,6 +848,7 @@ function render({ model, el }) {
         else if (active) e.addClass("dim");
       });
     });
+    drawOverview();
     relabel();
     if (clickedAt !== null) {
       const t0 = clickedAt;
