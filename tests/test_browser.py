@@ -50,6 +50,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"
 CHAIN = Path(__file__).resolve().parent / "_browser_pipeline.ipynb"
+CENSUS = Path(__file__).resolve().parent / "_browser_census.ipynb"
 DIFF = Path(__file__).resolve().parent / "_browser_diff.ipynb"
 CHROMIUM = os.environ.get("TENSPROV_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -125,6 +126,7 @@ def _server(app: str, tmp: Path) -> Iterator[dict[str, Any]]:
     root.mkdir()
     shutil.copy(QUICKSTART, root / QUICKSTART.name)
     shutil.copy(CHAIN, root / "chain100.ipynb")
+    shutil.copy(CENSUS, root / "census.ipynb")
     shutil.copy(DIFF, root / "versions.ipynb")
 
     # kernelspec running this interpreter, first on JUPYTER_PATH (as tests/test_notebooks.py)
@@ -925,6 +927,30 @@ def test_a_long_chain_rolls_up_into_a_stage(browser: Any, lab: dict[str, Any]) -
             timeout=30_000,
         )
         el.screenshot(path=str(lab["tmp"] / "chain100-expanded.png"))
+    finally:
+        page.close()
+        _shutdown_kernels(lab)
+
+
+def test_census_is_readable_in_one_view(browser: Any, lab: dict[str, Any]) -> None:
+    """Census (100+ operations) drawn rolled up: a handful of nodes, readable at the
+    default zoom (screenshot), with every operation either drawn or inside a stage."""
+    page = _open(browser, lab, "census.ipynb")
+    try:
+        _run_all(page)
+        out = page.locator(".jp-OutputArea-output", has_text="operations:").first.inner_text()
+        n_ops = int(re.search(r"operations: (\d+)", out).group(1))  # type: ignore[union-attr]
+        assert n_ops > 100, out
+        el = _explorer(page)
+        nodes = _nodes(el)
+        assert len(nodes) <= 12, [n["label"] for n in nodes]
+        stages = [n for n in nodes if n["id"].startswith("s")]
+        assert stages and all("steps:" in n["label"] for n in stages)
+        zoom = page.evaluate("el => el.__tensprov_cy.zoom()", el.element_handle())
+        assert zoom >= 0.5, zoom
+        shot = lab["tmp"] / "census-explorer.png"
+        el.screenshot(path=str(shot))
+        assert shot.stat().st_size > 10_000
     finally:
         page.close()
         _shutdown_kernels(lab)
