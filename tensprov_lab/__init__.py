@@ -41,7 +41,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(_run, name)
     if name == "WhatIf":
-        from tensprov_lab.capture._replay import WhatIf
+        from tensprov_lab.replay import WhatIf
 
         return WhatIf
     raise AttributeError(f"module 'tensprov_lab' has no attribute {name!r}")

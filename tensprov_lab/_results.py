@@ -12,6 +12,7 @@ import numpy as np
 
 from tensprov_lab.capture._nodes import ROW
 from tensprov_lab.query import CellResult, LineageResult, Path
+from tensprov_lab.replay import read_records
 from tensprov_lab.store import Dataset, Operation
 from tensprov_lab.store._sets import unique
 
@@ -70,9 +71,9 @@ class Lineage:
         targets = self._targets()
         if dataset is not None:
             ds_id = self.run._ds_id(dataset)
-            return self.run._tracker.records(ds_id, self.result.rows[ds_id], None)
+            return read_records(self.run._tracker, ds_id, self.result.rows[ds_id], None)
         tables = {
-            self.run.store.datasets[d].label: self.run._tracker.records(d, r, None)
+            self.run.store.datasets[d].label: read_records(self.run._tracker, d, r, None)
             for d, r in targets.items()
         }
         if len(tables) == 1:
@@ -171,7 +172,7 @@ class CellLineage:
         ds_id = self.run._ds_id(ref)
         cols = self.columns(ds_id)
         keep = list(dict.fromkeys(cols["contributing"] + cols["influencing"]))
-        table = self.run._tracker.records(ds_id, self.rows(ds_id), None)
+        table = read_records(self.run._tracker, ds_id, self.rows(ds_id), None)
         return table[[ROW, *keep]]
 
     @property

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import scipy.sparse
 
-    from tensprov_lab.capture._replay import WhatIf
     from tensprov_lab.capture._tracker import RunLog, Tracker
+    from tensprov_lab.replay import WhatIf
 
 __all__ = ["Run", "Lineage", "CellLineage", "ROW"]
 
@@ -285,8 +285,10 @@ class Run:
         rows : row indices to return (default: all)
         where : SQL predicate over the dataset's columns, e.g. ``"amount > 50"``
         """
+        from tensprov_lab.replay import read_records
+
         ds_id = self._ds_id(df)
-        return self._tracker.records(ds_id, _as_rows(rows), where)
+        return read_records(self._tracker, ds_id, _as_rows(rows), where)
 
     def _select(self, df: Any, rows: Any, where: str | None) -> tuple[int, np.ndarray]:
         ds_id = self._ds_id(df)
@@ -456,7 +458,7 @@ class Run:
         >>> preview = run.what_if(drop={orders: [3]})  # doctest: +SKIP
         >>> preview.summary()  # doctest: +SKIP
         """
-        from tensprov_lab.capture._replay import what_if
+        from tensprov_lab.replay import what_if
 
         if self._tracker.spark is None:  # a run loaded from a save
             raise self._tracker.offline("what-if previews")  # type: ignore[attr-defined]
@@ -665,7 +667,9 @@ class Run:
                 rows = found.get(raw.dataset, rows)
         rows = np.asarray(rows, dtype=np.int64)
         try:
-            table = self._tracker.records(raw.dataset, rows, None)
+            from tensprov_lab.replay import read_records
+
+            table = read_records(self._tracker, raw.dataset, rows, None)
             values = dict(zip(table[ROW], table[raw.column]))
         except Exception:  # the values are a convenience: lineage stands without them
             values = {}

@@ -13,7 +13,7 @@ Replayed = tuple[pd.DataFrame, np.ndarray]
 def driver_and_job(run: Any, df: Any, rows: np.ndarray) -> tuple[Replayed, Replayed] | None:
     """Records of ``rows`` of ``df`` replayed in the driver and as a Spark job, each with
     its canonical rows and sorted by them; None when the driver path does not apply."""
-    from tensprov_lab.capture import _replay
+    from tensprov_lab.replay import _replay
 
     got = _replay._local(run._tracker, run.dataset(df).id, rows)
     if got is None:
@@ -23,7 +23,7 @@ def driver_and_job(run: Any, df: Any, rows: np.ndarray) -> tuple[Replayed, Repla
 
 def job_replay(run: Any, df: Any, rows: np.ndarray) -> Replayed:
     """Records of ``rows`` of ``df`` replayed as a Spark job, and their canonical rows."""
-    from tensprov_lab.capture import _replay
+    from tensprov_lab.replay import _replay
 
     tracker, ds = run._tracker, run.dataset(df).id
     return _replay._read(tracker, ds, *_replay._restricted(tracker, ds, rows))

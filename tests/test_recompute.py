@@ -85,7 +85,7 @@ def test_recomputed_flag_and_materialization_policy(pipeline: dict) -> None:
 
 
 def test_recomputation_reads_only_lineage_related_source_records(pipeline: dict) -> None:
-    from tensprov_lab.capture._replay import _restricted
+    from tensprov_lab.replay._replay import _restricted
 
     run = pipeline["run"]
     tracker = run._tracker
@@ -110,7 +110,7 @@ def test_a_few_records_replay_in_one_task(spark: Any) -> None:
     """Inner joins of a few records pair their sides in place and each source is read
     as one partition, so the replay has no shuffle; an outer join keeps Spark's join.
     Either way the records equal the full dataset's."""
-    from tensprov_lab.capture._replay import _restricted
+    from tensprov_lab.replay._replay import _restricted
 
     orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
     cust = spark.createDataFrame(CUSTOMERS, "cid int, name string, region string")
@@ -349,7 +349,7 @@ def test_a_few_records_replay_in_the_driver_without_a_job(spark: Any) -> None:
     every kind, sorts (and a top-k limit) and unions runs in the driver: no Spark job,
     and the very records (and dtypes) the replay as a Spark job gives.  An aggregate in
     between, or a dataset whose sources are not cached yet, takes the job."""
-    from tensprov_lab.capture import _replay
+    from tensprov_lab.replay import _replay
 
     orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
     cust = spark.createDataFrame(CUSTOMERS, "cid int, name string, region string")
@@ -391,7 +391,7 @@ def test_a_few_records_replay_in_the_driver_without_a_job(spark: Any) -> None:
 
 
 def test_driver_replay_is_skipped_for_uncached_sources(spark: Any) -> None:
-    from tensprov_lab.capture import _replay
+    from tensprov_lab.replay import _replay
 
     orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
     with tensprov_lab.track(spark, name="not-cached", materialize="none") as run:

@@ -110,7 +110,7 @@ def _large_key_sets() -> Any:
     """Replays of these tiny sources take the paths meant for many records: a key join
     (semi or anti) instead of an IN list, and whole sources minus the dropped or edited
     records once a replay wants half of a source."""
-    from tensprov_lab.capture import _replay
+    from tensprov_lab.replay import _replay
 
     before = _replay.IN_LIST, _replay._WHOLE
     _replay.IN_LIST, _replay._WHOLE = 1, 0.5

@@ -96,7 +96,7 @@ class Jvm:
     @property
     def replayer(self) -> JObject | None:
         """The JVM side of replays run in the driver (TensProvReplay.java, see
-        ``_replay._local``), compiled on first use; None when it cannot be here."""
+        ``replay._replay._local``), compiled on first use; None when it cannot be here."""
         if self._replayer is _MISS:
             helper = self.helper
             self._replayer = None if helper is None else self._once(_REPLAYER, helper)

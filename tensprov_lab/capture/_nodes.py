@@ -53,7 +53,7 @@ class Node:
     pinned: bool = False
     #: the Arrow schema pyspark's ``toArrow`` gives its annotated records, and whether
     #: it uses large string and binary types (read once, for replays run in the driver:
-    #: see _replay._local)
+    #: see replay._replay._local)
     arrow_schema: Any = None
     arrow_large: bool = False
     #: its one record is made from every record of its one input, and it has no plan

@@ -146,18 +146,21 @@ class RecordReading:
         raw = self._collect_keys(self.jvm.plan(df), node.ann.key_names())
         return unique(node.ki.lookup(raw))
 
-    def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
+    def replayable(self, ds_id: int) -> bool:
+        """Whether records of ``ds_id`` are recomputed by replay (a derived dataset not
+        kept whole; :func:`tensprov_lab.replay.read_records`) rather than read here."""
+        op = self.store.producer(ds_id)
+        node = self._readable(ds_id)
+        return op is not None and not op.opaque and node.cached is None
 
+    def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
+        """Records of ``ds_id`` read from Spark (the whole dataset's annotated plan,
+        filtered), with their canonical ``_row``."""
         from tensprov_lab.capture._nodes import ROW
 
         op = self.store.producer(ds_id)
         node = self._readable(ds_id)
         derived = op is not None and not op.opaque and node.cached is None
-        if derived and rows is not None and where is None:
-            from tensprov_lab.capture._replay import replay_records
-
-            # no DataFrame of the whole dataset: its analysis alone costs a few ms
-            return replay_records(self, ds_id, rows)  # type: ignore[arg-type]  # the Tracker
         df = self._frame(node, ds_id, where)
         assert node.ann is not None and node.ki is not None
         names = node.ann.key_names()
