@@ -160,7 +160,7 @@ class RecordReading:
 
         op = self.store.producer(ds_id)
         node = self._readable(ds_id)
-        derived = op is not None and not op.opaque and node.cached is None
+        derived = self.replayable(ds_id)
         df = self._frame(node, ds_id, where)
         assert node.ann is not None and node.ki is not None
         names = node.ann.key_names()

@@ -45,7 +45,7 @@ from tensprov_lab.capture.rules._base import (
 )
 from tensprov_lab.store import tensor_from_pairs
 
-__all__ = ["Aggregate", "every_record", "group_plan", "groups", "number_groups"]
+__all__ = ["Aggregate", "Grouping", "every_record", "group_plan", "groups", "number_groups"]
 
 JObject = Any
 #: nodes a grouping step may have beside row-keeping ones in the same operation
@@ -54,7 +54,18 @@ _GROUPING = {"Aggregate", "Deduplicate", "Distinct", "Expand"}
 _EXACT = {"integer", "long", "short", "byte", "string", "boolean", "date"}
 
 
-class Aggregate(Rule):
+class Grouping(Rule):
+    """A grouping step (aggregate, dedup): its tensors list every member of each group,
+    read back from the group's flat plan (:func:`group_tensors`)."""
+
+    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+        if rw.group is None:
+            return None
+        reader._index_deferred(occ)
+        return group_tensors(reader, rw, occ)
+
+
+class Aggregate(Grouping):
     nodes = ("Aggregate",)
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
@@ -90,12 +101,6 @@ class Aggregate(Rule):
         if gid:
             out.append(Block("gid", -1, gid, 1))
         return new, out
-
-    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
-        if rw.group is None:
-            return None
-        reader._index_deferred(occ)
-        return group_tensors(reader, rw, occ)
 
     def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
         return ids(d["aggregateExpressions"])

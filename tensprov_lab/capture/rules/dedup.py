@@ -20,23 +20,20 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture._exprs import Lin
-from tensprov_lab.capture._keyed import Group, Rewrite, Unsupported
+from tensprov_lab.capture._keyed import Group, Unsupported
 from tensprov_lab.capture.rules._base import (
-    Captured,
     PlanNode,
-    Reading,
     Rewriting,
-    Rule,
     Walked,
     Walking,
     single,
 )
-from tensprov_lab.capture.rules.aggregate import flat_plan, group_plan, group_tensors, input_block
+from tensprov_lab.capture.rules.aggregate import Grouping, flat_plan, group_plan, input_block
 
 __all__ = ["Deduplicate", "Distinct"]
 
 
-class _Dedup(Rule):
+class _Dedup(Grouping):
     same_output = True
 
     def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
@@ -58,12 +55,6 @@ class _Dedup(Rule):
         # a template Deduplicate node (its constructor differs across Spark versions)
         template = jvm.to_df(child).dropDuplicates()._jdf.queryExecution().analyzed()
         return jvm.copy(template, keys=jvm.seq(keys), child=child), blocks
-
-    def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
-        if rw.group is None:
-            return None
-        reader._index_deferred(occ)
-        return group_tensors(reader, rw, occ)
 
 
 class Deduplicate(_Dedup):
