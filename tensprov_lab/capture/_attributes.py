@@ -45,8 +45,16 @@ class AttributeMaps:
     #: False when a node on the way is not understood and every input column of it is
     #: assumed to contribute (a superset, never a subset)
     exact: bool = True
+    #: an aggregate straight over its one input (projections aside): per output column,
+    #: ``(kind, input column)`` with kind ``"key"`` (a grouping column), ``"sum"``,
+    #: ``"count"`` (input column None: ``count(*)``), ``"avg"``, ``"min"`` or
+    #: ``"max"``; None for a column made otherwise.  What-if updates such an
+    #: aggregate's records from the changed members alone (:mod:`tensprov_lab.replay`).
+    decomposition: list[tuple[str, int | None] | None] | None = None
 
 
+#: nodes that keep an aggregate's input records and their values as they are
+_PASS = {"Project", "SubqueryAlias", "View", "ResolvedHint"}
 #: a projection over at least this many columns is read by its new expressions only:
 #: Catalyst writes each attribute into JSON at ~0.4 ms, so this pays from a few columns
 #: on (German's pipeline: capture 2.3 s -> 1.3 s when lowered from 24)
@@ -70,6 +78,11 @@ class _Walker:
         self.exact = True
         #: output expression ids of plans already read (by identity), shared across calls
         self.ids = ids
+        #: the classes of the nodes walked, and the output ids of each input occurrence
+        self.classes: list[str] = []
+        self.input_ids: list[list[int]] = []
+        #: what an aggregate rule noted of its columns (see AttributeMaps.decomposition)
+        self.decomposition: dict[int, tuple[str, int | None] | None] | None = None
 
     def _relation(self, attrs: JObject) -> JObject:
         return self.jvm.empty_relation(attrs)
@@ -88,10 +101,12 @@ class _Walker:
             self.occurrences.append(found[0])
             ids = self.out_ids(node)
             self.widths.append(len(ids))
+            self.input_ids.append(ids)
             return {a: Lin(frozenset({(pos, j)})) for j, a in enumerate(ids)}, ids
         kids = self.jvm.children(node)
         n_kids = len(kids)
         cls = self.jvm.cls(node)
+        self.classes.append(cls)
         if cls == "Union":
             kids = regroup_union(self.jvm, node, kids, self.inputs)
         walked = [self.walk(k) for k in kids]
@@ -190,6 +205,14 @@ class _Walker:
         self.ids[ident] = found
         return found
 
+    def input_column(self, ref: int) -> int | None:
+        """The column of the operation's one input that attribute ``ref`` *is* (the same
+        expression id, so the same value in every record), or None."""
+        if len(self.input_ids) != 1:
+            return None
+        ids = self.input_ids[0]
+        return ids.index(ref) if ref in ids else None
+
     def lin(self, env: dict[int, Lin], refs: set[int]) -> Lin:
         contrib: set[Cell] = set()
         infl: set[Cell] = set()
@@ -258,4 +281,9 @@ def attribute_maps(
             contributing[pos][o, col] = True
         for pos, col in lin.infl | row:
             influencing[pos][o, col] = True
-    return AttributeMaps(w.occurrences, contributing, influencing, w.exact)
+    decomposition = None
+    others = [c for c in w.classes if c != "Aggregate"]
+    if w.decomposition is not None and len(w.classes) - len(others) == 1:
+        if set(others) <= _PASS and len(w.occurrences) == 1:
+            decomposition = [w.decomposition.get(a) for a in out_ids]
+    return AttributeMaps(w.occurrences, contributing, influencing, w.exact, decomposition)

@@ -120,6 +120,8 @@ class Rewrite:
     #: cannot preview it
     rules: list[Any] = field(default_factory=list)
     replay_blockers: list[str] = field(default_factory=list)
+    #: a node whose rule says drops vanish does not this time (an outer join)
+    drops_change_others: bool = False
     #: each window node met: (the node, its rewritten input, that input's key
     #: attributes), what the window rule reads frames over
     windows: list[tuple[JObject, JObject, list[JObject]]] = field(default_factory=list)

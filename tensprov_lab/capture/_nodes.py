@@ -34,6 +34,10 @@ class Node:
     name: str | None = None
     #: the persisted annotated DataFrame when the dataset is materialized
     cached: Any = None
+    #: a small materialized dataset's records once a replay read it whole, kept in the
+    #: driver (replay._replay.replay_records): a what-if reads an aggregate's old
+    #: groups again and again
+    records: Any = None
     #: whether sorting its raw keys gives its canonical order (false below a global
     #: sort, which permutes records but keeps their keys)
     key_ordered: bool = True

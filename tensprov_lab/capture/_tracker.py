@@ -599,6 +599,8 @@ class Tracker(Recording, RecordRules, RecordReading):
             expression=p.expression, nondeterministic=nondet, contextual=rw.contextual,
             trivial=category == "trivial", warnings=warns,
             replay_blocker=rw.replay_blockers[0] if rw.replay_blockers else None,
+            drops_vanish=not rw.drops_change_others
+            and all(r is not None and r.drops_vanish for r in rw.rules),
             seconds=time.perf_counter() - t0, run=run.id, **attrs,
         )  # fmt: skip
         p.out.ann = Annotated(rw.plan, rw.keys, rw.width)
@@ -689,6 +691,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             "contributing": contributing,
             "influencing": influencing,
             "attributes_exact": m.exact,
+            "decomposition": m.decomposition if len(positions) == 1 else None,
         }
 
     def _note_done(self, run: RunLog, message: str) -> None:

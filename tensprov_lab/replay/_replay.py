@@ -38,6 +38,7 @@ from tensprov_lab.capture._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
+from tensprov_lab.replay._incremental import members_of, update_groups
 from tensprov_lab.store import Operation
 from tensprov_lab.store._sets import difference, union, unique
 
@@ -282,6 +283,9 @@ def _restricted(
     return _substitute(tracker, node.ann.plan, repl, few=few), small
 
 
+#: records of a materialized dataset a replay keeps in the driver once read (at most)
+_KEEP_WHOLE = 100_000
+
 #: where a replay starts, the rows it needs there, the datasets it reads whole
 Inputs = tuple[list[int], dict[int, np.ndarray], set[int]]
 
@@ -370,20 +374,36 @@ def _local(
 
 
 def replay_records(tracker: Tracker, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
-    """Recompute ``rows`` of ``ds_id`` from their provenance-related records only."""
-    from tensprov_lab.capture._nodes import ROW
-
+    """Recompute ``rows`` of ``ds_id`` from their provenance-related records only (a
+    small materialized dataset is read instead)."""
     rows = unique(np.asarray(rows, dtype=np.int64))
+    node = _node(tracker, ds_id)
+    if _cached(tracker, ds_id) and (node.n or 0) <= _KEEP_WHOLE:
+        # a small materialized dataset (a pipeline's aggregated output): read in full
+        # once and kept, as a Spark job over its cache costs a task per partition
+        if node.records is None:
+            assert node.ann is not None
+            node.records = _read(tracker, ds_id, node.ann.plan)
+        pdf, idx = node.records
+        return _rows_of(pdf.copy(), idx, rows, recomputed=False)
     inputs = _inputs(tracker, ds_id, rows)
     found = _local(tracker, ds_id, rows, inputs)
     if found is None:
         plan, small = _restricted(tracker, ds_id, rows, inputs=inputs)
         found = _read(tracker, ds_id, plan, small)
-    pdf, idx = found
+    return _rows_of(*found, rows)
+
+
+def _rows_of(
+    pdf: pd.DataFrame, idx: np.ndarray, rows: np.ndarray, recomputed: bool = True
+) -> pd.DataFrame:
+    """The records ``rows`` of a replay's answer, in canonical order, with ``_row``."""
+    from tensprov_lab.capture._nodes import ROW
+
     pdf.insert(0, ROW, idx)
     pdf = pdf[np.isin(idx, rows)]
     pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
-    pdf.attrs["recomputed"] = True
+    pdf.attrs["recomputed"] = recomputed
     return pdf
 
 
@@ -402,6 +422,9 @@ class WhatIf:
     added: dict[str, pd.DataFrame] = field(default_factory=dict)
     #: datasets that cannot be previewed, with the reason
     not_previewable: dict[str, str] = field(default_factory=dict)
+    #: datasets whose new records were derived from the changed records' deltas alone
+    #: (an aggregate's sums, counts, ...), not replayed
+    incremental: list[str] = field(default_factory=list)
 
     def summary(self) -> pd.DataFrame:
         import pandas as pd
@@ -416,6 +439,13 @@ class WhatIf:
                 "changed": [len(self.changed.get(n, ())) for n in names],
                 "added": [len(self.added.get(n, ())) for n in names],
                 "note": [self.not_previewable.get(n, "") for n in names],
+                # how the new records were found: the changed records' deltas alone, or
+                # a replay of every record they were computed with
+                "how": [
+                    "" if n in self.not_previewable
+                    else "deltas" if n in self.incremental else "replay"
+                    for n in names
+                ],  # fmt: skip
             }
         )
 
@@ -540,9 +570,14 @@ def what_if(
             result.not_previewable[label] = why
             continue
         old_rows = unique(np.concatenate(reach[t]))
-        old = replay_records(tracker, t, old_rows)
-        new, new_idx = _read(tracker, t, *_restricted(tracker, t, old_rows, edit=edited))
-        new.insert(0, ROW, new_idx)
+        found = _by_deltas(tracker, t, old_rows, reach, edited, set(changed), not edit)
+        if found is not None:
+            old, new = found
+            result.incremental.append(label)
+        else:
+            old = replay_records(tracker, t, old_rows)
+            new, new_idx = _read(tracker, t, *_restricted(tracker, t, old_rows, edit=edited))
+            new.insert(0, ROW, new_idx)
         cols = ds.columns
         old_by = {int(r): rec for r, rec in zip(old[ROW], old[cols].itertuples(index=False))}
         known = new[new[ROW] >= 0]
@@ -564,6 +599,48 @@ def what_if(
 
 
 _GROUPING = {"join", "aggregate", "dedup"}
+
+
+def _by_deltas(
+    tracker: Tracker,
+    t: int,
+    groups: np.ndarray,
+    reach: dict[int, list[np.ndarray]],
+    edited: Callable[[int, np.ndarray], JObject],
+    reach_of: set[int],
+    drops_only: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The old and new records ``groups`` of an aggregate ``t``, the new ones derived
+    from the deltas of its touched members (:mod:`._incremental`): two small replays of
+    its input and a read of ``t`` instead of a replay of every member of the groups
+    (one replay when the change only drops records of ``reach_of`` and every operation
+    on the way just loses the records made from them).  None when ``t`` is not such an
+    aggregate or a group needs a replay."""
+    from tensprov_lab.capture._nodes import ROW
+
+    store = tracker.store
+    op = store.producer(t)
+    spec = op.decomposition if op is not None else None
+    if op is None or not spec or any(s is None for s in spec) or len(op.inputs) != 1:
+        return None
+    (p,) = op.inputs
+    if p not in reach or op.tensors is None:
+        return None
+    touched = unique(np.concatenate(reach[p]))
+    members = members_of(op.tensors[0].backward_pairs(groups), touched)
+    seen = replay_records(tracker, p, union(touched, members.witnesses))
+    before = seen[seen[ROW].isin(touched)]
+    if drops_only and all(op.drops_vanish for op in _ops_between(store, set(reach_of), p)):
+        after = before.iloc[:0]  # every touched member goes, nothing else moves
+    else:
+        after, idx = _read(tracker, p, *_restricted(tracker, p, touched, edit=edited))
+        if bool(np.any(idx < 0)) or not bool(np.isin(idx, touched).all()):
+            return None  # a record appears (an outer join's padding): replay
+        after.insert(0, ROW, idx)
+    old = replay_records(tracker, t, groups)
+    cols, in_cols = store.datasets[t].columns, store.datasets[p].columns
+    new = update_groups(spec, cols, in_cols, old, members, before, after, seen)
+    return None if new is None else (old, new)
 
 
 def _same(a: Any, b: Any) -> bool:

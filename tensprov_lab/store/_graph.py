@@ -89,6 +89,15 @@ class Operation:
     #: records through it (the replay rule of a plan node on its way, e.g. an anti
     #: join or a limit: not distributive); None when nothing on its way says so
     replay_blocker: str | None = None
+    #: an aggregate straight over its input: per output column ``(kind, input column)``,
+    #: kind one of ``"key"``, ``"sum"``, ``"count"`` (column None: ``count(*)``),
+    #: ``"avg"``, ``"min"``, ``"max"``, or None for a column made otherwise; what-if
+    #: updates its records from the changed members alone.  None: not such an aggregate.
+    decomposition: list[tuple[str, int | None] | None] | None = None
+    #: dropping input records removes exactly the output records made from them and
+    #: changes no other (inner joins, filters, projections, ...): a what-if that only
+    #: drops need not replay what is left
+    drops_vanish: bool = False
 
     @property
     def localized(self) -> bool:

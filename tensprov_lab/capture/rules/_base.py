@@ -52,7 +52,10 @@ class Walking(Protocol):
     jvm: Jvm
     #: input cells deciding whether or where a record exists: they influence every column
     row: set[tuple[int, int]]
+    #: an aggregate's columns as what-if can update them (AttributeMaps.decomposition)
+    decomposition: dict[int, tuple[str, int | None] | None] | None
 
+    def input_column(self, ref: int) -> int | None: ...
     def lin(self, env: dict[int, Lin], refs: set[int]) -> Lin: ...
     def influence(self, env: dict[int, Lin], value: Any) -> None: ...
     def named(self, env: dict[int, Lin], exprs: list[Expr]) -> dict[int, Lin]: ...
@@ -94,8 +97,9 @@ class Rule:
       output column's values come from and which input columns decide its records;
     - the **replay rule**: :meth:`replay_blocker` says why dropping input records
       cannot be previewed by replaying lineage-related records through the node
-      (SystemL's distributivity test), and :attr:`contextual` that an output record
-      depends on records outside its lineage.
+      (SystemL's distributivity test), :attr:`contextual` that an output record
+      depends on records outside its lineage, and :attr:`drops_vanish` that dropping
+      input records only removes the records made from them.
 
     Examples
     --------
@@ -122,6 +126,10 @@ class Rule:
     same_output: ClassVar[bool] = False
     #: an output record depends on input records outside its tensors (a window)
     contextual: ClassVar[bool] = False
+    #: replay rule: dropping input records removes exactly the output records made from
+    #: them and changes no other (a what-if need not replay the rest; not so for an
+    #: outer join, which pads, or a grouping, which shrinks a group)
+    drops_vanish: ClassVar[bool] = False
 
     # -- record rule --------------------------------------------------------------------
     def annotate(

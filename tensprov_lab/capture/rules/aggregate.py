@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._exprs import Lin, exprs, ids
+from tensprov_lab.capture._exprs import Expr, Lin, exprs, ids
 from tensprov_lab.capture._keyed import Block, Group, Pivot, Rewrite, Unsupported, key_name
 from tensprov_lab.capture._keys import GroupSetKeyIndex, KeyIndex, MappedKeyIndex, arrow_keys
 from tensprov_lab.capture.rules._base import (
@@ -108,6 +108,16 @@ class Aggregate(Grouping):
     def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         w.influence(n.env, n.d["groupingExpressions"])
         named = w.named(n.env, exprs(n.d["aggregateExpressions"]))
+        # a global aggregate keeps its record when every member goes: left to replay
+        w.decomposition = (
+            {
+                i: _decomposed(w, e)
+                for e in exprs(n.d["aggregateExpressions"])
+                if (i := e.named_id()) is not None
+            }
+            if exprs(n.d["groupingExpressions"])
+            else None
+        )
         for e in exprs(n.d["aggregateExpressions"]):
             ident = e.named_id()
             for pf in e.find("PivotFirst"):
@@ -117,6 +127,36 @@ class Aggregate(Grouping):
                 if ident is not None:
                     named[ident] = Lin(values.contrib, values.infl | pivot.all())
         return named
+
+
+#: aggregate functions a what-if updates from the changed members' values alone
+_DECOMPOSABLE = {"Sum": "sum", "Count": "count", "Average": "avg", "Min": "min", "Max": "max"}
+
+
+def _decomposed(w: Walking, e: Expr) -> tuple[str, int | None] | None:
+    """An output column of an aggregate as ``(kind, input column)`` (see
+    ``Operation.decomposition``), or None when it is not a grouping column or one
+    plain ``sum``/``count``/``avg``/``min``/``max`` of an input column."""
+    if e.cls == "AttributeReference":
+        col = w.input_column(int(e.fields["exprId"]["id"]))
+        return None if col is None else ("key", col)
+    if e.cls != "Alias" or len(e.kids) != 1 or e.kids[0].cls != "AggregateExpression":
+        return None
+    agg = e.kids[0]
+    # one child: no FILTER clause
+    if agg.fields.get("isDistinct") or len(agg.kids) != 1:
+        return None
+    fn = agg.kids[0]
+    kind = _DECOMPOSABLE.get(fn.cls)
+    if kind is None or len(fn.kids) != 1:
+        return None
+    (arg,) = fn.kids
+    if kind == "count" and arg.cls == "Literal" and arg.fields.get("value") is not None:
+        return ("count", None)
+    if arg.cls != "AttributeReference":
+        return None
+    col = w.input_column(int(arg.fields["exprId"]["id"]))
+    return None if col is None else (kind, col)
 
 
 def _pivot(rw: Rewriting, node: Any, inner: Any, child: Any, blocks: list[Block]) -> Walked:

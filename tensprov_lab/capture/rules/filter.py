@@ -23,6 +23,7 @@ __all__ = ["Filter"]
 
 class Filter(Rule):
     nodes = ("Filter",)
+    drops_vanish = True
     methods = ("filter", "where", "dropna")
     same_output = True
 

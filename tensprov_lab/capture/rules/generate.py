@@ -27,6 +27,7 @@ __all__ = ["Generate"]
 
 class Generate(Rule):
     nodes = ("Generate",)
+    drops_vanish = True
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
         child, blocks = single(results)

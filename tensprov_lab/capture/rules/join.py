@@ -55,6 +55,7 @@ def _join_type(d: dict[str, Any]) -> str:
 
 class Join(Rule):
     nodes = ("Join",)
+    drops_vanish = True
     methods = ("join", "crossJoin")
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
@@ -63,6 +64,9 @@ class Join(Rule):
             raise Unsupported("a join with an untracked side")
         new = node.withNewChildren(rw.jvm.seq([left, right]))
         jt = str(node.joinType().toString())
+        if jt not in ("Inner", "Cross"):
+            # an outer join pads, a semi join keeps a record that lost one match
+            rw.info.drops_change_others = True
         if jt == "LeftAnti":  # the replay rule, read here: no second round trip
             rw.info.replay_blockers.append(
                 "removing a record can make others appear (an anti join: not distributive)"

@@ -36,4 +36,5 @@ class PassThrough(Rule):
     )  # fmt: skip
     keeps_records = True
     trivial = True
+    drops_vanish = True
     same_output = True

@@ -32,6 +32,7 @@ __all__ = ["Project"]
 
 class Project(Rule):
     nodes = ("Project",)
+    drops_vanish = True
     methods = (
         "select", "selectExpr", "withColumn", "withColumns", "withColumnRenamed",
         "withColumnsRenamed", "drop", "toDF", "fillna", "replace", "withMetadata", "to",

@@ -40,6 +40,7 @@ __all__ = ["Sort"]
 
 class Sort(Rule):
     nodes = ("Sort",)
+    drops_vanish = True
     methods = ("orderBy", "sort", "sortWithinPartitions")
     keeps_records = True
     same_output = True

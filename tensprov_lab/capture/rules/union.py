@@ -26,6 +26,7 @@ __all__ = ["Union"]
 
 class Union(Rule):
     nodes = ("Union",)
+    drops_vanish = True
     methods = ("union", "unionAll", "unionByName")
     same_output = True
 
