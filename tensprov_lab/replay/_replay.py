@@ -442,8 +442,11 @@ class WhatIf:
                 # how the new records were found: the changed records' deltas alone, or
                 # a replay of every record they were computed with
                 "how": [
-                    "" if n in self.not_previewable
-                    else "deltas" if n in self.incremental else "replay"
+                    ""
+                    if n in self.not_previewable
+                    else "deltas"
+                    if n in self.incremental
+                    else "replay"
                     for n in names
                 ],  # fmt: skip
             }
