@@ -185,7 +185,41 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
             lin.append(merge(*(t.lin[j] for j in frame)))
         name = "ws" if kind == "window_running" else "wr"
         return Table([*t.cols, name], {**t.types, name: "int"}, new_rows, lin)
+    if kind == "pandas_hop":
+        # toPandas(), a pandas filter (c not null) and sort (every column, nulls first),
+        # createDataFrame: records are matched back by value, each to every upstream
+        # record equal to it
+        _, c = step
+        keep = [i for i, r in enumerate(t.rows) if t.get(r, c) is not None]
+        keep.sort(key=lambda i: (tuple(_sort_key_asc(v) for v in t.rows[i]), i))
+        lin = [merge(*(t.lin[j] for j, r in enumerate(t.rows) if r == t.rows[i])) for i in keep]
+        return Table(list(t.cols), dict(t.types), [t.rows[i] for i in keep], lin)
+    if kind == "window_lag":
+        # lag(x) over (partition by c order by x, then every other column): the
+        # record itself and the one before it in its partition (ties: by input record)
+        _, c, x = step
+        prev = lag_rows(t, c, x)
+        rows = [(*r, None if p is None else t.get(t.rows[p], x)) for r, p in zip(t.rows, prev)]
+        lin = [merge(t.lin[i], *([] if p is None else [t.lin[p]])) for i, p in enumerate(prev)]
+        return Table([*t.cols, "wl"], {**t.types, "wl": t.types[x]}, rows, lin)
     raise ValueError(kind)
+
+
+def lag_rows(t: Table, c: str, x: str) -> list[int | None]:
+    """Per record, the record before it in its partition by ``c`` ordered by ``x`` then
+    every other column (nulls first), ties by input record; None for the first."""
+    order = [x, *(y for y in t.cols if y != x)]
+    parts: dict[Any, list[int]] = {}
+    for i, r in enumerate(t.rows):
+        parts.setdefault(t.get(r, c), []).append(i)
+    prev: list[int | None] = [None] * len(t.rows)
+    for members in parts.values():
+        ranked = sorted(
+            members, key=lambda i: (tuple(_sort_key_asc(t.get(t.rows[i], y)) for y in order), i)
+        )
+        for a, b in zip(ranked, ranked[1:]):
+            prev[b] = a
+    return prev
 
 
 def _subset(t: Table, idx: list[int]) -> Table:
@@ -293,6 +327,10 @@ def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
     if kind == "with":
         _, c, new = step
         return [({**_same(t.cols), new: frozenset([c])}, {})]
+    if kind == "pandas_hop":
+        # a column comes from the upstream column of its name; what pandas did with the
+        # records is not seen, so nothing is said to influence
+        return [(_same(t.cols), {})]
     if kind in ("select", "fillna", "limit"):
         # fillna(0) reads only the column it fills; limit keeps a prefix by position
         return [(_same(out.cols), {})]
@@ -347,6 +385,10 @@ def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
         name = "ws" if kind == "window_running" else "wr"
         values = frozenset([x]) if kind == "window_running" else frozenset()
         return [({**_same(t.cols), name: values}, {name: frozenset([c, x])})]
+    if kind == "window_lag":
+        # the lagged x flows in; the partition and every order column place the row
+        _, c, x = step
+        return [({**_same(t.cols), "wl": frozenset([x])}, {"wl": frozenset([c, *t.cols])})]
     raise ValueError(kind)
 
 
@@ -376,8 +418,12 @@ def step_column_rows(step: tuple, t: Table, rows: list[list[frozenset[int]]]) ->
     column's values come from, where that differs from the record's ``rows`` (a window
     operation: the columns it keeps come from the record itself, the window column from
     its frame)."""
-    if step[0] in ("window_count", "window_running", "window_rank"):
+    if step[0] in ("window_count", "window_running", "window_rank", "window_lag"):
         own = [frozenset([i]) for i in range(len(t.rows))]
+        if step[0] == "window_lag":
+            # the lagged value: from the record before only
+            before = [frozenset() if p is None else frozenset([p]) for p in lag_rows(t, *step[1:])]
+            return [{**{c: own for c in t.cols}, "wl": before}]
         return [{c: own for c in t.cols}]
     if step[0] == "pivot":
         # the column of pivot value v: the group's members with that value

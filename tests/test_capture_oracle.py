@@ -34,9 +34,10 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
     int_cols = [c for c in t.cols if t.types[c] == "int"]
     str_cols = [c for c in t.cols if t.types[c] == "str"]
     options = ["filter_notnull", "with", "select", "dropna", "fillna", "orderBy", "distinct",
-               "dropDuplicates", "union_self", "window_count"]  # fmt: skip
+               "dropDuplicates", "union_self", "window_count", "pandas_hop"]  # fmt: skip
     if int_cols:
-        options += ["filter_gt", "groupBy", "window_running", "window_rank", "pivot"]
+        options += ["filter_gt", "groupBy", "window_running", "window_rank", "window_lag",
+                    "pivot"]  # fmt: skip
     if str_cols:
         options.append("filter_eq")
     if "k" in t.cols and "w" not in t.cols and not used_join:
@@ -57,7 +58,7 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         return (kind, data.draw(st.sampled_from(int_cols)), data.draw(st.integers(-2, 2)))
     if kind == "filter_eq":
         return (kind, data.draw(st.sampled_from(str_cols)), data.draw(st.sampled_from(["x", "y"])))
-    if kind == "filter_notnull":
+    if kind in ("filter_notnull", "pandas_hop"):
         return (kind, data.draw(st.sampled_from(t.cols)))
     if kind == "with":
         if not int_cols:
@@ -98,8 +99,8 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         if "wc" in t.cols:
             return None
         return (kind, data.draw(st.sampled_from(t.cols)))
-    if kind in ("window_running", "window_rank"):
-        if {"ws", "wr"} & set(t.cols):
+    if kind in ("window_running", "window_rank", "window_lag"):
+        if {"ws", "wr", "wl"} & set(t.cols):
             return None
         return (kind, data.draw(st.sampled_from(t.cols)), data.draw(st.sampled_from(int_cols)))
     if kind == "pivot":
@@ -166,6 +167,17 @@ def spark_step(step: tuple, df, a_df, b_df):  # noqa: ANN001, ANN201
     if kind == "window_rank":
         w = Window.partitionBy(step[1]).orderBy(F.col(step[2]).asc_nulls_first())
         return df.withColumn("wr", F.rank().over(w))
+    if kind == "pandas_hop":
+        pdf = df.toPandas()
+        pdf = pdf[pdf[step[1]].notna()].sort_values(
+            list(pdf.columns), na_position="first", kind="stable"
+        )
+        return df.sparkSession.createDataFrame(pdf, schema=df.schema)
+    if kind == "window_lag":
+        # ordered by every column: records that tie are equal, so is their lagged value
+        order = [step[2], *(c for c in df.columns if c != step[2])]
+        w = Window.partitionBy(step[1]).orderBy(*(F.col(c).asc_nulls_first() for c in order))
+        return df.withColumn("wl", F.lag(step[2]).over(w))
     raise ValueError(kind)
 
 
@@ -345,10 +357,41 @@ KNOWN = [
     ),
 ]
 
+#: the shapes of issue 19 in fixed pipelines (the random search draws them too): lag
+#: over ties and nulls, pandas hops of duplicated records, after a join and a shuffle
+SHAPES = [
+    pytest.param(
+        [(2, 1, "b"), (1, None, "a"), (1, 2, "b"), (None, 1, "a"), (2, 1, "b"), (1, 0, None)],
+        [],
+        [("window_lag", "s", "v"), ("pandas_hop", "wl"), ("filter_gt", "k", 0)],
+        id="lag-hop",
+    ),
+    pytest.param(
+        [(2, 1, "b"), (1, 1, "a"), (1, 1, "a"), (None, 3, "b")],
+        [(1, 5), (2, 6), (1, None)],
+        [("join", "left"), ("pandas_hop", "s"), ("window_lag", "k", "w")],
+        id="join-hop-lag",
+    ),
+    pytest.param(
+        [(2, 1, "b"), (1, 1, None), (3, 2, "b")],
+        [],
+        [("union_self",), ("groupBy", "s", "v"), ("pandas_hop", "t"), ("window_lag", "n", "t")],
+        id="union-group-hop-lag",
+    ),
+]
+
 
 @pytest.mark.parametrize("a, b, steps", KNOWN)
 def test_known_pipelines_match_oracle(spark, a, b, steps) -> None:  # noqa: ANN001
     run_pipeline(spark, a, b, steps)
+
+
+@pytest.mark.parametrize("a, b, steps", SHAPES)
+def test_lag_and_pandas_hops_match_oracle(spark, a, b, steps) -> None:  # noqa: ANN001
+    run = run_pipeline(spark, a, b, steps)
+    methods = [op.method for op in run.operations]
+    assert "toPandas/createDataFrame" in methods and "withColumn" in methods
+    assert not any(op.opaque for op in run.operations)
 
 
 def test_limit_after_a_sort_of_sorted_records_is_opaque(spark) -> None:  # noqa: ANN001
@@ -405,7 +448,8 @@ def run_pipeline(spark, a: list[tuple], b: list[tuple], steps: list[tuple]):  # 
 
 #: the DataFrame method each oracle step that can drop records is recorded as
 _DROPPING = {"filter_gt": "filter", "filter_eq": "where", "filter_notnull": "filter",
-             "dropna": "dropna", "limit": "limit", "join": "join"}  # fmt: skip
+             "dropna": "dropna", "limit": "limit", "join": "join",
+             "pandas_hop": "toPandas/createDataFrame"}  # fmt: skip
 
 
 def check_why_not(run, out, chain: list[Step], a_df, n_a: int) -> None:  # noqa: ANN001
