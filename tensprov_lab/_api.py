@@ -94,8 +94,13 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
     name : str, optional
         Name of the run (default: its number).
     budget : int or str, optional
-        Most bytes of tensors the store may hold, e.g. ``"1GB"``; operations past it
-        are kept as opaque (coarse lineage only) with a warning.
+        Most bytes of tensors and indexes the store may hold in memory, e.g. ``"1GB"``.
+        Past it, tensors spill to local disk (memory-mapped files: queries keep
+        answering from them); with ``spill=False``, or when everything is spilled
+        already, operations past it are kept as opaque (coarse lineage only) with a
+        warning.
+    spill : bool
+        Whether tensors past the budget spill to disk (default True).
     materialize : {"auto", "all", "none"}
         Which datasets to keep whole in Spark's cache for fast record reads and
         recomputation (``run.materialized`` lists them).  ``"auto"``: the pipeline's
@@ -115,6 +120,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         name: str | None = None,
         budget: int | str | None = None,
         materialize: str = "auto",
+        spill: bool = True,
     ):
         if materialize not in ("auto", "all", "none"):
             raise ValueError(f"materialize must be 'auto', 'all' or 'none', not {materialize!r}")
@@ -122,6 +128,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         self.name = name
         self.materialize = materialize
         self.budget = parse_size(budget)
+        self.spill = spill
         self.run: Run | None = None
         self._progress: Any = None
 
@@ -129,7 +136,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         from tensprov_lab._run import Run
 
         tracker = _tracker(self.spark)
-        tracker.budget = self.budget
+        tracker.budget.limit, tracker.budget.spill = self.budget, self.spill
         tracker.materialize = self.materialize
         log = tracker.begin(self.name)
         self._tracker = tracker

@@ -329,13 +329,13 @@ def test_the_budget_message_names_forget_and_forgetting_frees_the_budget(
     budget = tensprov_lab.store().nbytes
     assert budget > 0
     with pytest.warns(TensProvWarning, match=r"memory budget.*tensprov_lab\.forget\(run\)"):
-        with tensprov_lab.track(spark, name="over", budget=budget - 1) as over:
+        with tensprov_lab.track(spark, name="over", budget=budget - 1, spill=False) as over:
             b = a.filter("id > 3")
     assert [op.opaque for op in over.operations] == [True]
     # the advice works: with the old runs forgotten, the same budget traces records again
     tensprov_lab.forget(over)
     tensprov_lab.forget(full)
-    with tensprov_lab.track(spark, name="fits", budget=budget - 1) as fits:
+    with tensprov_lab.track(spark, name="fits", budget=budget - 1, spill=False) as fits:
         c = b.filter("id > 5")
     assert [op.opaque for op in fits.operations] == [False]
     assert len(fits.backward(c, rows=[0])) == 1

@@ -267,10 +267,16 @@ def test_budget_is_passed_to_the_capture(
     shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cell = "lean = orders.filter('amount > 20')\nleaner = lean.select('order_id')\n"
+    # without spilling: coarse lineage past the budget, with the warning
     with pytest.warns(TensProvWarning, match="memory budget of 1 bytes"):
-        assert shell.run_cell("%%provtrack --budget 1B\n" + cell).success
+        assert shell.run_cell("%%provtrack --budget 1B --no-spill\n" + cell).success
     run = tensprov_lab.last_run()
     assert [op.opaque for op in run.operations] == [True, True]
+    # by default tensors spill to disk past the budget: lineage stays record-level
+    assert shell.run_cell("%%provtrack --budget 1B\n" + cell).success
+    run = tensprov_lab.last_run()
+    assert [op.opaque for op in run.operations] == [False, False]
+    assert run.operations[0].spilled and run.operations[0].nbytes > 0
 
     bad = shell.run_cell("%%provtrack --budget lots\nnot_run = 1")
     assert isinstance(bad.error_in_exec, UsageError)

@@ -27,6 +27,7 @@ import numpy as np
 from tensprov_lab.capture import _fused, _pandas
 from tensprov_lab.capture._annotate import annotate_source, plan_is_stable, rewrite
 from tensprov_lab.capture._attributes import attribute_maps
+from tensprov_lab.capture._budget import Budget
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Annotated, Rewrite, Unsupported
 from tensprov_lab.capture._keys import (
@@ -87,8 +88,8 @@ class Tracker(Recording, RecordRules, RecordReading):
         #: below the first are the method's own, and capture's worker builds DataFrames
         #: of its own while the user's thread records
         self._local = threading.local()
-        #: bytes of tensors the store may hold before capture stops tracing records
-        self.budget: int | None = None
+        #: bytes of tensors the store may hold in memory (past it they spill to disk)
+        self.budget = Budget()
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
         self._reused: set[int] = set()
@@ -184,6 +185,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             with self._jobs() as jobs:
                 self._index_deferred([n for n in pending if isinstance(n, Node)])
                 self._materialize(run)
+            self.budget.over(self.store)  # the block's own tensors spill past the budget
             run.jobs += jobs[0]
             run.seconds = time.perf_counter() - t0
             run.ended = time.time()
@@ -287,7 +289,9 @@ class Tracker(Recording, RecordRules, RecordReading):
                 "a tracked block is running: forget runs after it ends, not inside it"
             )
         ids = set(run_ids)
+        spilled = self.budget.forget(self.store, ids)
         removed = set(self.store.remove_run(ids))
+        self.budget.release(spilled)
         last = not set(self.runs) - ids  # no run left: no DataFrame is worth keeping
         gone = [
             (ident, n)
@@ -540,15 +544,8 @@ class Tracker(Recording, RecordRules, RecordReading):
         if unreadable:
             self._opaque(p, run, "an input has no record-level provenance", cols, types, 0.0)
             return
-        if self.budget is not None and self.store.nbytes > self.budget:
-            self._opaque(
-                p, run,
-                f"the memory budget of {self.budget:,} bytes is used up "
-                f"({self.store.nbytes:,} bytes held); raise it with budget=... or "
-                "free old runs with tensprov_lab.forget(run) (every run: "
-                "tensprov_lab.forget())",
-                cols, types, 0.0,
-            )  # fmt: skip
+        if self.budget.over(self.store):
+            self._opaque(p, run, self.budget.used_up(self.store), cols, types, 0.0)
             return
         try:
             rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]

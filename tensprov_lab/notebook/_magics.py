@@ -98,8 +98,13 @@ class ProvenanceMagics(Magics):
     @argument(
         "--budget",
         metavar="SIZE",
-        help="most bytes of tensors the store may hold, e.g. 512MB; operations past it "
-        "keep coarse lineage only",
+        help="most bytes of tensors the store may hold in memory, e.g. 512MB; tensors "
+        "past it spill to local disk (memory-mapped)",
+    )
+    @argument(
+        "--no-spill",
+        action="store_true",
+        help="past the budget, keep coarse lineage only instead of spilling to disk",
     )
     @argument(
         "--no-capture",
@@ -139,7 +144,9 @@ class ProvenanceMagics(Magics):
         prepared = self._prepare(cell)
         if prepared is None:  # the cell does not compile: shown as IPython shows it, nothing run
             return
-        tracked = self._begin(spark, _unquote(args.name) if args.name else None, budget)
+        tracked = self._begin(
+            spark, _unquote(args.name) if args.name else None, budget, not args.no_spill
+        )
         try:
             self._execute(prepared)
         finally:
@@ -221,14 +228,16 @@ class ProvenanceMagics(Magics):
         with shell.builtin_trap, shell.display_trap:
             return bool(runner(coro))
 
-    def _begin(self, spark: Any, name: str | None, budget: int | None) -> _api.track:
+    def _begin(
+        self, spark: Any, name: str | None, budget: int | None, spill: bool = True
+    ) -> _api.track:
         tracker = _api._tracker(spark)
         if tracker._active is not None:
             raise UsageError(
                 "a tracked block is already running in this session; tracked blocks "
                 "do not nest (use --no-capture inside it)"
             )
-        tracked = _api.track(spark, name=name, budget=budget)
+        tracked = _api.track(spark, name=name, budget=budget, spill=spill)
         try:
             tracked.__enter__()
         except BaseException:

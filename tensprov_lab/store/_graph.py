@@ -98,6 +98,9 @@ class Operation:
     #: changes no other (inner joins, filters, projections, ...): a what-if that only
     #: drops need not replay what is left
     drops_vanish: bool = False
+    #: the files its tensors are memory-mapped from once spilled past the memory
+    #: budget (:mod:`._spill`); None while they are in memory
+    spilled: list[str] | None = None
 
     @property
     def localized(self) -> bool:

@@ -242,7 +242,7 @@ def _read_tensor(path: str) -> Tensor:
 # -- the graph -------------------------------------------------------------------------
 
 
-_OP_SKIP = {"tensors", "contributing", "influencing", "model", "slots"}
+_OP_SKIP = {"tensors", "contributing", "influencing", "model", "slots", "spilled"}
 
 
 def _op_record(op: Operation, files: list[str] | None) -> dict[str, Any]:

@@ -1,0 +1,86 @@
+"""Tensors past the memory budget spill to local disk, memory-mapped.
+
+A spilled operation's tensors are written in the save format (one Arrow IPC file per
+tensor, :mod:`._persist`) and read back memory-mapped: the same tensor classes over
+arrays that are pages of the file, so queries answer as before (the first touch of a
+page reads it from disk, the operating system keeps hot pages cached and drops cold
+ones) while the process holds none of their bytes.  Inverse indexes the queries build
+later stay in memory and count against the budget.
+
+Pure numpy and pyarrow, no Spark.
+
+Examples
+--------
+>>> import tempfile
+>>> from tensprov_lab.store import IndexTensor, Store
+>>> s = Store()
+>>> a = s.add_dataset("a", n_rows=4, role="source")
+>>> b = s.add_dataset("b", n_rows=3)
+>>> t = IndexTensor.from_index([0, 2, 3], n_in=4)
+>>> op = s.add_operation("join", "join", [a.id], b.id, [t])
+>>> memory_nbytes(s) > 0
+True
+>>> spilled = spill(s, tempfile.mkdtemp(), limit=0)
+>>> memory_nbytes(s), s.operations[op.id].tensors[0].backward([1]).tolist()
+(0, [2])
+"""
+
+from __future__ import annotations
+
+import os
+
+from tensprov_lab.store._graph import Operation, Store
+from tensprov_lab.store._persist import _read_tensor, _write_tensor
+
+__all__ = ["memory_nbytes", "release", "spill"]
+
+
+def _held(op: Operation) -> int:
+    """Bytes of ``op`` the process holds: its tensors unless spilled, and the inverse
+    indexes queries built."""
+    return (0 if op.spilled else op.nbytes) + op.index_nbytes
+
+
+def memory_nbytes(store: Store) -> int:
+    """Bytes of tensors and indexes ``store`` holds in memory (spilled tensors are
+    pages of their files, not counted)."""
+    return sum(_held(op) for op in store.operations.values())
+
+
+def spill(store: Store, directory: str, limit: int) -> list[int]:
+    """Spill the tensors of ``store``'s operations to ``directory``, largest first,
+    until it holds at most ``limit`` bytes in memory (or nothing is left to spill).
+    Returns the ids of the operations spilled.
+
+    Each tensor is written as ``op<O>_<k>.arrow`` and replaced by its memory-mapped
+    copy; ``Operation.spilled`` names the files (:func:`release` deletes them).
+    """
+    held = memory_nbytes(store)
+    done: list[int] = []
+    candidates = [op for op in store.operations.values() if op.tensors and not op.spilled]
+    os.makedirs(directory, exist_ok=True)
+    for op in sorted(candidates, key=lambda o: (-o.nbytes, o.id)):
+        if held <= limit:
+            break
+        if op.nbytes == 0:  # O(1) tensors: nothing to gain
+            continue
+        assert op.tensors is not None
+        paths, mapped = [], []
+        for k, t in enumerate(op.tensors):
+            path = os.path.join(directory, f"op{op.id}_{k}.arrow")
+            _write_tensor(t, path)
+            paths.append(path)
+            mapped.append(_read_tensor(path))
+        held -= op.nbytes
+        op.tensors, op.spilled = mapped, paths
+        done.append(op.id)
+    return done
+
+
+def release(paths: list[str]) -> None:
+    """Delete spilled files (of operations removed from the store)."""
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass  # gone already, or still mapped on a platform that refuses

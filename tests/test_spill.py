@@ -1,0 +1,159 @@
+"""Tensors past the memory budget spill to disk, memory-mapped (store._spill,
+capture._budget): the same answers, no bytes held in memory, files gone with the run."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tensprov_lab
+from tensprov_lab.store import (
+    ColumnsTensor,
+    CSRTensor,
+    FrameTensor,
+    IndexTensor,
+    MaskTensor,
+    Store,
+    WindowTensor,
+)
+from tensprov_lab.store._spill import memory_nbytes, release, spill
+
+
+def _tensors() -> list[Any]:
+    rng = np.random.default_rng(0)
+    n = 2000
+    groups = rng.integers(0, 50, n)
+    return [
+        IndexTensor.from_index(np.sort(rng.integers(0, 700, n)), n_in=700),
+        IndexTensor.from_index(rng.integers(-1, 300, n), n_in=300),
+        MaskTensor.from_kept(np.flatnonzero(rng.random(n) > 0.3), n_in=n),
+        CSRTensor.from_pairs(groups, np.arange(n), n_out=50, n_in=n),
+        WindowTensor(6, [FrameTensor([0, 1, 2, 3, 4, 5], [0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5])],
+                     {1: [0], 2: [-1, 0]}),
+        ColumnsTensor(
+            CSRTensor.from_pairs(groups, np.arange(n), n_out=50, n_in=n),
+            [CSRTensor.from_pairs(groups[::2], np.arange(0, n, 2), n_out=50, n_in=n)],
+            {1: 0},
+        ),
+    ]  # fmt: skip
+
+
+def _arrays(obj: Any, depth: int = 0) -> list[np.ndarray]:
+    """The numpy arrays a tensor is made of (its attributes, recursively)."""
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if depth > 4 or not hasattr(obj, "__dict__"):
+        items = obj if isinstance(obj, (list, tuple)) and depth <= 4 else []
+        return [a for x in items for a in _arrays(x, depth + 1)]
+    return [a for v in vars(obj).values() for a in _arrays(v, depth + 1)]
+
+
+def _store() -> Store:
+    s = Store()
+    for t in _tensors():
+        a = s.add_dataset("in", n_rows=t.n_in, role="source")
+        b = s.add_dataset("out", n_rows=t.n_out)
+        s.add_operation("op", "join", [a.id], b.id, [t])
+    return s
+
+
+def _answers(s: Store) -> list[Any]:
+    out = []
+    for op in s.operations.values():
+        (t,) = op.tensors
+        rows_out = np.arange(0, t.n_out, max(t.n_out // 17, 1))
+        rows_in = np.arange(0, t.n_in, max(t.n_in // 13, 1))
+        pairs = [a.tolist() for a in t.backward_pairs(rows_out)]
+        out.append((t.backward(rows_out).tolist(), t.forward(rows_in).tolist(), pairs, t.nnz))
+    return out
+
+
+def test_spilled_tensors_answer_as_before_and_hold_no_memory(tmp_path: Any) -> None:
+    s = _store()
+    before = _answers(s)
+    held = memory_nbytes(s)
+    assert held > 0
+    done = spill(s, str(tmp_path), limit=0)
+    assert sorted(done) == sorted(o.id for o in s.operations.values() if o.nbytes)
+    assert memory_nbytes(s) == 0
+    # before any query builds an index: the arrays are pages of the files, not copies
+    for op in s.operations.values():
+        if op.spilled:
+            arrays = _arrays(op.tensors[0])
+            assert arrays and not any(a.flags.owndata or a.flags.writeable for a in arrays)
+    assert _answers(s) == before
+    files = [p for op in s.operations.values() for p in op.spilled or []]
+    assert files and all(os.path.exists(p) for p in files)
+    # queries build their inverse indexes in memory again: counted
+    _answers(s)
+    assert memory_nbytes(s) == sum(op.index_nbytes for op in s.operations.values())
+    release(files)
+    assert not any(os.path.exists(p) for p in files)
+
+
+def test_spill_stops_at_the_limit_largest_first(tmp_path: Any) -> None:
+    s = _store()
+    sizes = sorted(((op.nbytes, op.id) for op in s.operations.values()), reverse=True)
+    largest = sizes[0]
+    limit = memory_nbytes(s) - largest[0]
+    assert spill(s, str(tmp_path), limit=limit) == [largest[1]]
+    assert memory_nbytes(s) <= limit
+    assert spill(s, str(tmp_path), limit=memory_nbytes(s)) == []
+
+
+# ------------------------------------------------------------------------------------
+# with Spark: a run past its budget
+
+
+def _pipeline(spark: Any) -> tuple[Any, Any, Any]:
+    from pyspark.sql import functions as F
+
+    orders = spark.createDataFrame(
+        [(i, i % 9, float(i % 13)) for i in range(400)], "id long, cust long, amount double"
+    )
+    cust = spark.createDataFrame([(c, f"r{c % 3}") for c in range(9)], "cust long, region string")
+    return orders, cust, F
+
+
+@pytest.mark.spark
+def test_a_run_past_its_budget_spills_and_keeps_record_lineage(spark: Any, tmp_path: Any) -> None:
+    orders, cust, F = _pipeline(spark)
+
+    def block(**kw: Any) -> tuple[Any, list[Any]]:
+        with tensprov_lab.track(spark, name="spill", **kw) as run:
+            big = orders.filter("amount > 3")
+            joined = big.join(cust, "cust")
+            out = joined.groupBy("region").agg(F.sum("amount").alias("t"))
+        return run, [big, joined, out]
+
+    plain, frames = block()
+    want = {
+        i: [plain.backward(df, rows=[r]).to_dict() for r in range(plain.dataset(df).n_rows)]
+        for i, df in enumerate(frames)
+    }
+    fwd = [plain.forward(orders, rows=[r], to=frames[-1]).to_dict() for r in range(0, 400, 7)]
+    tensprov_lab.forget(plain)
+
+    run, frames = block(budget=1)
+    ops = run.operations
+    assert not any(op.opaque for op in ops)
+    spilled = [op for op in ops if op.spilled]
+    assert spilled and all(op.nbytes > 0 for op in spilled)
+    files = [p for op in spilled for p in op.spilled]
+    assert all(os.path.exists(p) for p in files)
+    for i, df in enumerate(frames):
+        got = [run.backward(df, rows=[r]).to_dict() for r in range(run.dataset(df).n_rows)]
+        assert got == want[i]
+    assert [run.forward(orders, rows=[r], to=frames[-1]).to_dict() for r in range(0, 400, 7)] == fwd
+    # a spilled run saves and loads like any other
+    tensprov_lab.save(str(tmp_path / "spilled.tpl"), runs=[run])
+    (loaded,) = tensprov_lab.load(str(tmp_path / "spilled.tpl"))
+    assert (
+        loaded.backward("out", rows=[0]).to_dict() == run.backward(frames[-1], rows=[0]).to_dict()
+    )
+    # forgetting the run deletes its files
+    tensprov_lab.forget(run)
+    assert not any(os.path.exists(p) for p in files)
