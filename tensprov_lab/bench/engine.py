@@ -51,6 +51,11 @@ class EngineResult:
     save_s: float = 0.0
     load_s: float = 0.0
     save_mb: float = 0.0
+    #: with ``--budget``: the budget, the tensors spilled to disk past it and what the
+    #: store still holds in memory, MB (the queries above ran on the spilled tensors)
+    budget_mb: float | None = None
+    spilled_mb: float = 0.0
+    memory_mb: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -110,6 +115,7 @@ def run_engine_bench(
     progress: Any = print,
     all_queries: bool = True,
     repeat: int = 3,
+    budget: int | None = None,
 ) -> EngineResult:
     import tensprov_lab
 
@@ -130,7 +136,7 @@ def run_engine_bench(
 
     def capture_once() -> tuple[Any, float, dict[str, Any]]:
         t0 = time.perf_counter()
-        with tensprov_lab.track(spark, name=f"bench-{n_orders}") as run:
+        with tensprov_lab.track(spark, name=f"bench-{n_orders}", budget=budget) as run:
             big = orders.filter("amount > 20")
             joined = big.join(customers, "cust_id")
             priced = joined.withColumn("amount_eur", joined.amount * 0.92)
@@ -156,6 +162,7 @@ def run_engine_bench(
     join_op = next((op for op in run.operations if op.method == "join"), None)
     join_rows = (run.store.datasets[join_op.output].n_rows or 0) if join_op else 0
     peaks = (_peak_mb(os.getpid()), _peak_mb(_jvm_pid(spark)))
+    spilled = sum(op.nbytes for op in run.operations if op.spilled) / 2**20
     progress(f"[{n_orders:,} orders] save and load the run …")
     saved = _save_and_load(run, folder)
 
@@ -191,6 +198,8 @@ def run_engine_bench(
         figures = query_figures(
             run, dfs, rerun, queries=min(queries, 200), progress=lambda m: progress(m)
         )
+    # after the queries: the inverse indexes they built are held in memory
+    memory = sum((0 if op.spilled else op.nbytes) + op.index_nbytes for op in run.operations)
     return EngineResult(
         rows=n_orders,
         baseline_s=baseline,
@@ -210,6 +219,9 @@ def run_engine_bench(
         save_s=saved[0],
         load_s=saved[1],
         save_mb=saved[2],
+        budget_mb=None if budget is None else budget / 2**20,
+        spilled_mb=spilled,
+        memory_mb=memory / 2**20,
     )
 
 
@@ -277,6 +289,13 @@ def format_table(results: list[EngineResult]) -> str:
         steps = ", ".join(f"{m} {sec:.2f}" for m, sec in r.steps)
         lines.append(f"capture of {r.rows:,} orders, seconds per operation: {steps}")
     for r in results:
+        if r.budget_mb is not None:
+            lines.append(
+                f"budget {r.budget_mb:.2f} MB: {r.spilled_mb:.2f} MB of the {r.rows:,}-order "
+                f"run's tensors spilled to disk (memory-mapped), {r.memory_mb:.2f} MB held in "
+                "memory after the queries; its query figures are on the spilled tensors"
+            )
+    for r in results:
         lines.append(
             f"save/load of the {r.rows:,}-order run: save {r.save_s:.2f} s, load "
             f"{r.load_s:.2f} s (checksums verified), {r.save_mb:.2f} MB on disk"
@@ -339,9 +358,16 @@ def main(argv: list[str] | None = None) -> int:
         "what-if figures): for the scale curve",
     )
     parser.add_argument("--data", default=None, help="folder for the synthetic parquet data")
+    parser.add_argument(
+        "--budget",
+        default=None,
+        metavar="SIZE",
+        help="capture with this memory budget (e.g. 20MB): tensors past it spill to disk",
+    )
     parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
     args = parser.parse_args(argv)
     import tensprov_lab
+    from tensprov_lab._api import parse_size
     from tensprov_lab._spark import local_spark
 
     spark = local_spark(args.cores, app="tensprov-lab-bench")
@@ -357,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.queries,
                     all_queries=not args.capture_only,
                     repeat=args.repeat,
+                    budget=parse_size(args.budget),
                 )  # fmt: skip
             )
             # queries and captures of one size must not hold the memory of the next
