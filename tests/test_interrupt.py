@@ -90,3 +90,29 @@ def test_interrupt_during_a_spark_job(spark: Any) -> None:
         time.sleep(0.2)
     assert not sc.statusTracker().getActiveJobsIds()
     check()
+
+
+def test_interrupt_during_reads_run_side_by_side(spark: Any) -> None:
+    """A fused capture reads its sources in jobs side by side (worker threads): Ctrl-C
+    cancels them all and leaves everything as before the block."""
+    _, check = _earlier_run(spark)
+    state = _state(spark)
+    left = spark.range(0, 60_000_000).withColumnRenamed("id", "k")
+    right = spark.range(0, 1000).withColumnRenamed("id", "k")
+    sc = spark.sparkContext
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), tensprov_lab.track(spark) as run:
+        big = left.filter("k % 3 = 1")
+        joined = big.join(right, "k")
+        timer.start()
+    timer.cancel()
+    assert _state(spark) == state
+    with pytest.raises(LookupError, match="interrupted"):
+        run.backward(joined, rows=[0])
+    deadline = time.monotonic() + 20
+    while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sc.statusTracker().getActiveJobsIds()
+    assert time.monotonic() - started < 30
+    check()

@@ -27,6 +27,7 @@ across partitionings and against the oracle check.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,19 +212,53 @@ class Fusion:
 
     # -- reading -----------------------------------------------------------------------
     def fetch(self, count_jobs: Any) -> None:
-        """Read every dataset's columns, one job each; a dataset that cannot be read
-        leaves the rules that need it to their own jobs."""
+        """Read every dataset's columns, one job each, the jobs side by side (a small
+        read, e.g. a dimension table, then costs no time of its own); a dataset that
+        cannot be read leaves the rules that need it to their own jobs.  Reads run
+        together share out the jobs counted for them (one each as a rule)."""
         jvm = self.jvm
+        frames = {}
         for ident, columns in self.reads.items():
-            t0 = time.perf_counter()
-            with count_jobs() as jobs:
-                try:
-                    df = jvm.to_df(jvm.project(list(columns.values()), self.plans[ident]))
-                    self.tables[ident] = jvm.to_arrow(df)
-                except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
+            try:
+                frames[ident] = jvm.to_df(jvm.project(list(columns.values()), self.plans[ident]))
+            except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
+                pass
+        # a read running Python UDFs keeps the session's Arrow batches (a pandas UDF
+        # sees its input in them), so it does not share the batch setting of the others
+        if len(frames) < 2 or any(jvm.runs_python(df) for df in frames.values()):
+            for ident, df in frames.items():
+                with count_jobs() as jobs:
+                    self._read_one(ident, df, jvm.to_arrow)
+                self.jobs[ident] = jobs[0]
+            return
+        from pyspark.util import inheritable_thread_target
+
+        # the workers inherit the thread's job group: Ctrl-C cancels their jobs too
+        read = inheritable_thread_target(jvm.spark)(self._read_one)
+        pool = ThreadPoolExecutor(len(frames), thread_name_prefix="tensprov-read")
+        try:
+            with count_jobs() as jobs, jvm.large_batches():
+                futures = [pool.submit(read, i, df, _to_arrow) for i, df in frames.items()]
+                # waits in short slices: a Ctrl-C reaches this thread at once
+                while wait(futures, timeout=0.1).not_done:
                     pass
-            self.seconds[ident] = time.perf_counter() - t0
-            self.jobs[ident] = jobs[0]
+                for future in futures:
+                    future.result()
+        finally:
+            # on Ctrl-C the caller cancels the jobs; the workers then end on their own
+            pool.shutdown(wait=False, cancel_futures=True)
+        # one job a read as a rule: the jobs counted together are shared out
+        share, extra = divmod(jobs[0], len(frames))
+        for k, ident in enumerate(frames):
+            self.jobs[ident] = share + (extra if k == 0 else 0)
+
+    def _read_one(self, ident: int, df: Any, to_arrow: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.tables[ident] = to_arrow(df)
+        except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
+            pass
+        self.seconds[ident] = time.perf_counter() - t0
 
     def reads_of(self, out: int) -> list[int]:
         """The reads the capture of operation ``out`` runs (the first one that needs them)."""
@@ -321,6 +356,10 @@ class Fusion:
         if expected is not None and len(parent) != expected:
             raise KeyError_(f"a fused aggregate has {len(parent)} members of {expected} records")
         return parent.astype(np.int64), len(uniq)
+
+
+def _to_arrow(df: Any) -> Any:
+    return df.toArrow()
 
 
 def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
