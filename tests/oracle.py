@@ -185,29 +185,32 @@ def apply(step: tuple, t: Table, b: Table) -> Table:
             lin.append(merge(*(t.lin[j] for j in frame)))
         name = "ws" if kind == "window_running" else "wr"
         return Table([*t.cols, name], {**t.types, name: "int"}, new_rows, lin)
-    if kind == "pandas_hop":
+    if kind in ("pandas_hop", "rdd_hop"):
         # toPandas(), a pandas filter (c not null) and sort (every column, nulls first),
-        # createDataFrame: records are matched back by value, each to every upstream
-        # record equal to it
+        # createDataFrame; or df.rdd.filter(c not null).toDF(), in the input's order:
+        # records are matched back by value, each to every upstream record equal to it
         _, c = step
         keep = [i for i, r in enumerate(t.rows) if t.get(r, c) is not None]
-        keep.sort(key=lambda i: (tuple(_sort_key_asc(v) for v in t.rows[i]), i))
+        if kind == "pandas_hop":
+            keep.sort(key=lambda i: (tuple(_sort_key_asc(v) for v in t.rows[i]), i))
         lin = [merge(*(t.lin[j] for j, r in enumerate(t.rows) if r == t.rows[i])) for i in keep]
         return Table(list(t.cols), dict(t.types), [t.rows[i] for i in keep], lin)
-    if kind == "window_lag":
-        # lag(x) over (partition by c order by x, then every other column): the
-        # record itself and the one before it in its partition (ties: by input record)
+    if kind in ("window_lag", "window_lead"):
+        # lag(x) / lead(x) over (partition by c order by x, then every other column):
+        # the record itself and the one before / after it in its partition (ties: by
+        # input record)
         _, c, x = step
-        prev = lag_rows(t, c, x)
+        prev = lag_rows(t, c, x, -1 if kind == "window_lag" else 1)
         rows = [(*r, None if p is None else t.get(t.rows[p], x)) for r, p in zip(t.rows, prev)]
         lin = [merge(t.lin[i], *([] if p is None else [t.lin[p]])) for i, p in enumerate(prev)]
         return Table([*t.cols, "wl"], {**t.types, "wl": t.types[x]}, rows, lin)
     raise ValueError(kind)
 
 
-def lag_rows(t: Table, c: str, x: str) -> list[int | None]:
-    """Per record, the record before it in its partition by ``c`` ordered by ``x`` then
-    every other column (nulls first), ties by input record; None for the first."""
+def lag_rows(t: Table, c: str, x: str, offset: int = -1) -> list[int | None]:
+    """Per record, the record ``offset`` places from it (-1: the one before) in its
+    partition by ``c`` ordered by ``x`` then every other column (nulls first), ties by
+    input record; None where there is none."""
     order = [x, *(y for y in t.cols if y != x)]
     parts: dict[Any, list[int]] = {}
     for i, r in enumerate(t.rows):
@@ -218,7 +221,10 @@ def lag_rows(t: Table, c: str, x: str) -> list[int | None]:
             members, key=lambda i: (tuple(_sort_key_asc(t.get(t.rows[i], y)) for y in order), i)
         )
         for a, b in zip(ranked, ranked[1:]):
-            prev[b] = a
+            if offset < 0:
+                prev[b] = a
+            else:
+                prev[a] = b
     return prev
 
 
@@ -327,7 +333,7 @@ def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
     if kind == "with":
         _, c, new = step
         return [({**_same(t.cols), new: frozenset([c])}, {})]
-    if kind == "pandas_hop":
+    if kind in ("pandas_hop", "rdd_hop"):
         # a column comes from the upstream column of its name; what pandas did with the
         # records is not seen, so nothing is said to influence
         return [(_same(t.cols), {})]
@@ -385,7 +391,7 @@ def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
         name = "ws" if kind == "window_running" else "wr"
         values = frozenset([x]) if kind == "window_running" else frozenset()
         return [({**_same(t.cols), name: values}, {name: frozenset([c, x])})]
-    if kind == "window_lag":
+    if kind in ("window_lag", "window_lead"):
         # the lagged x flows in; the partition and every order column place the row
         _, c, x = step
         return [({**_same(t.cols), "wl": frozenset([x])}, {"wl": frozenset([c, *t.cols])})]
@@ -418,11 +424,13 @@ def step_column_rows(step: tuple, t: Table, rows: list[list[frozenset[int]]]) ->
     column's values come from, where that differs from the record's ``rows`` (a window
     operation: the columns it keeps come from the record itself, the window column from
     its frame)."""
-    if step[0] in ("window_count", "window_running", "window_rank", "window_lag"):
+    if step[0] in ("window_count", "window_running", "window_rank", "window_lag", "window_lead"):
         own = [frozenset([i]) for i in range(len(t.rows))]
-        if step[0] == "window_lag":
-            # the lagged value: from the record before only
-            before = [frozenset() if p is None else frozenset([p]) for p in lag_rows(t, *step[1:])]
+        if step[0] in ("window_lag", "window_lead"):
+            # the lagged value: from the record before (after) only
+            offset = -1 if step[0] == "window_lag" else 1
+            rows = lag_rows(t, step[1], step[2], offset)
+            before = [frozenset() if p is None else frozenset([p]) for p in rows]
             return [{**{c: own for c in t.cols}, "wl": before}]
         return [{c: own for c in t.cols}]
     if step[0] == "pivot":

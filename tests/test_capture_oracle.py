@@ -30,14 +30,21 @@ MAX_CELLS = int(os.environ.get("TENSPROV_CELLS", "60"))
 MAX_SOURCE_CELLS = int(os.environ.get("TENSPROV_SOURCE_CELLS", "21"))
 
 
-def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool) -> tuple | None:
+def draw_step(
+    data: st.DataObject, t: Table, prev: tuple | None, used_join: bool, scan_ordered: bool = False
+) -> tuple | None:
+    """A random next step over ``t``; ``scan_ordered``: every step so far keeps the
+    records in scan order (an RDD hop keeps Spark's order, which is canonical only
+    then)."""
     int_cols = [c for c in t.cols if t.types[c] == "int"]
     str_cols = [c for c in t.cols if t.types[c] == "str"]
     options = ["filter_notnull", "with", "select", "dropna", "fillna", "orderBy", "distinct",
                "dropDuplicates", "union_self", "window_count", "pandas_hop"]  # fmt: skip
     if int_cols:
         options += ["filter_gt", "groupBy", "window_running", "window_rank", "window_lag",
-                    "pivot"]  # fmt: skip
+                    "window_lead", "pivot"]  # fmt: skip
+    if scan_ordered:
+        options.append("rdd_hop")
     if str_cols:
         options.append("filter_eq")
     if "k" in t.cols and "w" not in t.cols and not used_join:
@@ -58,7 +65,7 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         return (kind, data.draw(st.sampled_from(int_cols)), data.draw(st.integers(-2, 2)))
     if kind == "filter_eq":
         return (kind, data.draw(st.sampled_from(str_cols)), data.draw(st.sampled_from(["x", "y"])))
-    if kind in ("filter_notnull", "pandas_hop"):
+    if kind in ("filter_notnull", "pandas_hop", "rdd_hop"):
         return (kind, data.draw(st.sampled_from(t.cols)))
     if kind == "with":
         if not int_cols:
@@ -99,7 +106,7 @@ def draw_step(data: st.DataObject, t: Table, prev: tuple | None, used_join: bool
         if "wc" in t.cols:
             return None
         return (kind, data.draw(st.sampled_from(t.cols)))
-    if kind in ("window_running", "window_rank", "window_lag"):
+    if kind in ("window_running", "window_rank", "window_lag", "window_lead"):
         if {"ws", "wr", "wl"} & set(t.cols):
             return None
         return (kind, data.draw(st.sampled_from(t.cols)), data.draw(st.sampled_from(int_cols)))
@@ -173,11 +180,15 @@ def spark_step(step: tuple, df, a_df, b_df):  # noqa: ANN001, ANN201
             list(pdf.columns), na_position="first", kind="stable"
         )
         return df.sparkSession.createDataFrame(pdf, schema=df.schema)
-    if kind == "window_lag":
+    if kind in ("window_lag", "window_lead"):
         # ordered by every column: records that tie are equal, so is their lagged value
         order = [step[2], *(c for c in df.columns if c != step[2])]
         w = Window.partitionBy(step[1]).orderBy(*(F.col(c).asc_nulls_first() for c in order))
-        return df.withColumn("wl", F.lag(step[2]).over(w))
+        fn = F.lag if kind == "window_lag" else F.lead
+        return df.withColumn("wl", fn(step[2]).over(w))
+    if kind == "rdd_hop":
+        c = step[1]
+        return df.rdd.filter(lambda r: r[c] is not None).toDF(df.schema)
     raise ValueError(kind)
 
 
@@ -243,7 +254,8 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
     steps: list[tuple] = []
     prev, used_join = None, False
     while len(steps) < n_steps:
-        step = draw_step(data, t, prev, used_join)
+        ordered = all(s[0] in _SCAN_ORDERED for s in steps)
+        step = draw_step(data, t, prev, used_join, scan_ordered=ordered)
         if step is None:
             continue
         steps.append(step)
@@ -378,6 +390,12 @@ SHAPES = [
         [("union_self",), ("groupBy", "s", "v"), ("pandas_hop", "t"), ("window_lag", "n", "t")],
         id="union-group-hop-lag",
     ),
+    pytest.param(
+        [(2, 1, "b"), (1, None, "a"), (2, 1, "b"), (None, 1, "a"), (1, 0, None)],
+        [],
+        [("filter_notnull", "k"), ("rdd_hop", "v"), ("window_lead", "s", "k")],
+        id="rdd-hop-lead",
+    ),
 ]
 
 
@@ -390,7 +408,8 @@ def test_known_pipelines_match_oracle(spark, a, b, steps) -> None:  # noqa: ANN0
 def test_lag_and_pandas_hops_match_oracle(spark, a, b, steps) -> None:  # noqa: ANN001
     run = run_pipeline(spark, a, b, steps)
     methods = [op.method for op in run.operations]
-    assert "toPandas/createDataFrame" in methods and "withColumn" in methods
+    assert {"toPandas/createDataFrame", "rdd/createDataFrame"} & set(methods)
+    assert "withColumn" in methods
     assert not any(op.opaque for op in run.operations)
 
 
@@ -449,7 +468,8 @@ def run_pipeline(spark, a: list[tuple], b: list[tuple], steps: list[tuple]):  # 
 #: the DataFrame method each oracle step that can drop records is recorded as
 _DROPPING = {"filter_gt": "filter", "filter_eq": "where", "filter_notnull": "filter",
              "dropna": "dropna", "limit": "limit", "join": "join",
-             "pandas_hop": "toPandas/createDataFrame"}  # fmt: skip
+             "pandas_hop": "toPandas/createDataFrame",
+             "rdd_hop": "rdd/createDataFrame"}  # fmt: skip
 
 
 def check_why_not(run, out, chain: list[Step], a_df, n_a: int) -> None:  # noqa: ANN001
