@@ -273,10 +273,16 @@ def test_budget_is_passed_to_the_capture(
     run = tensprov_lab.last_run()
     assert [op.opaque for op in run.operations] == [True, True]
     # by default tensors spill to disk past the budget: lineage stays record-level
-    assert shell.run_cell("%%provtrack --budget 1B\n" + cell).success
+    from tensprov_lab.store._spill import memory_nbytes
+
+    held = memory_nbytes(tensprov_lab.store())
+    assert shell.run_cell(f"%%provtrack --budget {held}B\n" + cell).success
     run = tensprov_lab.last_run()
     assert [op.opaque for op in run.operations] == [False, False]
-    assert run.operations[0].spilled and run.operations[0].nbytes > 0
+    assert any(op.spilled for op in run.store.operations.values())
+    # what cannot spill (attribute maps, indexes) may still be over it: then it says so
+    over = memory_nbytes(run.store) > held
+    assert over == any("memory budget" in w for w in run.warnings)
 
     bad = shell.run_cell("%%provtrack --budget lots\nnot_run = 1")
     assert isinstance(bad.error_in_exec, UsageError)

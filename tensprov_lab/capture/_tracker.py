@@ -185,7 +185,8 @@ class Tracker(Recording, RecordRules, RecordReading):
             with self._jobs() as jobs:
                 self._index_deferred([n for n in pending if isinstance(n, Node)])
                 self._materialize(run)
-            self.budget.over(self.store)  # the block's own tensors spill past the budget
+            if self.budget.over(self.store):  # the block's tensors spill past the budget
+                self._note(self.budget.used_up(self.store))
             run.jobs += jobs[0]
             run.seconds = time.perf_counter() - t0
             run.ended = time.time()

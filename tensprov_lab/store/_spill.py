@@ -36,14 +36,15 @@ __all__ = ["memory_nbytes", "release", "spill"]
 
 
 def _held(op: Operation) -> int:
-    """Bytes of ``op`` the process holds: its tensors unless spilled, and the inverse
-    indexes queries built."""
-    return (0 if op.spilled else op.nbytes) + op.index_nbytes
+    """Bytes of ``op`` the process holds: its tensors unless spilled, the inverse
+    indexes queries built, and its attribute maps."""
+    maps = sum(int(m.nbytes) for ms in (op.contributing, op.influencing) if ms for m in ms)
+    return (0 if op.spilled else op.nbytes) + op.index_nbytes + maps
 
 
 def memory_nbytes(store: Store) -> int:
-    """Bytes of tensors and indexes ``store`` holds in memory (spilled tensors are
-    pages of their files, not counted)."""
+    """Bytes of tensors, indexes and attribute maps ``store`` holds in memory (spilled
+    tensors are pages of their files, not counted)."""
     return sum(_held(op) for op in store.operations.values())
 
 
