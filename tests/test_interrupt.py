@@ -65,6 +65,17 @@ def test_interrupt_between_operations(spark: Any) -> None:
     assert again.dataset(c).n_rows == sum(1 for i in range(40) if i % 5 > 1)
 
 
+def _interrupted(sc: Any, run: Any, df: Any) -> None:
+    """The interrupted run answers nothing, and capture's jobs were cancelled, not left
+    running."""
+    with pytest.raises(LookupError, match="interrupted"):
+        run.backward(df, rows=[0])
+    deadline = time.monotonic() + 20
+    while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sc.statusTracker().getActiveJobsIds()
+
+
 def test_interrupt_during_a_spark_job(spark: Any) -> None:
     _, check = _earlier_run(spark)
     datasets, operations, filter_method = _state(spark)
@@ -82,13 +93,7 @@ def test_interrupt_during_a_spark_job(spark: Any) -> None:
         timer.start()  # the capture's job takes ~40 s of UDF calls on two cores
     timer.cancel()
     assert _state(spark) == (datasets, operations, filter_method)
-    with pytest.raises(LookupError, match="interrupted"):
-        run.backward(kept, rows=[0])
-    # capture's jobs were cancelled, not left running
-    deadline = time.monotonic() + 20
-    while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not sc.statusTracker().getActiveJobsIds()
+    _interrupted(sc, run, kept)
     check()
 
 
@@ -108,11 +113,6 @@ def test_interrupt_during_reads_run_side_by_side(spark: Any) -> None:
         timer.start()
     timer.cancel()
     assert _state(spark) == state
-    with pytest.raises(LookupError, match="interrupted"):
-        run.backward(joined, rows=[0])
-    deadline = time.monotonic() + 20
-    while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not sc.statusTracker().getActiveJobsIds()
+    _interrupted(sc, run, joined)
     assert time.monotonic() - started < 30
     check()
