@@ -269,11 +269,15 @@ def _join(t: Table, b: Table, how: str) -> Table:
     t_other = [c for c in t.cols if c != "k"]
     b_other = [c for c in b.cols if c != "k"]
     if how in ("semi", "anti"):
+        # a USING join puts the key first, then the left's other columns (Spark's
+        # analyzer: leftKeys ++ the rest of the left output)
         keep = [i for i in range(len(t.rows)) if bool(match[i]) == (how == "semi")]
-        out = _subset(t, keep)
+        order = [tk, *(t.cols.index(c) for c in t_other)]
+        rows = [tuple(t.rows[i][j] for j in order) for i in keep]
+        lin = [t.lin[i] for i in keep]
         if how == "semi":
-            out.lin = [merge(t.lin[i], *(b.lin[j] for j in match[i])) for i in keep]
-        return out
+            lin = [merge(t.lin[i], *(b.lin[j] for j in match[i])) for i in keep]
+        return Table(["k", *t_other], dict(t.types), rows, lin)
     pairs = [(i, j) for i in range(len(t.rows)) for j in match[i]]
     if how in ("left", "full"):
         pairs += [(i, -1) for i in range(len(t.rows)) if not match[i]]

@@ -367,6 +367,21 @@ KNOWN = [
         [("orderBy", "k", True), ("union_self",), ("orderBy", "v", True)],
         id="sort-union-sort",
     ),
+    # a semi or anti USING join puts the key first: the oracle had the left's order
+    pytest.param(
+        [(None, None, None), (1, 2, "a")],
+        [(1, 3)],
+        [("orderBy", "k", False), ("fillna",), ("select", ("s", "k")), ("join", "anti")],
+        id="select-anti-join",
+    ),
+    pytest.param(
+        [(1, 2, "a"), (2, None, "b")],
+        [(1, 3)],
+        [("select", ("s", "k")), ("join", "semi")],
+        id="select-semi-join",
+    ),
+    # an RDD hop straight from the source: the source's RDD links the hop to it
+    pytest.param([(0, None, None), (1, 2, "a")], [], [("rdd_hop", "k")], id="source-rdd-hop"),
 ]
 
 #: the shapes of issue 19 in fixed pipelines (the random search draws them too): lag

@@ -41,7 +41,7 @@ from tensprov_lab.capture._keys import arrow_keys
 from tensprov_lab.capture._nodes import ROW, Capturing, Node, _short_error
 from tensprov_lab.store import tensor_from_pairs
 
-__all__ = ["MARK", "REASON", "capture_hop", "match_rows", "record_call", "targets"]
+__all__ = ["MARK", "REASON", "capture_hop", "match_rows", "properties", "record_call", "targets"]
 
 #: the key of ``DataFrame.attrs`` naming the tracked DataFrame a pandas frame came from
 MARK = "tensprov_lab.from"
@@ -52,6 +52,34 @@ def targets(session_cls: type) -> list[tuple[type, list[str], Any]]:
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     return [(ClassicDataFrame, ["toPandas"], None), (session_cls, ["createDataFrame"], None)]
+
+
+def properties() -> list[tuple[type, str, Any]]:
+    """The properties wrapped during a block for this rule: ``(class, name, make)``,
+    ``make(tracker, original)`` giving the wrapped descriptor."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    return [(ClassicDataFrame, "rdd", _watch_rdd)]
+
+
+def _watch_rdd(tracker: Any, original: Any) -> property:
+    """``DataFrame.rdd`` (a cached property) during a block: a DataFrame whose RDD the
+    user takes is a dataset of the block from then on (a source if it is new), so an RDD
+    hop from it links to it even when nothing else in the block reads it."""
+
+    def rdd(df: Any) -> Any:
+        cached = df.__dict__.get("rdd")
+        if cached is not None:
+            return cached
+        value = original.__get__(df, type(df))  # computes it and caches it on df
+        if tracker._active is not None and not tracker._depth:
+            try:
+                tracker.register(df)
+            except Exception as exc:  # recording must never break the user's code
+                tracker._note(f"could not record rdd: {_short_error(exc)}")
+        return value
+
+    return property(rdd, doc=getattr(original, "__doc__", None))
 
 
 def record_call(

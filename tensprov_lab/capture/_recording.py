@@ -106,6 +106,13 @@ class Recording:
                         continue
                     self._patched.append((cls, name, cls.__dict__.get(name)))
                     setattr(cls, name, self._wrap(name, orig, transparent))
+            from tensprov_lab.capture import _pandas
+
+            for cls, name, make in _pandas.properties():
+                had = cls.__dict__.get(name)
+                if had is not None:
+                    self._patched.append((cls, name, had))
+                    setattr(cls, name, make(self, had))
         except BaseException:
             self.abort()  # leave nothing half patched, and no block running
             raise
