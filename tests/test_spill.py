@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tensprov_lab
@@ -135,10 +136,16 @@ def test_a_run_past_its_budget_spills_and_keeps_record_lineage(spark: Any, tmp_p
         for i, df in enumerate(frames)
     }  # every record (the spilled run is checked at a spread of them)
     fwd = [plain.forward(orders, rows=[r], to=frames[-1]).to_dict() for r in range(0, 20_000, 97)]
+    records = plain.rows(frames[1], rows=[0, 7, 500])
     tensprov_lab.forget(plain)
 
-    # room for the block's attribute maps (a few hundred bytes), not for its tensors
-    run, frames = block(budget=memory_nbytes(tensprov_lab.store()) + 4000)
+    # room for the block's attribute maps (a few hundred bytes), not for its tensors or
+    # the key indexes capture keeps to read records back (8 bytes a record here)
+    tracker = tensprov_lab._api._tracker(spark)
+    budget = tracker.budget.held(tracker.store, tracker.nodes.values()) + 4000
+    run, frames = block(budget=budget)
+    # within the budget after capture (the queries below build indexes in memory again)
+    assert tracker.budget.held(tracker.store, tracker.nodes.values()) <= budget
     ops = run.operations
     assert not any(op.opaque for op in ops)
     spilled = [op for op in ops if op.spilled]
@@ -151,6 +158,11 @@ def test_a_run_past_its_budget_spills_and_keeps_record_lineage(spark: Any, tmp_p
         assert [run.backward(df, rows=[r]).to_dict() for r in picks] == [want[i][r] for r in picks]
     got = [run.forward(orders, rows=[r], to=frames[-1]).to_dict() for r in range(0, 20_000, 97)]
     assert got == fwd
+    # the key indexes were spilled too, and records are read back through them
+    mine = [n for n in tracker.nodes.values() if n.run == run._log.id]
+    key_files = tracker.budget.key_files(mine)
+    assert key_files and all(os.path.exists(p) for p in key_files)
+    pd.testing.assert_frame_equal(run.rows(frames[1], rows=[0, 7, 500]), records)
     # a spilled run saves and loads like any other
     tensprov_lab.save(str(tmp_path / "spilled.tpl"), runs=[run])
     (loaded,) = tensprov_lab.load(str(tmp_path / "spilled.tpl"))
@@ -159,4 +171,4 @@ def test_a_run_past_its_budget_spills_and_keeps_record_lineage(spark: Any, tmp_p
     )
     # forgetting the run deletes its files
     tensprov_lab.forget(run)
-    assert not any(os.path.exists(p) for p in files)
+    assert not any(os.path.exists(p) for p in files + key_files)

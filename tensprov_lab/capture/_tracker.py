@@ -185,8 +185,8 @@ class Tracker(Recording, RecordRules, RecordReading):
             with self._jobs() as jobs:
                 self._index_deferred([n for n in pending if isinstance(n, Node)])
                 self._materialize(run)
-            if self.budget.over(self.store):  # the block's tensors spill past the budget
-                self._note(self.budget.used_up(self.store))
+            if self.budget.over(self.store, self.nodes.values()):  # spill past the budget
+                self._note(self.budget.used_up(self.store, self.nodes.values()))
             run.jobs += jobs[0]
             run.seconds = time.perf_counter() - t0
             run.ended = time.time()
@@ -299,6 +299,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             for ident, n in self.nodes.items()
             if last or n.run in ids or (n.ds_id is not None and n.ds_id in removed)
         ]
+        self.budget.release(self.budget.key_files(n for _, n in gone))
         for ident, _ in gone:
             del self.nodes[ident]
             self._ids.pop(ident, None)
@@ -545,8 +546,9 @@ class Tracker(Recording, RecordRules, RecordReading):
         if unreadable:
             self._opaque(p, run, "an input has no record-level provenance", cols, types, 0.0)
             return
-        if self.budget.over(self.store):
-            self._opaque(p, run, self.budget.used_up(self.store), cols, types, 0.0)
+        if self.budget.over(self.store, self.nodes.values()):
+            why = self.budget.used_up(self.store, self.nodes.values())
+            self._opaque(p, run, why, cols, types, 0.0)
             return
         try:
             rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]
