@@ -573,7 +573,7 @@ def what_if(
             result.not_previewable[label] = why
             continue
         old_rows = unique(np.concatenate(reach[t]))
-        found = _by_deltas(tracker, t, old_rows, reach, edited, set(changed), not edit)
+        found = _by_deltas(tracker, t, old_rows, reach, edited, changed, not edit)
         if found is not None:
             old, new = found
             result.incremental.append(label)
@@ -610,14 +610,14 @@ def _by_deltas(
     groups: np.ndarray,
     reach: dict[int, list[np.ndarray]],
     edited: Callable[[int, np.ndarray], JObject],
-    reach_of: set[int],
+    changed: dict[int, np.ndarray],
     drops_only: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """The old and new records ``groups`` of an aggregate ``t``, the new ones derived
     from the deltas of its touched members (:mod:`._incremental`): two small replays of
     its input and a read of ``t`` instead of a replay of every member of the groups
-    (one replay when the change only drops records of ``reach_of`` and every operation
-    on the way just loses the records made from them).  None when ``t`` is not such an
+    (one replay when the change only drops records of the sources ``changed`` and every
+    operation on the way just loses the records made from them).  None when ``t`` is not such an
     aggregate or a group needs a replay."""
     from tensprov_lab.capture._nodes import ROW
 
@@ -627,13 +627,14 @@ def _by_deltas(
     if op is None or not spec or any(s is None for s in spec) or len(op.inputs) != 1:
         return None
     (p,) = op.inputs
-    if p not in reach or op.tensors is None:
-        return None
-    touched = unique(np.concatenate(reach[p]))
+    if op.tensors is None or (p not in reach and (p not in changed or not drops_only)):
+        return None  # (an edited source's new values are not replayed: left to replay)
+    # the aggregate's input is reached by the change, or is a changed source itself
+    touched = unique(np.concatenate(reach[p])) if p in reach else changed[p]
     members = members_of(op.tensors[0].backward_pairs(groups), touched)
     seen = replay_records(tracker, p, union(touched, members.witnesses))
     before = seen[seen[ROW].isin(touched)]
-    if drops_only and all(op.drops_vanish for op in _ops_between(store, set(reach_of), p)):
+    if drops_only and all(op.drops_vanish for op in _ops_between(store, set(changed), p)):
         after = before.iloc[:0]  # every touched member goes, nothing else moves
     else:
         after, idx = _read(tracker, p, *_restricted(tracker, p, touched, edit=edited))
