@@ -30,12 +30,13 @@ pytestmark = pytest.mark.spark
 EXAMPLES = int(os.environ.get("TENSPROV_REPLAY_EXAMPLES", "25"))
 
 
-def _steps(data: st.DataObject, a: list, b: list) -> list[tuple]:
+def _steps(data: st.DataObject, a: list, b: list, group_last: bool = False) -> list[tuple]:
+    """A random pipeline's steps; ``group_last``: a few steps, then a groupBy."""
     t = Table.source("a", A_COLS, A_TYPES, a)
     tb = Table.source("b", B_COLS, B_TYPES, b)
     steps: list[tuple] = []
     prev, used_join = None, False
-    n = data.draw(st.integers(1, 6))
+    n = data.draw(st.integers(1, 6)) if not group_last else data.draw(st.integers(0, 2))
     while len(steps) < n:
         step = draw_step(data, t, prev, used_join)
         if step is None:
@@ -46,6 +47,13 @@ def _steps(data: st.DataObject, a: list, b: list) -> list[tuple]:
         used_join |= step[0] == "join"
         other = tb if step[0] == "join" or "w" in t.cols else Table.source("a", A_COLS, A_TYPES, a)
         t, prev = apply(step, t, other), step
+    if group_last:
+        others = [c for c in t.cols if t.types[c] == "int"]
+        keys = [c for c in t.cols if c not in ("n", "t")]
+        c = data.draw(st.sampled_from(keys)) if keys else None
+        x = [o for o in others if o != c]
+        if c is not None and x:
+            steps.append(("groupBy", c, data.draw(st.sampled_from(x))))
     return steps
 
 
@@ -57,10 +65,12 @@ def _build(spark: Any, steps: list[tuple], a_df: Any, b_df: Any) -> list[Any]:
     return frames
 
 
-def _tracked(spark: Any, a: list, b: list, data: st.DataObject, name: str) -> tuple:
+def _tracked(
+    spark: Any, a: list, b: list, data: st.DataObject, name: str, group_last: bool = False
+) -> tuple:
     """A random pipeline over sources ``a`` and ``b``, built inside a tracked block:
     (run, steps, its DataFrames, a, b)."""
-    steps = _steps(data, a, b)
+    steps = _steps(data, a, b, group_last)
     a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
     b_df = spark.createDataFrame(b, "k bigint, w bigint")
     with tensprov_lab.track(spark, name=name) as run:
@@ -103,6 +113,20 @@ def test_recomputed_records_equal_full_evaluation(spark, a, b, data) -> None:  #
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_what_if_equals_rerun_on_changed_inputs(spark, a, b, data) -> None:  # noqa: ANN001
     check_what_if(spark, a, b, data)
+
+
+def test_what_if_through_aggregates_equals_rerun(spark) -> None:  # noqa: ANN001
+    """Pipelines ending in a groupBy (count, sum): previews updated from the deltas
+    (replay._incremental) equal running the pipeline again, and the deltas are used."""
+    used: list[str] = []
+
+    @settings(_settings(), max_examples=EXAMPLES * 2)
+    @given(a=a_rows, b=b_rows, data=st.data())
+    def check(a, b, data) -> None:  # noqa: ANN001
+        used.extend(check_what_if(spark, a, b, data, group_last=True))
+
+    check()
+    assert used  # the examples took the deltas path, not only the replay
 
 
 @contextlib.contextmanager
@@ -173,18 +197,21 @@ def check_driver_replay(run: Any, df: Any, rows: list[int]) -> None:
     pd.testing.assert_frame_equal(sides[0][0], sides[1][0], check_dtype=exact)
 
 
-def check_what_if(spark, a, b, data) -> None:  # noqa: ANN001
-    """A what-if preview equals running the pipeline again on the changed inputs."""
-    run, steps, frames, a_df, b_df = _tracked(spark, a, b, data, "whatif-prop")
+def check_what_if(spark, a, b, data, group_last: bool = False) -> list[str]:  # noqa: ANN001
+    """A what-if preview equals running the pipeline again on the changed inputs;
+    returns the datasets previewed from deltas (replay._incremental)."""
+    run, steps, frames, a_df, b_df = _tracked(spark, a, b, data, "whatif-prop", group_last)
     if not a:
-        return
+        return []
     drop = data.draw(st.lists(st.integers(0, len(a) - 1), max_size=2, unique=True))
     edit_row = data.draw(st.integers(0, len(a) - 1))
     column = data.draw(st.sampled_from(["v", "s"]))
     value = data.draw(st.integers(-3, 3) if column == "v" else st.sampled_from(["x", "q"]))
-    edit = {} if edit_row in drop else {a_df: {edit_row: {column: value}}}
+    edit = (
+        {} if edit_row in drop or data.draw(st.booleans()) else {a_df: {edit_row: {column: value}}}
+    )
     if not drop and not edit:
-        return
+        return []
     preview = run.what_if(drop={a_df: drop} if drop else None, edit=edit or None)
     changed_a = [list(r) for r in a]
     if edit:
@@ -214,3 +241,4 @@ def check_what_if(spark, a, b, data) -> None:  # noqa: ANN001
         assert got == rerun, (label, steps, drop, edit and (edit_row, column, value))
     # previews that say "cannot" must give a reason
     assert all(isinstance(w, str) and w for w in preview.not_previewable.values())
+    return preview.incremental
