@@ -142,6 +142,10 @@ def test_a_run_past_its_budget_spills_and_keeps_record_lineage(spark: Any, tmp_p
     # room for the block's attribute maps (a few hundred bytes), not for its tensors or
     # the key indexes capture keeps to read records back (8 bytes a record here)
     tracker = tensprov_lab._api._tracker(spark)
+    # what earlier runs of the session hold spills first, so that the block's own
+    # tensors and keys must spill (else they could fit where those were)
+    tracker.budget.limit = 0
+    tracker.budget.over(tracker.store, tracker.nodes.values())
     budget = tracker.budget.held(tracker.store, tracker.nodes.values()) + 4000
     run, frames = block(budget=budget)
     # within the budget after capture (the queries below build indexes in memory again)

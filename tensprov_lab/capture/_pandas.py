@@ -22,7 +22,8 @@ The rule of this operation family (record, attribute and replay rule in one plac
   scan order), so lineage below it is exact.
 - **attributes**: a column both have comes from the upstream column of its name; any
   other column may come from every upstream column (a superset).
-- **replay**: none (records past the hop are read from the new DataFrame itself).
+- **replay**: none (records past the hop are read from the new DataFrame itself), so a
+  what-if says a dataset past a hop cannot be previewed (``replay_blocker``).
 
 A ``createDataFrame`` of anything else is an ordinary source (registered at once).
 The mark is the one visible trace capture leaves on the user's objects: an entry of the
@@ -233,6 +234,10 @@ def capture_hop(
         warnings=notes, seconds=time.perf_counter() - t0, run=run.id,
         contributing=[contributing], influencing=[np.zeros_like(contributing)],
         attributes_exact=not bool(new.any()),
+        # the replay rule: what the pandas (or RDD) code did cannot be run again on
+        # changed records, and the new DataFrame holds the records as they were
+        replay_blocker="its records went through code outside Spark (pandas or an RDD), "
+        "which a what-if cannot run again on the changed records",
     )  # fmt: skip
     p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
     p.out.pinned = True
