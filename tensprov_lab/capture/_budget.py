@@ -75,8 +75,6 @@ class Budget:
         self.limit = limit
         self.spill = spill
         self._directory: str | None = None
-        #: operations spilled so far
-        self.spilled: list[int] = []
 
     def directory(self) -> str:
         if self._directory is None:
@@ -95,7 +93,7 @@ class Budget:
             return False
         if self.spill:
             in_keys = sum(key_nbytes(k) for k in keys)
-            self.spilled += spill(store, self.directory(), max(self.limit - in_keys, 0))
+            spill(store, self.directory(), max(self.limit - in_keys, 0))
             self._spill_keys(keys, self.limit - memory_nbytes(store))
         return _held(store, keys) > self.limit
 

@@ -47,12 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensprov_lab.capture._nodes import ROW
+
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["Members", "members_of", "update_groups"]
 
-ROW = "_row"
 #: untouched members per group read along with the touched ones, to prove a sum non-null
 WITNESSES = 3
 
