@@ -106,6 +106,14 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         recomputation (``run.materialized`` lists them).  ``"auto"``: the pipeline's
         outputs, the inputs of contextual operations (windows) and the results of
         non-deterministic ones; every other dataset is recomputed on demand.
+    background : bool
+        Capture in a thread of its own (default False): the block returns as soon as
+        its operations are recorded, as an untracked block of lazy DataFrame code does,
+        and the reads and tensors of the capture run while your code goes on.  Anything
+        that reads the run (queries, ``tensprov_lab.store()``, the next tracked block,
+        forget, save) waits for it; ``run.wait()`` waits, ``run.cancel()`` (or a Ctrl-C
+        while waiting) drops it.  Do not overwrite the block's source files before the
+        capture ends: it reads them.
 
     Examples
     --------
@@ -121,6 +129,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         budget: int | str | None = None,
         materialize: str = "auto",
         spill: bool = True,
+        background: bool = False,
     ):
         if materialize not in ("auto", "all", "none"):
             raise ValueError(f"materialize must be 'auto', 'all' or 'none', not {materialize!r}")
@@ -129,6 +138,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         self.materialize = materialize
         self.budget = parse_size(budget)
         self.spill = spill
+        self.background = background
         self.run: Run | None = None
         self._progress: Any = None
 
@@ -151,7 +161,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
     ) -> Literal[False]:
         frame = sys._getframe(1)
         try:
-            self._tracker.end(frame, progress=self._progress)
+            self._tracker.end(frame, progress=self._progress, background=self.background)
         except Exception as err:  # never hide the user's own exception behind ours
             self._tracker.abort()
             if exc_type is None:

@@ -14,7 +14,7 @@ from tensprov_lab.store import Store
 if TYPE_CHECKING:
     from tensprov_lab.capture._tracker import Tracker
 
-__all__ = ["store", "runs", "last_run", "forget"]
+__all__ = ["store", "runs", "last_run", "forget", "wait"]
 
 _STORE = Store()
 _TRACKERS: dict[int, Tracker] = {}
@@ -26,16 +26,27 @@ _FORGOT = False
 
 def store() -> Store:
     """The process-wide provenance store (every run of every tracked block)."""
+    wait()
     return _STORE
+
+
+def wait() -> None:
+    """Wait for the captures running in the background (``track(background=True)``)."""
+    for tracker in list(_TRACKERS.values()):
+        tracker.wait()
+    # a cancelled background capture leaves no run, as a Ctrl-C in the foreground
+    _RUNS[:] = [r for r in _RUNS if not r._runlog.interrupted]
 
 
 def runs() -> list[Any]:
     """Every run kept in this process, oldest first (``tensprov_lab.runs``)."""
+    wait()
     return list(_RUNS)
 
 
 def last_run() -> Any:
     """The most recent run (``tensprov_lab.last_run``)."""
+    wait()
     if not _RUNS:
         what = "every run was forgotten" if _FORGOT else "nothing has been tracked yet"
         raise LookupError(
@@ -49,6 +60,7 @@ def forget(run: Any = None) -> None:
     global _FORGOT
     from tensprov_lab.capture._tracker import TensProvWarning
 
+    wait()
     if any(t._active is not None for t in _TRACKERS.values()):
         raise RuntimeError("a tracked block is running: forget runs after it ends, not inside it")
     problems: list[str] = []

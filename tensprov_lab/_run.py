@@ -49,7 +49,46 @@ class Run:
 
     def __init__(self, tracker: Tracker, log: RunLog) -> None:
         self._tracker = tracker
-        self._log = log
+        self._runlog = log
+
+    @property
+    def _log(self) -> RunLog:
+        # everything that reads the run goes through here: a capture still running in
+        # the background (track(..., background=True)) is waited for first
+        if self._tracker._background is not None:
+            self._tracker.wait()
+        return self._runlog
+
+    # -- a capture in the background ----------------------------------------------------
+    @property
+    def capturing(self) -> bool:
+        """Whether the run's capture still runs in the background
+        (``track(..., background=True)``); queries wait for it."""
+        bg = self._tracker._background
+        return bg is not None and bg.run is self._runlog and not bg.done
+
+    def wait(self) -> Run:
+        """Wait until the run's capture has ended (at once for a foreground capture);
+        a Ctrl-C meanwhile cancels it, as :meth:`cancel` does.
+
+        Examples
+        --------
+        >>> with tensprov_lab.track(spark, background=True) as run:  # doctest: +SKIP
+        ...     big = orders.filter("amount > 50")
+        >>> run.wait().summary()  # doctest: +SKIP
+        """
+        self._tracker.wait()
+        return self
+
+    def cancel(self) -> None:
+        """Stop the run's capture running in the background: its Spark jobs are
+        cancelled and its provenance is dropped whole (queries then raise
+        ``LookupError``; earlier runs are untouched).  Nothing happens when the capture
+        has ended already."""
+        bg = self._tracker._background
+        if bg is not None and bg.run is self._runlog:
+            bg.cancel()
+            self._tracker.wait()
 
     # -- structure -------------------------------------------------------------------
     @property
@@ -103,7 +142,7 @@ class Run:
         from tensprov_lab._registry import runs
 
         same = [r for r in runs() if r.name == self.name]
-        return next((i + 1 for i, r in enumerate(same) if r._log is self._log), len(same) + 1)
+        return next((i + 1 for i, r in enumerate(same) if r._runlog is self._runlog), len(same) + 1)
 
     @property
     def datasets(self) -> list[Dataset]:

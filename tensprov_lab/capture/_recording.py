@@ -159,7 +159,13 @@ class Recording:
     def _note(self, message: str) -> None:
         if self._active is not None:
             self._active.warnings.append(message)
-        warnings.warn(message, TensProvWarning, stacklevel=3)
+        if not self._in_background():  # else shown when the capture is waited for
+            warnings.warn(message, TensProvWarning, stacklevel=3)
+
+    def _in_background(self) -> bool:
+        """Whether this is the thread of a background capture."""
+        bg = getattr(self, "_background", None)
+        return bg is not None and bg.in_capture_thread()
 
     def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
         from pyspark.sql import DataFrame

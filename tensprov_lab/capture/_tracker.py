@@ -27,6 +27,7 @@ import numpy as np
 from tensprov_lab.capture import _fused, _pandas
 from tensprov_lab.capture._annotate import annotate_source, plan_is_stable, rewrite
 from tensprov_lab.capture._attributes import attribute_maps
+from tensprov_lab.capture._background import BackgroundCapture
 from tensprov_lab.capture._budget import Budget
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Annotated, Rewrite, Unsupported
@@ -52,7 +53,7 @@ from tensprov_lab.capture._recording import (
     early_group,
 )
 from tensprov_lab.capture._records import RecordReading
-from tensprov_lab.capture.rules import TRIVIAL
+from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.rules.aggregate import every_record
 from tensprov_lab.store import Store
 
@@ -116,6 +117,8 @@ class Tracker(Recording, RecordRules, RecordReading):
         #: the fused reads of the block being captured (see _fused), and the operations
         #: (by output ident) whose tensors came from them
         self._fusion: _fused.Fusion | None = None
+        #: the capture of the last block when it runs in the background
+        self._background: BackgroundCapture | None = None
         self._fused_done: set[int] = set()
         #: whether to fuse a block's reads (False: one job per operation, as before;
         #: the tests compare the two)
@@ -123,6 +126,7 @@ class Tracker(Recording, RecordRules, RecordReading):
 
     # -- runs ----------------------------------------------------------------------
     def begin(self, name: str | None) -> RunLog:
+        self.wait()  # a block's capture still running in the background
         if self._active is not None:
             raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
         # ids come from the store shared by every tracker: unique, and never reused
@@ -141,18 +145,57 @@ class Tracker(Recording, RecordRules, RecordReading):
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="tensprov-lab-index")
         return self._pool
 
-    def end(self, frame: Any, progress: Callable[[int, int, str], None] | None = None) -> RunLog:
+    def end(
+        self,
+        frame: Any,
+        progress: Callable[[int, int, str], None] | None = None,
+        background: bool = False,
+    ) -> RunLog:
+        """Capture the block that ends; with ``background``, return once the methods are
+        restored and the datasets named, the rest running in a thread of its own
+        (:mod:`._background`): whatever reads the run waits for it (:meth:`wait`)."""
         run = self._active
         assert run is not None
         self.unpatch()
-        with self._job_group():
-            return self._end(run, frame, progress)
+        if not background:
+            with self._job_group():
+                return self._end(run, frame, progress)
+        self._name_variables(frame)  # the caller's variables, as they are now
+
+        def work() -> None:
+            with self._job_group():
+                self._end(run, None, progress)
+
+        def cancel_jobs() -> None:
+            if self._group is not None:
+                self.spark.sparkContext.cancelJobGroup(self._group)
+
+        self._background = BackgroundCapture(run, work, cancel_jobs, self.spark)
+        self._background.start()
+        return run
+
+    def wait(self) -> None:
+        """Wait for a capture running in the background (nothing when there is none)."""
+        bg = self._background
+        if bg is None or bg.in_capture_thread():
+            return
+        bg.wait()
+        # (the user's thread: another one waiting leaves the warnings to report to it)
+        if self._background is bg and threading.current_thread() is threading.main_thread():
+            self._background = None
+
+    @property
+    def capturing(self) -> bool:
+        """Whether a capture runs in the background now."""
+        bg = self._background
+        return bg is not None and not bg.done
 
     def _end(
         self, run: RunLog, frame: Any, progress: Callable[[int, int, str], None] | None
     ) -> RunLog:
         try:
-            self._name_variables(frame)
+            if frame is not None:
+                self._name_variables(frame)
             t0 = time.perf_counter()
             pending, self.pending = self.pending, []
             # annotated results read again by later captures are cached for the
@@ -166,6 +209,7 @@ class Tracker(Recording, RecordRules, RecordReading):
                 self._cancel_early(self._fusion)
             first_use = _first_consumers(pending)
             for i, item in enumerate(pending):
+                self._stop_point()
                 if progress is not None:
                     what = item.method if isinstance(item, Pending) else "source"
                     progress(i, len(pending), what)
@@ -188,6 +232,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             if self.budget.over(self.store, self.nodes.values()):  # spill past the budget
                 self._note(self.budget.used_up(self.store, self.nodes.values()))
             run.jobs += jobs[0]
+            self._stop_point()
             run.seconds = time.perf_counter() - t0
             run.ended = time.time()
         except KeyboardInterrupt:
@@ -207,6 +252,14 @@ class Tracker(Recording, RecordRules, RecordReading):
             if run.interrupted:
                 self.forget([run.id])
         return run
+
+    def _stop_point(self) -> None:
+        """In a background capture that was cancelled: stop here, as Ctrl-C does in the
+        foreground (a job cancelled under an operation may have made it opaque: the run
+        is dropped whole all the same)."""
+        bg = self._background
+        if bg is not None and bg.in_capture_thread() and bg.stop.is_set():
+            raise KeyboardInterrupt
 
     def _cancel_early(self, fusion: _fused.Fusion) -> None:
         """Cancel the early counts of the sources the fused reads read whole in scan
@@ -285,6 +338,7 @@ class Tracker(Recording, RecordRules, RecordReading):
         Returns the problems met while releasing Spark's cache (the provenance is
         dropped all the same).
         """
+        self.wait()
         if self._active is not None:
             raise RuntimeError(
                 "a tracked block is running: forget runs after it ends, not inside it"
@@ -573,7 +627,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             self._opaque(p, run, f"capture failed: {msg}", cols, types, time.perf_counter() - t0)
             return
         in_cols = [self._dataset(n).columns for n in occ_nodes]
-        category = _category(rw, [len(c) for c in in_cols], cols, in_cols)
+        category = category_of(rw, [len(c) for c in in_cols], cols, in_cols)
         nondet = rw.nondeterministic or self._unordered_limit(rw, occ_nodes)
         warns = []
         if nondet:
@@ -696,7 +750,8 @@ class Tracker(Recording, RecordRules, RecordReading):
 
     def _note_done(self, run: RunLog, message: str) -> None:
         run.warnings.append(message)
-        warnings.warn(message, TensProvWarning, stacklevel=4)
+        if not self._in_background():
+            warnings.warn(message, TensProvWarning, stacklevel=4)
 
     def _unordered_limit(self, rw: Rewrite, occ: list[Node]) -> bool:
         if not ({"GlobalLimit", "Offset"} & set(rw.nodes)) or rw.sort:
@@ -750,33 +805,6 @@ def _first_consumers(pending: list[Any]) -> dict[int, Pending]:
             for n in item.inputs:
                 first.setdefault(id(n), item)
     return first
-
-
-def _category(
-    rw: Rewrite, n_in_cols: list[int], out_cols: list[str], in_cols: list[list[str]]
-) -> str:
-    nodes = set(rw.nodes)
-    if rw.group is not None:
-        return "aggregate" if rw.group.kind == "aggregate" else "dedup"
-    if rw.n_branches:
-        return "append"
-    if "Join" in nodes:
-        return "join"
-    if any(b.kind == "genpos" for b in rw.blocks):
-        return "explode"
-    if rw.sort:
-        return "sort"
-    if nodes & {"Filter", "Sample", "GlobalLimit", "LocalLimit", "Offset"}:
-        return "horizontal_reduction"
-    if "Window" in nodes:
-        return "window"
-    if nodes <= TRIVIAL | {"Sort"}:
-        return "trivial"
-    if len(out_cols) < n_in_cols[0] and set(out_cols) <= set(in_cols[0]):
-        return "vertical_reduction"
-    if len(out_cols) > n_in_cols[0]:
-        return "vertical_augmentation"
-    return "transformation"
 
 
 def _same_result(a: Any, b: Any) -> bool:

@@ -111,6 +111,12 @@ class ProvenanceMagics(Magics):
         action="store_true",
         help="run the cell untracked (the other options are then ignored)",
     )
+    @argument(
+        "--background",
+        action="store_true",
+        help="capture in the background: the cell ends as soon as it has run, queries "
+        "wait for the capture (the summary line appears when it is done)",
+    )
     @argument("--explore", action="store_true", help="open the lineage explorer after capture")
     @cell_magic
     def provtrack(self, line: str, cell: str) -> None:
@@ -147,6 +153,7 @@ class ProvenanceMagics(Magics):
         tracked = self._begin(
             spark, _unquote(args.name) if args.name else None, budget, not args.no_spill
         )
+        tracked.background = bool(args.background)
         try:
             self._execute(prepared)
         finally:
@@ -232,6 +239,7 @@ class ProvenanceMagics(Magics):
         self, spark: Any, name: str | None, budget: int | None, spill: bool = True
     ) -> _api.track:
         tracker = _api._tracker(spark)
+        tracker.wait()  # the previous cell's capture, when it runs in the background
         if tracker._active is not None:
             raise UsageError(
                 "a tracked block is already running in this session; tracked blocks "
@@ -267,14 +275,17 @@ class ProvenanceMagics(Magics):
                 # per code location" memory: every capture warns from the same line
                 # of this module, and a re-run cell must show its warnings again.
                 with warnings.catch_warnings():
-                    tracked._tracker.end(scope, progress=progress)
+                    tracked._tracker.end(scope, progress=progress, background=tracked.background)
             except Exception as err:  # the cell has run: report, keep what was captured
                 tracked._tracker.abort()
                 warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=2)
             _registry._RUNS.append(run)
             recorded = True
         finally:
-            progress.finish(run.summary() if recorded else None)
+            if recorded and tracked.background:
+                progress.later(run)
+            else:
+                progress.finish(run.summary() if recorded else None)
         return run
 
     def _explore(self, run: Run) -> None:
@@ -523,6 +534,30 @@ class _Progress:
             sys.stdout.write("\r" + text.ljust(self._width))
             sys.stdout.flush()
             self._width = len(text)
+
+    def later(self, run: Run) -> None:
+        """A capture running in the background: say so now, and put the summary line in
+        its place when the capture ends (a notebook only: a terminal gets nothing
+        written under its prompt; ``run.summary()`` is there to ask)."""
+        import threading
+
+        if not self._notebook:
+            self.finish(None)
+            return
+        self(0, 1, "in the background")
+
+        def summarize() -> None:
+            try:
+                # (waits in this thread: the capture's warnings are shown in the
+                # user's thread, by the first query that waits)
+                text = run.summary()
+                if run._runlog.warnings:
+                    text += f" ({len(run._runlog.warnings)} warnings: run.warnings)"
+            except LookupError as exc:  # cancelled
+                text = f"tensprov-lab: {exc}"
+            self.finish(text)
+
+        threading.Thread(target=summarize, name="tensprov-lab-summary", daemon=True).start()
 
     def finish(self, summary: str | None) -> None:
         if self._handle is not None:

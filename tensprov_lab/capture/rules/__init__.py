@@ -41,6 +41,8 @@ Examples
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tensprov_lab.capture.rules._base import Captured, Reading, Rewriting, Rule, Walking
 from tensprov_lab.capture.rules.aggregate import Aggregate
 from tensprov_lab.capture.rules.dedup import Deduplicate, Distinct
@@ -55,6 +57,9 @@ from tensprov_lab.capture.rules.sort import Sort
 from tensprov_lab.capture.rules.union import Union
 from tensprov_lab.capture.rules.window import Window
 
+if TYPE_CHECKING:
+    from tensprov_lab.capture._keyed import Rewrite
+
 __all__ = [
     "KEEPS_RECORDS",
     "METHODS",
@@ -65,6 +70,7 @@ __all__ = [
     "Rewriting",
     "Rule",
     "Walking",
+    "category_of",
     "rule_for",
 ]
 
@@ -104,3 +110,33 @@ KEEPS_RECORDS = frozenset(n for n, r in RULES.items() if r.keeps_records)
 def rule_for(node_class: str) -> Rule | None:
     """The rule for a plan node class (its simple name), or None: not traced."""
     return RULES.get(node_class)
+
+
+def category_of(
+    rw: Rewrite, n_in_cols: list[int], out_cols: list[str], in_cols: list[list[str]]
+) -> str:
+    """The category of the operation ``rw`` rewrites (the paper's seven, plus
+    aggregate, dedup, explode, sort, window), from the nodes it holds and the columns
+    of its inputs (``n_in_cols``, ``in_cols``) and output (``out_cols``)."""
+    nodes = set(rw.nodes)
+    if rw.group is not None:
+        return "aggregate" if rw.group.kind == "aggregate" else "dedup"
+    if rw.n_branches:
+        return "append"
+    if "Join" in nodes:
+        return "join"
+    if any(b.kind == "genpos" for b in rw.blocks):
+        return "explode"
+    if rw.sort:
+        return "sort"
+    if nodes & {"Filter", "Sample", "GlobalLimit", "LocalLimit", "Offset"}:
+        return "horizontal_reduction"
+    if "Window" in nodes:
+        return "window"
+    if nodes <= TRIVIAL | {"Sort"}:
+        return "trivial"
+    if len(out_cols) < n_in_cols[0] and set(out_cols) <= set(in_cols[0]):
+        return "vertical_reduction"
+    if len(out_cols) > n_in_cols[0]:
+        return "vertical_augmentation"
+    return "transformation"

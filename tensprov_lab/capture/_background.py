@@ -1,0 +1,139 @@
+"""Capture in the background: a tracked block returns once its operations are recorded.
+
+A block's operations are lazy in Spark: without tracking the block ends at once. The
+capture after it reads the block's sources and builds tensors, which takes about as
+long as running the pipeline (``docs/benchmarks.md``). With ``track(...,
+background=True)`` that work runs in a thread of its own while the notebook goes on;
+anything that reads the run's provenance (a query, ``tensprov_lab.store()``, the next
+tracked block, ``forget``, ``save``) waits for it first (:meth:`BackgroundCapture.wait`).
+
+The capture thread keeps the block's job group, so ``run.cancel()`` or a Ctrl-C while a
+query waits stops its Spark jobs and drops the run's provenance whole, as a Ctrl-C in a
+foreground capture does. Warnings of the capture are kept on the run and shown when the
+capture is first waited for, so they do not land in whatever cell runs at that moment.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from tensprov_lab.capture._nodes import RunLog, TensProvWarning
+
+__all__ = ["BackgroundCapture"]
+
+
+class BackgroundCapture:
+    """One block's capture running in a thread: wait for it, or cancel it.
+
+    Parameters
+    ----------
+    run : RunLog
+        The run being captured.
+    work : callable
+        The capture itself, run in the thread (it raises ``KeyboardInterrupt`` when
+        :attr:`stop` is set, which drops the run).
+    cancel_jobs : callable
+        Cancels the Spark jobs the capture is running (its job group).
+    spark : SparkSession, optional
+        The session whose thread-local properties (the job group, tags) the capture
+        thread inherits.
+
+    Examples
+    --------
+    >>> log = RunLog(id=1, name="demo")
+    >>> bg = BackgroundCapture(log, lambda: time.sleep(0.01), cancel_jobs=lambda: None)
+    >>> bg.start()
+    >>> bg.wait()
+    >>> bg.done
+    True
+    """
+
+    def __init__(
+        self,
+        run: RunLog,
+        work: Callable[[], Any],
+        cancel_jobs: Callable[[], None],
+        spark: Any = None,
+    ) -> None:
+        self.run = run
+        self._spark = spark
+        self._work = work
+        self._cancel_jobs = cancel_jobs
+        #: set to stop the capture (checked between its operations)
+        self.stop = threading.Event()
+        self._finished = threading.Event()
+        self._error: BaseException | None = None
+        self._reported = False
+        self._warnings_before = len(run.warnings)
+        self.thread: threading.Thread | None = None
+        #: seconds from start to the end of the capture
+        self.seconds = 0.0
+
+    def start(self) -> None:
+        target: Callable[[], None] = self._run
+        if self._spark is not None:
+            from pyspark.util import inheritable_thread_target
+
+            # the thread inherits the block's local properties (job group, tags)
+            target = inheritable_thread_target(self._spark)(self._run)
+        # a daemon: a script that ends does not wait for a capture nobody will query
+        self.thread = threading.Thread(target=target, name="tensprov-lab-capture", daemon=True)
+        self._t0 = time.perf_counter()
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._work()
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+            self._error = exc
+        finally:
+            self.seconds = time.perf_counter() - self._t0
+            self._finished.set()
+
+    @property
+    def done(self) -> bool:
+        """Whether the capture has ended (finished, failed or cancelled)."""
+        return self._finished.is_set()
+
+    def in_capture_thread(self) -> bool:
+        return threading.current_thread() is self.thread
+
+    def wait(self) -> None:
+        """Block until the capture ends; a Ctrl-C meanwhile cancels it (its provenance is
+        dropped) and goes on to the caller.  The first wait after the end shows the
+        capture's warnings, and a failure of the capture as a warning."""
+        if self.in_capture_thread():
+            return
+        try:
+            # short slices: a Ctrl-C reaches this thread at once
+            while not self._finished.wait(0.05):
+                pass
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+        self._report()
+
+    def cancel(self) -> None:
+        """Stop the capture and wait until it has dropped the run's provenance."""
+        if self.done:
+            return
+        self.stop.set()
+        self._cancel_jobs()
+        while not self._finished.wait(0.05):
+            self._cancel_jobs()  # a job started after the first cancel
+
+    def _report(self) -> None:
+        # in the user's thread only: a thread waiting on its own (the notebook's summary
+        # line) leaves them to the first query the user runs
+        if self._reported or threading.current_thread() is not threading.main_thread():
+            return
+        self._reported = True
+        for message in self.run.warnings[self._warnings_before :]:
+            warnings.warn(message, TensProvWarning, stacklevel=4)
+        err = self._error
+        if err is not None and not isinstance(err, KeyboardInterrupt):
+            warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=4)
