@@ -456,3 +456,40 @@ def test_importing_the_package_imports_neither_ipython_nor_pyspark() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# -- --background -----------------------------------------------------------------------
+
+
+def test_background_cell_ends_before_its_capture_and_says_so(
+    shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)  # as in ipykernel
+    magics = shell.magics_manager.magics["cell"]["provtrack"].__self__
+    with capture_output() as cap:
+        result = shell.run_cell("%%provtrack --background --name bgcell\n" + BODY)
+        assert result.success
+        run = tensprov_lab.last_run()  # waits for the capture
+        magics.progress.summarizer.join(30)
+    assert run.name == "bgcell" and not run.capturing
+    assert [op.method for op in run.operations if not op.trivial] == ["filter", "join", "agg"]
+    assert {d.name for d in run.datasets} >= NAMES  # named after the cell's variables
+    ns = shell.user_ns
+    assert {name: _collected(ns[name]) for name in NAMES} == retail.plain
+    outputs = cap.outputs
+    assert len({o.transient.get("display_id") for o in outputs}) == 1
+    assert "in the background" in outputs[0].data["text/plain"]
+    assert outputs[-1].update and outputs[-1].data == {"text/plain": run.summary()}
+    assert SUMMARY.fullmatch(run.summary())
+
+
+def test_next_cell_waits_for_a_background_capture(shell: InteractiveShell, retail: Any) -> None:
+    assert shell.run_cell(
+        "%%provtrack --background --name one\na1 = orders.select('amount')"
+    ).success
+    assert shell.run_cell("%%provtrack --name two\na2 = a1.filter('amount > 50')").success
+    one, two = tensprov_lab.runs()[-2:]
+    assert (one.name, two.name) == ("one", "two")
+    assert two.dataset(shell.user_ns["a2"]).n_rows == sum(
+        1 for o in [10.0, 60.0, 70.0, 80.0, 55.0] if o > 50
+    )

@@ -86,6 +86,10 @@ class ProvenanceMagics(Magics):
     >>> get_ipython().register_magics(ProvenanceMagics)     # doctest: +SKIP
     """
 
+    #: the progress line of the last tracked cell (its summary comes later when the
+    #: capture runs in the background)
+    progress: _Progress | None = None
+
     @property
     def _ip(self) -> InteractiveShell:
         # a registered Magics always has its shell (``Magics.shell`` is typed Optional)
@@ -264,7 +268,7 @@ class ProvenanceMagics(Magics):
 
         shell = self._ip
         scope = SimpleNamespace(f_locals=shell.user_ns, f_globals=shell.user_global_ns)
-        progress = _Progress(shell)
+        progress = self.progress = _Progress(shell)
         tracked._progress = progress
         run = tracked.run
         assert run is not None
@@ -517,6 +521,8 @@ class _Progress:
         self._terminal = not self._notebook and _isatty(sys.stdout)
         self._handle: Any = None
         self._width = 0
+        #: the thread that writes the summary of a capture in the background
+        self.summarizer: Any = None
 
     def __call__(self, i: int, n: int, what: str) -> None:
         text = f"tensprov-lab: capturing provenance {i + 1}/{n} ({what})"
@@ -557,7 +563,10 @@ class _Progress:
                 text = f"tensprov-lab: {exc}"
             self.finish(text)
 
-        threading.Thread(target=summarize, name="tensprov-lab-summary", daemon=True).start()
+        self.summarizer = threading.Thread(
+            target=summarize, name="tensprov-lab-summary", daemon=True
+        )
+        self.summarizer.start()
 
     def finish(self, summary: str | None) -> None:
         if self._handle is not None:
