@@ -55,7 +55,7 @@ class Run:
     def _log(self) -> RunLog:
         # everything that reads the run goes through here: a capture still running in
         # the background (track(..., background=True)) is waited for first
-        if self._tracker._background is not None:
+        if getattr(self._tracker, "_background", None) is not None:  # (a loaded run: none)
             self._tracker.wait()
         return self._runlog
 
@@ -64,7 +64,7 @@ class Run:
     def capturing(self) -> bool:
         """Whether the run's capture still runs in the background
         (``track(..., background=True)``); queries wait for it."""
-        bg = self._tracker._background
+        bg = getattr(self._tracker, "_background", None)
         return bg is not None and bg.run is self._runlog and not bg.done
 
     def wait(self) -> Run:
@@ -77,7 +77,8 @@ class Run:
         ...     big = orders.filter("amount > 50")
         >>> run.wait().summary()  # doctest: +SKIP
         """
-        self._tracker.wait()
+        if getattr(self._tracker, "_background", None) is not None:
+            self._tracker.wait()
         return self
 
     def cancel(self) -> None:
@@ -85,7 +86,7 @@ class Run:
         cancelled and its provenance is dropped whole (queries then raise
         ``LookupError``; earlier runs are untouched).  Nothing happens when the capture
         has ended already."""
-        bg = self._tracker._background
+        bg = getattr(self._tracker, "_background", None)
         if bg is not None and bg.run is self._runlog:
             bg.cancel()
             self._tracker.wait()
