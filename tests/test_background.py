@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 import tensprov_lab
 from tensprov_lab._api import _tracker
 from tensprov_lab.capture._tracker import TensProvWarning, Tracker
+from tests.test_interrupt import _earlier_run
 
 pytestmark = pytest.mark.spark
 
@@ -161,18 +162,6 @@ def _slow_block(spark: Any, name: str) -> tuple[Any, Any]:
     return run, kept
 
 
-def _earlier_run(spark: Any) -> Any:
-    df = spark.createDataFrame([(i, i % 7) for i in range(50)], "id long, g long")
-    with tensprov_lab.track(spark, name="before") as run:
-        out = df.filter("g > 2").groupBy("g").count()
-
-    def check() -> None:
-        assert run.backward(out, rows=[0])[df].tolist() == list(range(3, 50, 7))
-
-    check()
-    return check
-
-
 def _dropped(spark: Any, run: Any, kept: Any, state: tuple[int, int]) -> None:
     store = _tracker(spark).store
     assert (len(store.datasets), len(store.operations)) == state
@@ -187,7 +176,7 @@ def _dropped(spark: Any, run: Any, kept: Any, state: tuple[int, int]) -> None:
 
 
 def test_cancel_drops_the_run_and_stops_its_jobs(spark: Any) -> None:
-    check = _earlier_run(spark)
+    _, check = _earlier_run(spark)
     store = _tracker(spark).store
     state = (len(store.datasets), len(store.operations))
     started = time.monotonic()
@@ -202,7 +191,7 @@ def test_cancel_drops_the_run_and_stops_its_jobs(spark: Any) -> None:
 
 
 def test_ctrl_c_while_waiting_cancels_the_capture(spark: Any) -> None:
-    check = _earlier_run(spark)
+    _, check = _earlier_run(spark)
     store = _tracker(spark).store
     state = (len(store.datasets), len(store.operations))
     run, kept = _slow_block(spark, "interrupted")
