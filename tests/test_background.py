@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 import tensprov_lab
 from tensprov_lab._api import _tracker
 from tensprov_lab.capture._tracker import TensProvWarning, Tracker
-from tests.test_interrupt import _earlier_run
+from tests.test_interrupt import _earlier_run, _interrupted
 
 pytestmark = pytest.mark.spark
 
@@ -166,13 +166,7 @@ def _dropped(spark: Any, run: Any, kept: Any, state: tuple[int, int]) -> None:
     store = _tracker(spark).store
     assert (len(store.datasets), len(store.operations)) == state
     assert run not in tensprov_lab.runs()
-    with pytest.raises(LookupError, match="interrupted"):
-        run.backward(kept, rows=[0])
-    sc = spark.sparkContext
-    deadline = time.monotonic() + 20
-    while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not sc.statusTracker().getActiveJobsIds()
+    _interrupted(spark.sparkContext, run, kept)  # no answer, no capture job left
 
 
 def test_cancel_drops_the_run_and_stops_its_jobs(spark: Any) -> None:
