@@ -55,6 +55,10 @@ class PipelineResult:
     #: the tracked block's code run without tracking (building the DataFrames, no job):
     #: the part of ``capture_s`` the user's own code costs anyway
     build_s: float = 0.0
+    #: the tracked block with its capture in the background (``track(background=True)``):
+    #: seconds it held the caller (median), and its capture's own seconds
+    held_s: float | None = None
+    background_capture_s: float | None = None
     engine_bytes: int = 0
     opaque: list[str] = field(default_factory=list)
     capture_warnings: int = 0
@@ -83,6 +87,13 @@ class PipelineResult:
     @property
     def speedup(self) -> float | None:
         return self.baseline_s / self.capture_s if self.baseline_s and self.capture_s else None
+
+    @property
+    def added_held(self) -> float | None:
+        """``added`` for the block with its capture in the background."""
+        if self.held_s is None or not self.materialize_s:
+            return None
+        return (self.held_s - self.build_s) / self.materialize_s
 
 
 @dataclass
@@ -192,6 +203,13 @@ def format_pipelines(results: list[PipelineResult]) -> str:
         "added = (capture - build) / materialize; speed-up = baseline capture s / our "
         "capture s; baseline = observation-based capture (snapshots + inferred pairs)"
     )
+    for r in results:
+        if r.held_s is not None:
+            lines.append(
+                f"{r.pipeline}/{r.variant} with the capture in the background: the block held "
+                f"{r.held_s:.3f} s (added {_num(r.added_held)}), its capture took "
+                f"{r.background_capture_s:.2f} s after it"
+            )
     turns = sorted({r.repeat for r in results})
     if turns != [1]:
         lines.append(
