@@ -83,6 +83,23 @@ def test_repeated_turns_keep_medians(spark, monkeypatch) -> None:  # type: ignor
     own = [d for d in run.store.datasets.values() if d.run == run.id and d.role == "source"]
     assert res.operations == len(run.operations) > 0 and len(own) == 1
     assert "medians of 3 turns" in paper.format_pipelines([res])
+    assert res.held_s is None and "in the background" not in paper.format_pipelines([res])
+
+
+@pytest.mark.spark
+def test_background_turns_time_the_block_held(spark) -> None:  # type: ignore[no-untyped-def]
+    res = paper.run_pipeline(
+        spark, "german", "dataframe", None, 50, baseline=False, repeat=1, background=True
+    )
+    assert res.held_s is not None and res.background_capture_s is not None
+    assert 0 < res.held_s and res.background_capture_s > 0
+    assert res.added_held == (res.held_s - res.build_s) / res.materialize_s
+    line = next(x for x in paper.format_pipelines([res]).splitlines() if "in the background" in x)
+    assert line.startswith("german/dataframe with the capture in the background: the block held")
+    import tensprov_lab
+
+    # the background turn's run was forgotten: the foreground turn's run is the last
+    assert tensprov_lab.last_run().name == "paper-german-dataframe"
 
 
 def test_an_unknown_accounts_order_is_refused_before_spark_starts() -> None:

@@ -183,8 +183,21 @@ def test_bench_smoke_prints_every_figure() -> None:
     jobs, py_peak, jvm_peak = int(figures[5]), float(figures[9]), float(figures[10])
     assert first > 0 and jobs >= 1 and py_peak > 0 and jvm_peak > 0
     assert out.count("capture 3/3") == 1  # three turns by default
-    one = _run("bench", "--rows", "20k", "--queries", "20", "--capture-only", "--repeat", "1")
+    one = _run(
+        "bench", "--rows", "20k", "--queries", "20", "--capture-only", "--repeat", "1",
+        "--background",
+    )  # fmt: skip
     assert "capture 1/1" in one and "capture 2/" not in one
+    bg = re.search(
+        r"background capture of 20,000 orders: the block held ([\d.]+) s \(held / baseline "
+        r"([\d.]+)\); block \+ the sink's write right after ([\d.]+) s, added (-?[\d.]+) × "
+        r"baseline \(foreground: ([\d.]+)\); the capture took ([\d.]+) s beside the write",
+        one,
+    )
+    assert bg is not None, one
+    held, acted, took = float(bg.group(1)), float(bg.group(3)), float(bg.group(6))
+    assert 0 < held < acted and took > 0
+    assert "background capture" not in out  # only with --background
     saved = re.search(r"save/load of the 20,000-order run: save ([\d.]+) s, load ([\d.]+) s "
                       r"\(checksums verified\), ([\d.]+) MB on disk", out)  # fmt: skip
     assert saved is not None and float(saved.group(3)) > 0
