@@ -493,3 +493,18 @@ def test_next_cell_waits_for_a_background_capture(shell: InteractiveShell, retai
     assert two.dataset(shell.user_ns["a2"]).n_rows == sum(
         1 for o in [10.0, 60.0, 70.0, 80.0, 55.0] if o > 50
     )
+
+
+def test_background_capture_writes_nothing_under_a_terminal_prompt(
+    shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tensprov_lab.notebook._magics._isatty", lambda stream: True)
+    with capture_output() as cap:
+        assert shell.run_cell("%%provtrack --background --name term\nt1 = orders.limit(1)").success
+        run = tensprov_lab.last_run()  # the capture has ended: it wrote what it would
+    assert run.name == "term" and run.operations
+    assert "capturing provenance" not in cap.stdout and "\r" not in cap.stdout
+    # a foreground cell on the same terminal shows its progress line
+    with capture_output() as cap:
+        assert shell.run_cell("%%provtrack --name term2\nt2 = orders.limit(1)").success
+    assert "capturing provenance" in cap.stdout

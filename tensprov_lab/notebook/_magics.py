@@ -278,8 +278,11 @@ class ProvenanceMagics(Magics):
                 # Entering catch_warnings (filters unchanged) resets the "shown once
                 # per code location" memory: every capture warns from the same line
                 # of this module, and a re-run cell must show its warnings again.
+                # a terminal gets no progress from a capture in the background: its
+                # lines would land under the prompt of whatever runs next
+                live = progress if not tracked.background or progress.notebook else None
                 with warnings.catch_warnings():
-                    tracked._tracker.end(scope, progress=progress, background=tracked.background)
+                    tracked._tracker.end(scope, progress=live, background=tracked.background)
             except Exception as err:  # the cell has run: report, keep what was captured
                 tracked._tracker.abort()
                 warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=2)
@@ -517,8 +520,8 @@ class _Progress:
 
     def __init__(self, shell: Any) -> None:
         # Jupyter kernels run a ZMQInteractiveShell, the one shell with a kernel
-        self._notebook = getattr(shell, "kernel", None) is not None
-        self._terminal = not self._notebook and _isatty(sys.stdout)
+        self.notebook = getattr(shell, "kernel", None) is not None
+        self._terminal = not self.notebook and _isatty(sys.stdout)
         self._handle: Any = None
         self._width = 0
         #: the thread that writes the summary of a capture in the background
@@ -526,7 +529,7 @@ class _Progress:
 
     def __call__(self, i: int, n: int, what: str) -> None:
         text = f"tensprov-lab: capturing provenance {i + 1}/{n} ({what})"
-        if self._notebook:
+        if self.notebook:
             bundle = {
                 "text/plain": text,
                 "text/html": f"<progress value='{i}' max='{n}'></progress> "
@@ -547,7 +550,7 @@ class _Progress:
         written under its prompt; ``run.summary()`` is there to ask)."""
         import threading
 
-        if not self._notebook:
+        if not self.notebook:
             self.finish(None)
             return
         self(0, 1, "in the background")
