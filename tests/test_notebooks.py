@@ -167,3 +167,37 @@ def test_quickstart_story(kernel_env: Any) -> None:
     # what-if: dropping the stale record takes the east revenue back to the true figure
     preview = _text(_cell(nb, "preview = run.what_if("))
     assert "642.0" in preview and "90.0" in preview
+
+
+def test_background_capture_in_a_real_kernel(kernel_env: Any, tmp_path: Path) -> None:
+    """``%%provtrack --background`` in ipykernel: the cell ends with a "capturing …
+    (in the background)" line that the capture thread turns into the summary, and the
+    next cell's query waits for the capture."""
+    cells = [
+        "import tensprov_lab\nfrom tensprov_lab._spark import local_spark\n"
+        "spark = local_spark(2)\n%load_ext tensprov_lab\nsrc = spark.range(1000)",
+        "%%provtrack --background --name bg\n"
+        "df = src.withColumnRenamed('id', 'k')\n"
+        "big = df.filter('k % 7 = 3')\n"
+        "out = big.groupBy((big.k % 5).alias('g')).count()",
+        "run = tensprov_lab.last_run()\n"
+        "print(run.name, run.capturing, run.dataset(big).n_rows)\n"
+        "print(sorted(run.backward(out, rows=[0])[src].tolist())[:3])",
+        "magics = get_ipython().magics_manager.magics['cell']['provtrack'].__self__\n"
+        "magics.progress.summarizer.join(60)\nprint(run.summary())",
+    ]
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in cells],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+    )
+    path = tmp_path / "background.ipynb"
+    nbformat.write(nb, path)
+    done = _execute(path)
+    assert _errors(done) == []
+    tracked, query, summary = (_text(c) for c in done.cells[1:4])
+    # the query waited: the run is whole (k % 7 = 3 for 143 of 0..999)
+    assert query.splitlines() == ["bg False 143", "[3, 38, 73]"]
+    line = summary.strip().splitlines()[-1]
+    assert line.startswith("tensprov-lab run bg: ") and "tensor entries" in line
+    # the tracked cell's line was updated in place to that summary
+    assert tracked.strip() == line
