@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from tensprov_lab.capture._keyed import Annotated
 from tensprov_lab.capture._keys import KeyIndex
 
-__all__ = ["ROW", "Capturing", "Node", "Pending", "RunLog", "TensProvWarning"]
+__all__ = ["ROW", "Capturing", "Node", "Pending", "RunLog", "TensProvWarning", "first_consumers"]
 
 #: name of the column holding the canonical row index in record tables
 ROW = "_row"
@@ -183,3 +183,13 @@ class Capturing(Protocol):
     def _recorded(self, run: Any, node: Node, op_id: int, notes: list[str]) -> None: ...
 
     def _label(self, node: Node) -> str: ...
+
+
+def first_consumers(pending: list[Any]) -> dict[int, Pending]:
+    """The first recorded operation reading each node (by ``id``)."""
+    first: dict[int, Pending] = {}
+    for item in pending:
+        if isinstance(item, Pending):
+            for n in item.inputs:
+                first.setdefault(id(n), item)
+    return first

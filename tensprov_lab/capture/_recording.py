@@ -27,6 +27,9 @@ from tensprov_lab.capture._nodes import (
 )
 from tensprov_lab.capture.rules import METHODS
 
+if TYPE_CHECKING:
+    from tensprov_lab.store import Store
+
 __all__ = ["DATAFRAME_METHODS", "GROUPED_METHODS", "Recording"]
 
 #: DataFrame methods recorded in a tracked block: the ones the rules name (see
@@ -55,6 +58,7 @@ class Recording:
     spark: Any
     jvm: Jvm
     nodes: dict[int, Node]
+    store: Store
     pending: list[Pending | Node]
     _local: threading.local
     _patched: list[tuple[type, str, Any]]
@@ -156,6 +160,34 @@ class Recording:
         return wrapper
 
     # -- recording -----------------------------------------------------------------
+    @staticmethod
+    def _bound_dataframes(frame: Any) -> list[tuple[str, Any]]:
+        """The DataFrames the block's scope binds now, by variable (its locals, then
+        its globals at module level): no Spark call, so a background capture takes
+        them before the block returns and names its datasets later."""
+        from pyspark.sql import DataFrame
+
+        scopes: list[dict[str, Any]] = [frame.f_locals]
+        if frame.f_globals is not frame.f_locals:
+            scopes.append(frame.f_globals)
+        return [
+            (var, value)
+            for scope in scopes
+            for var, value in list(scope.items())
+            if isinstance(value, DataFrame) and not var.startswith("_")
+        ]
+
+    def _name_variables(self, frame: Any, bound: list[tuple[str, Any]] | None = None) -> None:
+        for var, value in self._bound_dataframes(frame) if bound is None else bound:
+            try:
+                node = self.nodes.get(self.jvm.ident(self.jvm.plan(value)))
+            except Exception:
+                continue
+            if node is not None and node.name is None:
+                node.name = var
+                if node.ds_id is not None:
+                    self.store.datasets[node.ds_id].name = var
+
     def _note(self, message: str) -> None:
         if self._active is not None:
             self._active.warnings.append(message)

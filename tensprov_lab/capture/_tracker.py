@@ -44,6 +44,7 @@ from tensprov_lab.capture._nodes import (
     RunLog,
     TensProvWarning,
     _short_error,
+    first_consumers,
 )
 from tensprov_lab.capture._record_rules import RecordRules
 from tensprov_lab.capture._recording import (
@@ -160,10 +161,11 @@ class Tracker(Recording, RecordRules, RecordReading):
         if not background:
             with self._job_group():
                 return self._end(run, frame, progress)
-        self._name_variables(frame)  # the caller's variables, as they are now
+        bound = self._bound_dataframes(frame)  # the caller's variables, as they are now
 
         def work() -> None:
             with self._job_group():
+                self._name_variables(None, bound)
                 self._end(run, None, progress)
 
         def cancel_jobs() -> None:
@@ -207,7 +209,7 @@ class Tracker(Recording, RecordRules, RecordReading):
             if self._fusion is not None:
                 run.jobs += sum(self._fusion.jobs.values())
                 self._cancel_early(self._fusion)
-            first_use = _first_consumers(pending)
+            first_use = first_consumers(pending)
             for i, item in enumerate(pending):
                 self._stop_point()
                 if progress is not None:
@@ -394,25 +396,6 @@ class Tracker(Recording, RecordRules, RecordReading):
     @staticmethod
     def _label(node: Node) -> str:
         return node.name or f"dataset#{node.ds_id}"
-
-    def _name_variables(self, frame: Any) -> None:
-        from pyspark.sql import DataFrame
-
-        # the block's own scope: its locals, and its globals at module level
-        scopes: list[dict[str, Any]] = [frame.f_locals]
-        if frame.f_globals is not frame.f_locals:
-            scopes.append(frame.f_globals)
-        for scope in scopes:
-            for var, value in list(scope.items()):
-                if isinstance(value, DataFrame) and not var.startswith("_"):
-                    try:
-                        node = self.nodes.get(self.jvm.ident(self.jvm.plan(value)))
-                    except Exception:
-                        continue
-                    if node is not None and node.name is None:
-                        node.name = var
-                        if node.ds_id is not None:
-                            self.store.datasets[node.ds_id].name = var
 
     # -- capture -------------------------------------------------------------------
     def _collect_keys(
@@ -795,16 +778,6 @@ class Tracker(Recording, RecordRules, RecordReading):
         p.out.pinned = ann is not None
         p.out.cacheable = self.materialize != "none"
         self._recorded(run, p.out, op.id, [message])
-
-
-def _first_consumers(pending: list[Any]) -> dict[int, Pending]:
-    """The first recorded operation reading each node (by ``id``)."""
-    first: dict[int, Pending] = {}
-    for item in pending:
-        if isinstance(item, Pending):
-            for n in item.inputs:
-                first.setdefault(id(n), item)
-    return first
 
 
 def _same_result(a: Any, b: Any) -> bool:
