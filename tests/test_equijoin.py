@@ -57,6 +57,17 @@ def test_a_right_side_unique_on_its_key_gives_pairs_in_order(left, right, keep_l
     assert list(zip(li.tolist(), ri.tolist())) == matched + (lonely if keep_left else [])
 
 
+def test_a_foreign_key_join_pairs_every_left_record_in_order() -> None:
+    """Every left record matches one right record (orders of known customers): the
+    pairs are every left row in order, each with its customer, outer or not."""
+    right = np.array([30, 10, 20], np.int64)
+    left = np.array([10, 30, 30, 20, 10], np.int64)
+    for keep_left in (False, True):
+        li, ri = join_pairs(left, right, keep_left)
+        assert li.tolist() == [0, 1, 2, 3, 4]
+        assert ri.tolist() == [1, 0, 0, 2, 1]
+
+
 sparse_codes = st.lists(st.one_of(st.just(-1), st.sampled_from([0, 7, 10**6, 10**9])), max_size=12)
 
 

@@ -163,10 +163,14 @@ def join_pairs(
                 if int(left.min(initial=0)) >= 0
                 else np.where(left >= 0, at[np.maximum(left, 0)], -1)
             )
+            matched = hit >= 0
+            if int(np.count_nonzero(matched)) == len(left):
+                # every left record matches once (a foreign key): no gather of the pairs
+                return np.arange(len(left), dtype=np.int64), hit
             if not keep_left:
-                li = np.flatnonzero(hit >= 0)
+                li = np.flatnonzero(matched)
                 return li, hit[li]
-            matched = hit >= 0  # matched pairs first, then the unmatched left records
+            # matched pairs first, then the unmatched left records
             li = np.concatenate([np.flatnonzero(matched), np.flatnonzero(~matched)])
             return li, hit[li]
     if top <= 2 * (len(left) + len(right)) + 1024:
