@@ -153,7 +153,8 @@ class Tracker(Recording, RecordRules, RecordReading):
         background: bool = False,
     ) -> RunLog:
         """Capture the block that ends; with ``background``, return once the methods are
-        restored and the datasets named, the rest running in a thread of its own
+        restored and the DataFrames the caller's scope binds are noted, the rest (naming
+        the datasets after those variables included) running in a thread of its own
         (:mod:`._background`): whatever reads the run waits for it (:meth:`wait`)."""
         run = self._active
         assert run is not None
@@ -185,12 +186,6 @@ class Tracker(Recording, RecordRules, RecordReading):
         # (the user's thread: another one waiting leaves the warnings to report to it)
         if self._background is bg and threading.current_thread() is threading.main_thread():
             self._background = None
-
-    @property
-    def capturing(self) -> bool:
-        """Whether a capture runs in the background now."""
-        bg = self._background
-        return bg is not None and not bg.done
 
     def _end(
         self, run: RunLog, frame: Any, progress: Callable[[int, int, str], None] | None
