@@ -55,16 +55,20 @@ class Run:
     def _log(self) -> RunLog:
         # everything that reads the run goes through here: a capture still running in
         # the background (track(..., background=True)) is waited for first
-        if getattr(self._tracker, "_background", None) is not None:  # (a loaded run: none)
+        if self._capture() is not None:
             self._tracker.wait()
         return self._runlog
+
+    def _capture(self) -> Any:
+        """The tracker's capture in the background, if any (a loaded run has none)."""
+        return getattr(self._tracker, "_background", None)
 
     # -- a capture in the background ----------------------------------------------------
     @property
     def capturing(self) -> bool:
         """Whether the run's capture still runs in the background
         (``track(..., background=True)``); queries wait for it."""
-        bg = getattr(self._tracker, "_background", None)
+        bg = self._capture()
         return bg is not None and bg.run is self._runlog and not bg.done
 
     def wait(self) -> Run:
@@ -77,7 +81,7 @@ class Run:
         ...     big = orders.filter("amount > 50")
         >>> run.wait().summary()  # doctest: +SKIP
         """
-        if getattr(self._tracker, "_background", None) is not None:
+        if self._capture() is not None:
             self._tracker.wait()
         return self
 
@@ -86,7 +90,7 @@ class Run:
         cancelled and its provenance is dropped whole (queries then raise
         ``LookupError``; earlier runs are untouched).  Nothing happens when the capture
         has ended already."""
-        bg = getattr(self._tracker, "_background", None)
+        bg = self._capture()
         if bg is not None and bg.run is self._runlog:
             bg.cancel()
             self._tracker.wait()

@@ -156,8 +156,15 @@ def run_engine_bench(
 
     # baseline and capture taken in turns, medians of `repeat` (this machine is noisy);
     # a capture's sources are new to the next one once its run is forgotten
-    baselines, captures, opaque = [], [], []
+    baselines, captures = [], []
+    opaque: list[str] = []
     helds, acteds, bg_captures = [], [], []
+
+    def note_opaque(run: Any) -> None:
+        opaque.extend(
+            o.expression for o in run.operations if o.opaque and o.expression not in opaque
+        )
+
     for turn in range(repeat):
         progress(f"[{n_orders:,} orders] capture {turn + 1}/{repeat} …")
         baselines.append(materialize())
@@ -169,13 +176,11 @@ def run_engine_bench(
             acteds.append(time.perf_counter() - t0)
             helds.append(held)
             bg_captures.append(bg_run.wait().seconds)
-            opaque += [
-                o.expression for o in bg_run.operations if o.opaque and o.expression not in opaque
-            ]
+            note_opaque(bg_run)
             bg_run.forget()
         run, seconds, frames = capture_once()
         captures.append(seconds)
-        opaque += [o.expression for o in run.operations if o.opaque and o.expression not in opaque]
+        note_opaque(run)
         if turn < repeat - 1:
             run.forget()
     baseline, capture = float(np.median(baselines)), float(np.median(captures))

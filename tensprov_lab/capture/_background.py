@@ -67,7 +67,8 @@ class BackgroundCapture:
         self.stop = threading.Event()
         self._finished = threading.Event()
         self._error: BaseException | None = None
-        self._reported = False
+        #: whether its warnings (and failure) were shown, in the user's thread
+        self.reported = False
         self._warnings_before = len(run.warnings)
         self.thread: threading.Thread | None = None
         #: seconds from start to the end of the capture
@@ -129,9 +130,9 @@ class BackgroundCapture:
     def _report(self) -> None:
         # in the user's thread only: a thread waiting on its own (the notebook's summary
         # line) leaves them to the first query the user runs
-        if self._reported or threading.current_thread() is not threading.main_thread():
+        if self.reported or threading.current_thread() is not threading.main_thread():
             return
-        self._reported = True
+        self.reported = True
         for message in self.run.warnings[self._warnings_before :]:
             warnings.warn(message, TensProvWarning, stacklevel=4)
         err = self._error

@@ -183,8 +183,7 @@ class Tracker(Recording, RecordRules, RecordReading):
         if bg is None or bg.in_capture_thread():
             return
         bg.wait()
-        # (the user's thread: another one waiting leaves the warnings to report to it)
-        if self._background is bg and threading.current_thread() is threading.main_thread():
+        if self._background is bg and bg.reported:  # (else left for the user's thread)
             self._background = None
 
     def _end(

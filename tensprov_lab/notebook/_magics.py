@@ -155,9 +155,12 @@ class ProvenanceMagics(Magics):
         if prepared is None:  # the cell does not compile: shown as IPython shows it, nothing run
             return
         tracked = self._begin(
-            spark, _unquote(args.name) if args.name else None, budget, not args.no_spill
+            spark,
+            _unquote(args.name) if args.name else None,
+            budget,
+            not args.no_spill,
+            background=args.background,
         )
-        tracked.background = bool(args.background)
         try:
             self._execute(prepared)
         finally:
@@ -240,7 +243,12 @@ class ProvenanceMagics(Magics):
             return bool(runner(coro))
 
     def _begin(
-        self, spark: Any, name: str | None, budget: int | None, spill: bool = True
+        self,
+        spark: Any,
+        name: str | None,
+        budget: int | None,
+        spill: bool = True,
+        background: bool = False,
     ) -> _api.track:
         tracker = _api._tracker(spark)
         tracker.wait()  # the previous cell's capture, when it runs in the background
@@ -249,7 +257,7 @@ class ProvenanceMagics(Magics):
                 "a tracked block is already running in this session; tracked blocks "
                 "do not nest (use --no-capture inside it)"
             )
-        tracked = _api.track(spark, name=name, budget=budget, spill=spill)
+        tracked = _api.track(spark, name=name, budget=budget, spill=spill, background=background)
         try:
             tracked.__enter__()
         except BaseException:
