@@ -111,9 +111,17 @@ def _dependency_message(run: Any, blocking: list[int | None]) -> str:
 
 
 def _tracker(spark: Any) -> Tracker:
+    _check_session(spark)
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from tensprov_lab.capture.connect import ConnectTracker
+
+        key = id(spark)
+        found = _TRACKERS.get(key)
+        if found is None:
+            found = _TRACKERS[key] = ConnectTracker(spark, _STORE)  # type: ignore[assignment]
+        return found  # type: ignore[return-value]
     from tensprov_lab.capture._tracker import Tracker
 
-    _check_session(spark)
     key = id(spark._jsparkSession)
     tracker = _TRACKERS.get(key)
     if tracker is None:
@@ -122,16 +130,10 @@ def _tracker(spark: Any) -> Tracker:
 
 
 def _check_session(spark: Any) -> None:
-    """A clear error for what capture cannot track (it reads Spark's plans in the
-    driver's JVM, through py4j)."""
+    """A clear error for what capture cannot track."""
     kind = type(spark)
     if kind.__module__.startswith("pyspark.sql.connect"):
-        raise NotImplementedError(
-            "tensprov-lab cannot track a Spark Connect session yet: capture reads Spark's "
-            "plans in the driver's JVM, which a Connect client has no access to. Track a "
-            "classic SparkSession (SparkSession.builder.master(...).getOrCreate(), without "
-            ".remote(...)) to the same cluster"
-        )
+        return
     if not hasattr(spark, "_jsparkSession"):
         raise TypeError(
             f"track() needs a pyspark SparkSession, got {kind.__module__}.{kind.__name__}"

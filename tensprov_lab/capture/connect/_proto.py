@@ -1,0 +1,283 @@
+"""Spark Connect plans as the client holds them: protobuf relations and expressions.
+
+A Connect DataFrame is a tree of ``spark.connect.Relation`` messages built on the
+client; the server analyzes it only when a job or a schema is asked for.  Capture over
+Connect reads and rewrites that tree (:mod:`._rewrite`).  Every relation carries a
+``plan_id``; a column taken from a DataFrame (``df["x"]``, ``df.x``) names it, so a
+rewrite that wraps a relation moves its ``plan_id`` to the wrapper and the user's
+expressions still find their columns.
+
+Examples
+--------
+>>> e = col("amount")
+>>> e.unresolved_attribute.unparsed_identifier
+'amount'
+>>> references(fn("sum", col("a"), alias(col("b"), "c")))
+([('a', None), ('b', None)], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "KEY_PREFIX", "alias", "children", "col", "dataframe", "fn", "fresh_id", "kind",
+    "nondeterministic", "null_long", "references", "relation", "star", "with_id",
+]  # fmt: skip
+
+#: prefix of the columns capture adds to a plan (record keys, a union's side)
+KEY_PREFIX = "__tp_"
+
+#: relation fields that hold child relations, in the order of the relation's inputs
+_CHILD_FIELDS = ("input", "left", "right", "left_input", "right_input")
+
+#: functions whose result changes from one run of a plan to the next
+_NONDETERMINISTIC = {
+    "rand", "randn", "random", "uuid", "shuffle", "monotonically_increasing_id",
+    "spark_partition_id", "input_file_name", "input_file_block_start",
+    "input_file_block_length", "current_timestamp", "now", "current_date", "localtimestamp",
+    "curdate", "current_time", "randstr", "uniform", "try_reflect", "reflect",
+}  # fmt: skip
+
+
+def _pb() -> Any:
+    from pyspark.sql.connect import proto
+
+    return proto
+
+
+def fresh_id() -> int:
+    """A plan id no other relation of this client has."""
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    return LogicalPlan._fresh_plan_id()
+
+
+def relation(df: Any) -> Any:
+    """The ``Relation`` message of a Connect DataFrame (a copy: rewriting it changes
+    nothing of the user's)."""
+    return df._plan.plan(df._session.client)
+
+
+def dataframe(spark: Any, rel: Any) -> Any:
+    """A Connect DataFrame of the relation ``rel``."""
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    class _Rel(LogicalPlan):
+        def __init__(self, message: Any) -> None:
+            super().__init__(None)
+            self._message = message
+
+        def plan(self, session: Any) -> Any:
+            return self._message
+
+    return DataFrame(_Rel(rel), spark)
+
+
+def kind(rel: Any) -> str:
+    """The kind of a relation (``"filter"``, ``"join"``, ...)."""
+    return str(rel.WhichOneof("rel_type"))
+
+
+def body(rel: Any) -> Any:
+    """The message of a relation's kind (``rel.filter`` for a filter)."""
+    return getattr(rel, kind(rel))
+
+
+def children(rel: Any) -> list[Any]:
+    """The child relations of ``rel``, in input order."""
+    inner = body(rel)
+    names = {f.name for f, _ in inner.ListFields()}
+    return [getattr(inner, name) for name in _CHILD_FIELDS if name in names]
+
+
+def plan_id(rel: Any) -> int | None:
+    return int(rel.common.plan_id) if rel.HasField("common") and rel.common.HasField(
+        "plan_id"
+    ) else None  # fmt: skip
+
+
+def with_id(rel: Any, ident: int | None) -> Any:
+    """``rel`` with the plan id ``ident`` (None: a fresh one)."""
+    rel.common.plan_id = fresh_id() if ident is None else ident
+    return rel
+
+
+def wrap(kind_: str, child: Any, **fields: Any) -> Any:
+    """A new relation of ``kind_`` over ``child`` that takes the child's plan id (the
+    child gets a fresh one), so columns the user took from the child still resolve."""
+    proto = _pb()
+    ident = plan_id(child)
+    child = proto.Relation().__class__.FromString(child.SerializeToString())
+    with_id(child, None)
+    rel = proto.Relation()
+    inner = getattr(rel, kind_)
+    inner.input.CopyFrom(child)
+    for name, value in fields.items():
+        target = getattr(inner, name)
+        if isinstance(value, list):
+            for v in value:
+                if isinstance(v, str):
+                    target.append(v)
+                else:
+                    target.add().CopyFrom(v)
+        else:
+            setattr(inner, name, value)
+    return with_id(rel, ident)
+
+
+# -- expressions ---------------------------------------------------------------------------
+
+
+def col(name: str, plan: int | None = None) -> Any:
+    """A column reference by (unquoted) name, of the relation ``plan`` if given."""
+    e = _pb().Expression()
+    e.unresolved_attribute.unparsed_identifier = f"`{name}`" if "." in name else name
+    if plan is not None:
+        e.unresolved_attribute.plan_id = plan
+    return e
+
+
+def star() -> Any:
+    e = _pb().Expression()
+    e.unresolved_star.SetInParent()
+    return e
+
+
+def alias(expr: Any, name: str) -> Any:
+    e = _pb().Expression()
+    e.alias.expr.CopyFrom(expr)
+    e.alias.name.append(name)
+    return e
+
+
+def fn(name: str, *args: Any) -> Any:
+    e = _pb().Expression()
+    e.unresolved_function.function_name = name
+    for a in args:
+        e.unresolved_function.arguments.add().CopyFrom(a)
+    return e
+
+
+def literal(value: int | str | bool) -> Any:
+    e = _pb().Expression()
+    if isinstance(value, bool):
+        e.literal.boolean = value
+    elif isinstance(value, int):
+        e.literal.long = value
+    else:
+        e.literal.string = value
+    return e
+
+
+def null_long() -> Any:
+    """A null of type bigint (the key of a record that is not there)."""
+    e = _pb().Expression()
+    e.cast.expr.literal.null.SetInParent()
+    e.cast.expr.literal.null.null.SetInParent()
+    e.cast.type_str = "bigint"
+    return e
+
+
+def sort_order(expr: Any) -> Any:
+    """Ascending, nulls first (Spark's default)."""
+    proto = _pb()
+    s = proto.Expression.SortOrder()
+    s.child.CopyFrom(expr)
+    s.direction = proto.Expression.SortOrder.SORT_DIRECTION_ASCENDING
+    s.null_ordering = proto.Expression.SortOrder.SORT_NULLS_FIRST
+    return s
+
+
+def _repeated(field: Any) -> bool:
+    # protobuf 5.26+ has ``is_repeated``; ``label`` is gone from newer releases
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
+
+
+def _messages(msg: Any) -> Iterator[Any]:
+    """``msg`` and every message below it (expressions inside expressions)."""
+    stack = [msg]
+    while stack:
+        m = stack.pop()
+        yield m
+        for field, value in m.ListFields():
+            if field.message_type is None:
+                continue
+            if _repeated(field):
+                if field.message_type.GetOptions().map_entry:
+                    stack.extend(v for v in value.values() if hasattr(v, "ListFields"))
+                else:
+                    stack.extend(value)
+            else:
+                stack.append(value)
+
+
+def references(*exprs: Any) -> tuple[list[tuple[str, int | None]], bool]:
+    """The columns ``exprs`` read (name, plan id or None), and whether that list is
+    exact: a SQL string (``"amount > 50"``), a regex or a star the client cannot
+    expand make it False (the expression may read any column)."""
+    proto = _pb()
+    found: list[tuple[str, int | None]] = []
+    exact = True
+    for e in exprs:
+        for m in _messages(e):
+            if not isinstance(m, proto.Expression):
+                continue
+            which = m.WhichOneof("expr_type")
+            if which == "unresolved_attribute":
+                ua = m.unresolved_attribute
+                name = _first_part(ua.unparsed_identifier)
+                found.append((name, int(ua.plan_id) if ua.HasField("plan_id") else None))
+            elif which in ("expression_string", "unresolved_regex", "unresolved_star"):
+                exact = False
+            elif which in ("subquery_expression", "extension"):
+                exact = False
+    return found, exact
+
+
+def _first_part(identifier: str) -> str:
+    """The column an identifier names (``a.b`` a field of ``a``; backquotes kept
+    together)."""
+    if identifier.startswith("`"):
+        end = identifier.find("`", 1)
+        while end != -1 and identifier[end + 1 : end + 2] == "`":
+            end = identifier.find("`", end + 2)
+        return identifier[1:end].replace("``", "`") if end != -1 else identifier
+    return identifier.split(".", 1)[0]
+
+
+def nondeterministic(msg: Any) -> bool:
+    """Whether an expression (or a relation's expressions) calls a function whose result
+    differs between runs, or a Python UDF (which may)."""
+    proto = _pb()
+    for m in _messages(msg):
+        if isinstance(m, proto.Expression):
+            which = m.WhichOneof("expr_type")
+            if which == "unresolved_function":
+                if m.unresolved_function.function_name.lower() in _NONDETERMINISTIC:
+                    return True
+            elif which == "common_inline_user_defined_function":
+                if not m.common_inline_user_defined_function.deterministic:
+                    return True
+            elif which == "expression_string":
+                text = m.expression_string.expression.lower()
+                if any(f"{name}(" in text for name in _NONDETERMINISTIC):
+                    return True
+    return False
+
+
+def own_expressions(rel: Any) -> list[Any]:
+    """The expressions of a relation itself (not of its children)."""
+    proto = _pb()
+    out: list[Any] = []
+    inner = body(rel)
+    for field, value in inner.ListFields():
+        if field.name in _CHILD_FIELDS or field.message_type is None:
+            continue
+        items = value if _repeated(field) else [value]
+        for item in items:
+            out.extend(m for m in _messages(item) if isinstance(m, proto.Expression))
+    return out

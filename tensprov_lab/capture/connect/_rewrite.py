@@ -1,0 +1,332 @@
+"""Record keys carried through a Connect plan, one rule per relation kind.
+
+:meth:`Annotator.annotate` rewrites the client's plan of a dataset so that every record
+also carries the keys of the records it comes from: a source gets a column of
+``monotonically_increasing_id()`` (increasing in scan order, so its order is the
+source's canonical order), and each relation kind passes keys on as its rule says:
+filters, projections and sorts keep them, a join puts both sides' side by side, a
+union gives each side the other's as nulls and a column saying which side a record
+comes from, an aggregate or a deduplication keeps the keys of one member of each
+group.  The server runs the rewritten plan; capture reads only the key columns back
+(:mod:`._tracker`).  A relation kind without a rule raises :class:`Unsupported`, and
+the operation becomes opaque.
+
+The rewrite leaves every relation of the user's plan in place with its plan id (a
+wrapper takes the id of what it wraps), so the user's expressions resolve as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensprov_lab.capture.connect import _proto as P
+
+__all__ = ["Annotator", "Keyed", "Unsupported", "STABLE_KINDS"]
+
+#: relation kinds whose records Spark returns in the same order every time (over
+#: stable leaves, with deterministic expressions)
+STABLE_KINDS = {
+    "read", "range", "local_relation", "cached_local_relation", "cached_remote_relation",
+    "chunked_cached_local_relation", "project", "filter", "with_columns",
+    "with_columns_renamed", "drop", "to_df", "subquery_alias", "hint", "drop_na",
+    "fill_na", "replace",
+}  # fmt: skip
+#: relation kinds that keep their input's columns and pass every key on unchanged
+_PASS = {"filter", "subquery_alias", "hint", "repartition", "repartition_by_expression",
+         "with_columns_renamed", "drop", "with_columns"}  # fmt: skip
+#: the ``na`` relations: with no column list they act on every column (the keys too)
+_NA = {"drop_na", "fill_na", "replace"}
+
+
+class Unsupported(Exception):
+    """A relation capture cannot carry keys through (the operation becomes opaque)."""
+
+
+@dataclass
+class Keyed:
+    """A rewritten relation and the key columns its records carry."""
+
+    rel: Any
+    #: the key columns, in order: together they tell its records apart
+    keys: list[str]
+    #: per dataset (plan id) whose records' identity it carries: the key columns
+    ids: dict[int, list[str]] = field(default_factory=dict)
+    #: its records in canonical order are its key tuples in ascending order
+    monotone: bool = True
+    #: a union's column saying which side (0 left, 1 right) a record comes from
+    tag: str | None = None
+    #: the plan ids of its relation's sides (join, union), as the rule met them
+    sides: list[int | None] = field(default_factory=list)
+    #: a semi or anti join: whether it is anti, and the same join as an inner join
+    #: whose rows are the (left, right) pairs that matched, with both sides' keys
+    semi: tuple[bool, Any, Keyed, Keyed] | None = None
+
+
+class Annotator:
+    """Rewrites the plans of one tracked block (memoized by plan id)."""
+
+    def __init__(self, spark: Any, sources: dict[int, Any], nodes: set[int]) -> None:
+        self.spark = spark
+        #: plan id -> the relation to key as a source (the user's, or a pinned copy)
+        self.sources = sources
+        #: plan ids of the block's datasets (their identity is noted in ``Keyed.ids``)
+        self.nodes = nodes
+        self._memo: dict[int, Keyed] = {}
+        self._columns: dict[int, list[str]] = {}
+
+    def columns(self, rel: Any) -> list[str]:
+        """The column names of a relation (one schema request, memoized)."""
+        pid = P.plan_id(rel)
+        got = self._columns.get(pid) if pid is not None else None
+        if got is None:
+            got = list(P.dataframe(self.spark, rel).columns)
+            if pid is not None:
+                self._columns[pid] = got
+        return got
+
+    def annotate(self, rel: Any) -> Keyed:
+        pid = P.plan_id(rel)
+        if pid is not None and pid in self._memo:
+            return self._memo[pid]
+        if pid is not None and pid in self.sources:
+            keyed = self._source(pid, self.sources[pid])
+        else:
+            rule = getattr(self, f"_{P.kind(rel)}", None)
+            if rule is None:
+                if P.kind(rel) in _PASS:
+                    rule = self._pass
+                else:
+                    raise Unsupported(f"a {P.kind(rel).replace('_', ' ')} relation")
+            keyed = rule(rel)
+        if pid is not None and pid in self.nodes:
+            keyed.ids = {**keyed.ids, pid: list(keyed.keys)}
+        if pid is not None:
+            self._memo[pid] = keyed
+        return keyed
+
+    def _kids(self, rel: Any) -> tuple[Any, list[Keyed]]:
+        """A copy of ``rel`` whose children are rewritten, and their rewrites."""
+        new = type(rel).FromString(rel.SerializeToString())
+        inner = P.body(new)
+        done = []
+        present = {f.name for f, _ in inner.ListFields()}
+        for name in ("input", "left", "right", "left_input", "right_input"):
+            if name in present:
+                k = self.annotate(getattr(inner, name))
+                getattr(inner, name).CopyFrom(k.rel)
+                done.append(k)
+        return new, done
+
+    # -- rules ---------------------------------------------------------------------------
+    def _source(self, pid: int, rel: Any) -> Keyed:
+        key = f"{P.KEY_PREFIX}k{pid}"
+        mid = P.alias(P.fn("monotonically_increasing_id"), key)
+        wrapped = P.wrap("project", rel, expressions=[P.star(), mid])
+        P.with_id(wrapped, pid)
+        return Keyed(wrapped, [key])
+
+    def _pass(self, rel: Any) -> Keyed:
+        new, (kid,) = self._kids(rel)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+
+    def _na(self, rel: Any) -> Keyed:
+        new, (kid,) = self._kids(rel)
+        inner = P.body(new)
+        if not inner.cols:  # every column: name the user's, so the keys stay as they are
+            inner.cols.extend(self._user_columns(kid.rel))
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+
+    _drop_na = _fill_na = _replace = _na
+
+    def _user_columns(self, rel: Any) -> list[str]:
+        return [c for c in self.columns(rel) if not c.startswith(P.KEY_PREFIX)]
+
+    def _project(self, rel: Any) -> Keyed:
+        new, (kid,) = self._kids(rel)
+        exprs = new.project.expressions
+        stars = [e for e in exprs if e.WhichOneof("expr_type") == "unresolved_star"]
+        if any(s.unresolved_star.HasField("unparsed_target") for s in stars):
+            raise Unsupported("a select of `table.*`")
+        if not stars:
+            exprs.extend(P.col(k) for k in kid.keys)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+
+    def _sort(self, rel: Any) -> Keyed:
+        new, (kid,) = self._kids(rel)
+        if not new.sort.is_global:
+            return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+        if not kid.monotone:
+            raise Unsupported("a sort of a dataset that was sorted before")
+        # ties in the sort order come in input order (DESIGN.md §3)
+        new.sort.order.extend(P.sort_order(P.col(k)) for k in kid.keys)
+        return Keyed(new, list(kid.keys), dict(kid.ids), monotone=False)
+
+    def _join(self, rel: Any) -> Keyed:
+        from pyspark.sql.connect import proto
+
+        sides = [P.plan_id(rel.join.left), P.plan_id(rel.join.right)]
+        if sides[0] is not None and sides[0] == sides[1]:
+            raise Unsupported("a join of a DataFrame with itself")
+        new, (left, right) = self._kids(rel)
+        clash = [k for k in right.keys if k in left.keys]
+        if clash:  # the same source on both sides: the right side's keys get new names
+            renamed = {k: f"{k}_r{P.fresh_id()}" for k in clash}
+            entries = []
+            for old, name in renamed.items():
+                r = proto.WithColumnsRenamed.Rename()
+                r.col_name, r.new_col_name = old, name
+                entries.append(r)
+            new.join.right.CopyFrom(P.wrap("with_columns_renamed", right.rel, renames=entries))
+            right = Keyed(
+                new.join.right,
+                [renamed.get(k, k) for k in right.keys],
+                {i: [renamed.get(k, k) for k in ks] for i, ks in right.ids.items()},
+                right.monotone,
+            )
+        semi = rel.join.join_type in (
+            proto.Join.JoinType.JOIN_TYPE_LEFT_SEMI, proto.Join.JoinType.JOIN_TYPE_LEFT_ANTI
+        )
+        if semi:
+            inner = type(new).FromString(new.SerializeToString())
+            inner.join.join_type = proto.Join.JoinType.JOIN_TYPE_INNER
+            P.with_id(inner, None)
+            anti = rel.join.join_type == proto.Join.JoinType.JOIN_TYPE_LEFT_ANTI
+            return Keyed(new, list(left.keys), dict(left.ids), left.monotone, sides=sides,
+                         semi=(anti, inner, left, right))  # fmt: skip
+        return Keyed(
+            new,
+            left.keys + right.keys,
+            {**left.ids, **right.ids},
+            left.monotone and right.monotone,
+            sides=sides,
+        )
+
+    def _set_op(self, rel: Any) -> Keyed:
+        from pyspark.sql.connect import proto
+
+        op = rel.set_op
+        if op.set_op_type != proto.SetOperation.SetOpType.SET_OP_TYPE_UNION or not op.is_all:
+            raise Unsupported("intersect, except and union distinct")
+        sides = [P.plan_id(op.left_input), P.plan_id(op.right_input)]
+        new, (left, right) = self._kids(rel)
+        keys = list(dict.fromkeys(left.keys + right.keys))
+        tag = f"{P.KEY_PREFIX}u{P.plan_id(rel)}"
+        for side, (name, kid) in enumerate([("left_input", left), ("right_input", right)]):
+            getattr(new.set_op, name).CopyFrom(self._union_side(kid, keys, tag, side))
+        return Keyed(
+            new,
+            [tag, *keys],
+            {**left.ids, **right.ids},
+            left.monotone and right.monotone,
+            tag=tag,
+            sides=sides,
+        )
+
+    def _union_side(self, kid: Keyed, keys: list[str], tag: str, side: int) -> Any:
+        """One side of a union: its own columns as they were, then every key of both
+        sides (nulls for the other side's), then the side: the same layout on both, for
+        a union by position and by name alike."""
+        names = self.columns(kid.rel)
+        temp = [c if c.startswith(P.KEY_PREFIX) else f"{P.KEY_PREFIX}c{i}" for i, c in
+                enumerate(names)]  # fmt: skip
+        renamed = P.wrap("to_df", kid.rel, column_names=temp)
+        exprs = [
+            P.alias(P.col(t), c) for t, c in zip(temp, names) if not c.startswith(P.KEY_PREFIX)
+        ]
+        exprs += [P.col(k) if k in kid.keys else P.alias(P.null_long(), k) for k in keys]
+        exprs.append(P.alias(P.literal(side), tag))
+        return P.wrap("project", renamed, expressions=exprs)
+
+    def _aggregate(self, rel: Any) -> Keyed:
+        from pyspark.sql.connect import proto
+
+        agg = rel.aggregate
+        if agg.group_type != proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY:
+            raise Unsupported("rollup, cube, pivot and grouping sets")
+        new, (kid,) = self._kids(rel)
+        pid = P.plan_id(rel)
+        if not len(agg.grouping_expressions):
+            # one record: nothing tells records apart, none is needed
+            return Keyed(new, [], {}, True)
+        rep = f"{P.KEY_PREFIX}r{pid}"
+        new.aggregate.aggregate_expressions.append(
+            P.alias(P.fn("min", P.fn("struct", *[P.col(k) for k in kid.keys])), rep)
+        )
+        keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
+        fields = []
+        for k, name in zip(kid.keys, keys):
+            e = proto.Expression()
+            e.unresolved_attribute.unparsed_identifier = f"{rep}.{k}"
+            fields.append(P.alias(e, name))
+        out = P.wrap("with_columns", new, aliases=[f.alias for f in fields])
+        out = P.wrap("drop", out, column_names=[rep])
+        return Keyed(out, keys, {}, kid.monotone)
+
+    def _deduplicate(self, rel: Any) -> Keyed:
+        """As Spark runs it (an aggregate: the subset's columns are the groups, every
+        other column the first value met), with the smallest member's keys."""
+        if rel.deduplicate.within_watermark:
+            raise Unsupported("dropDuplicatesWithinWatermark")
+        kid = self.annotate(P.children(rel)[0])
+        d = rel.deduplicate
+        user = self._user_columns(kid.rel)
+        subset = list(d.column_names) if len(d.column_names) and not d.all_columns_as_keys \
+            else user  # fmt: skip
+        low = {c.lower() for c in subset}
+        pid = P.plan_id(rel)
+        rep = f"{P.KEY_PREFIX}r{pid}"
+        aggs = [P.alias(P.fn("first", P.col(c)), c) for c in user if c.lower() not in low]
+        aggs.append(P.alias(P.fn("min", P.fn("struct", *[P.col(k) for k in kid.keys])), rep))
+        group = _pb_aggregate(kid.rel, [P.col(c) for c in subset], aggs)
+        keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
+        exprs = [P.col(c) for c in user]
+        for k, name in zip(kid.keys, keys):
+            e = P.col(rep)
+            e.unresolved_attribute.unparsed_identifier = f"{rep}.{k}"
+            exprs.append(P.alias(e, name))
+        out = P.wrap("project", group, expressions=exprs)
+        return Keyed(P.with_id(out, pid), keys, {}, kid.monotone)
+
+    def _to_df(self, rel: Any) -> Keyed:
+        new, (kid,) = self._kids(rel)
+        names = iter(list(new.to_df.column_names))
+        full = [c if c.startswith(P.KEY_PREFIX) else next(names) for c in self.columns(kid.rel)]
+        del new.to_df.column_names[:]
+        new.to_df.column_names.extend(full)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+
+    # -- what a group is made of ----------------------------------------------------------
+    def members(self, rel: Any) -> tuple[Any, Keyed]:
+        """For an aggregate or deduplication: a relation with one row per group holding
+        the key tuples of its members (``__tp_m``: a list of structs), grouped exactly as
+        the user's relation groups; and the rewrite of its input."""
+        from pyspark.sql.connect import proto
+
+        kid = self.annotate(P.children(rel)[0])
+        collect = P.alias(
+            P.fn("collect_list", P.fn("struct", *[P.col(k) for k in kid.keys])),
+            f"{P.KEY_PREFIX}m",
+        )
+        if P.kind(rel) == "aggregate":
+            grouping = list(rel.aggregate.grouping_expressions)
+        else:
+            d = rel.deduplicate
+            names = list(d.column_names) if len(d.column_names) and not d.all_columns_as_keys \
+                else self._user_columns(kid.rel)  # fmt: skip
+            grouping = [P.col(n) for n in names]
+        return _pb_aggregate(kid.rel, grouping, [collect]), kid
+
+
+def _pb_aggregate(child: Any, grouping: list[Any], aggs: list[Any]) -> Any:
+    """A group-by relation over ``child``."""
+    from pyspark.sql.connect import proto
+
+    out = proto.Relation()
+    out.aggregate.input.CopyFrom(child)
+    out.aggregate.group_type = proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY
+    for g in grouping:
+        out.aggregate.grouping_expressions.add().CopyFrom(g)
+    for a in aggs:
+        out.aggregate.aggregate_expressions.add().CopyFrom(a)
+    return P.with_id(out, None)

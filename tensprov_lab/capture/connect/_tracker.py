@@ -1,0 +1,669 @@
+"""The tracker of a Spark Connect session: no py4j, no driver JVM on the client.
+
+While a block is tracked, the Connect DataFrame (and GroupedData) methods are wrapped
+and each call is recorded as ``output = method(inputs)``, as for a classic session.
+When the block ends, every recorded operation is captured in order: its plan (the
+client's protobuf tree) is rewritten to carry record keys (:mod:`._rewrite`), the server
+runs it, and only the key columns come back (one Spark job per dataset; an aggregate's
+groups take one more).  The tensors are built from the keys as for a classic session,
+so queries, exports and the explorer work on the result unchanged.
+
+What differs from a classic session is listed in ``docs/connect.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensprov_lab.capture._budget import Budget
+from tensprov_lab.capture._nodes import ROW, RunLog, TensProvWarning, _short_error
+from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.connect._attributes import attribute_maps
+from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable
+from tensprov_lab.capture.connect._rewrite import STABLE_KINDS, Annotator, Unsupported
+from tensprov_lab.store import AllTensor, Store, make_tensor, tensor_from_pairs
+
+__all__ = ["ConnectTracker", "is_connect"]
+
+#: Connect DataFrame methods recorded in a tracked block (those the client builds one
+#: relation for; the others call these)
+DATAFRAME_METHODS = [
+    "alias", "coalesce", "crossJoin", "distinct", "drop", "dropDuplicates", "dropna",
+    "drop_duplicates", "fillna", "filter", "hint", "join", "limit", "orderBy", "replace",
+    "repartition", "repartitionByRange", "sample", "select", "selectExpr", "sort",
+    "sortWithinPartitions", "toDF", "union", "unionAll", "unionByName", "where",
+    "withColumn", "withColumnRenamed", "withColumns", "withColumnsRenamed", "offset",
+    "intersect", "intersectAll", "subtract", "exceptAll", "localCheckpoint", "checkpoint",
+    "unpivot", "melt", "mapInPandas", "mapInArrow", "transform", "tail", "describe",
+    "summary", "withMetadata", "observe", "dropDuplicatesWithinWatermark",
+]  # fmt: skip
+GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "pivot", "applyInPandas"]
+_TRANSPARENT = {"transform"}
+
+_OFFLINE = (
+    "over Spark Connect, tensprov-lab captures lineage and reads records, but does not "
+    "replay operations yet (recomputation from lineage and what-if previews need a classic "
+    "SparkSession); see docs/connect.md"
+)
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@dataclass
+class CNode:
+    """A DataFrame of a tracked block (a source or an operation's output)."""
+
+    df: Any
+    ident: int
+    run: int | None
+    name: str | None = None
+    ds_id: int | None = None
+    index: KeyIndex | GroupIndex | None = None
+    cached: Any = None
+    #: the relation keyed as a source (a pinned copy when its order is not stable)
+    source: Any = None
+
+
+@dataclass
+class CPending:
+    method: str
+    inputs: list[CNode]
+    out: CNode
+    expression: str
+    run: int
+
+
+class ConnectTracker:
+    """Registry of captured DataFrames of one Spark Connect session."""
+
+    jvm = None
+    _background = None
+
+    def __init__(self, spark: Any, store: Store) -> None:
+        self.spark = spark
+        self.store = store
+        self.nodes: dict[int, CNode] = {}
+        self.by_ds: dict[int, CNode] = {}
+        self.runs: dict[int, RunLog] = {}
+        self.pending: list[CPending | CNode] = []
+        self.budget = Budget()
+        self.materialize = "auto"
+        self._active: RunLog | None = None
+        self._patched: list[tuple[type, str, Any]] = []
+        self._local = threading.local()
+
+    # -- runs ----------------------------------------------------------------------------
+    def begin(self, name: str | None) -> RunLog:
+        if self._active is not None:
+            raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
+        run = RunLog(id=self.store.new_run_id(), name=name)
+        self.runs[run.id] = run
+        self._active = run
+        self.patch()
+        return run
+
+    def end(self, frame: Any, progress: Any = None, background: bool = False) -> RunLog:
+        run = self._active
+        assert run is not None
+        self.unpatch()
+        if background:
+            self._note("capture in the background is not available over Spark Connect yet: "
+                       "the block's lineage was captured before it returned")  # fmt: skip
+        try:
+            t0 = time.perf_counter()
+            pending, self.pending = self.pending, []
+            annotator = Annotator(
+                self.spark, {}, {p.ident if isinstance(p, CNode) else p.out.ident
+                                 for p in pending}  # fmt: skip
+            )
+            for i, item in enumerate(pending):
+                if progress is not None:
+                    progress(i, len(pending), item.method if isinstance(item, CPending)
+                             else "source")  # fmt: skip
+                if isinstance(item, CPending):
+                    self._capture_operation(item, run, annotator)
+                else:
+                    self._capture_source(item, run, annotator)
+            if frame is not None:
+                self._name_variables(frame)
+            run.seconds = time.perf_counter() - t0
+            run.ended = time.time()
+        except KeyboardInterrupt:
+            run.interrupted = True
+            raise
+        finally:
+            self._active = None
+            if run.interrupted:
+                self.forget([run.id])
+        return run
+
+    def wait(self) -> None:
+        """Nothing runs in the background over Connect."""
+
+    def abort(self) -> None:
+        self.unpatch()
+        self.pending = []
+        self._active = None
+
+    def forget(self, run_ids: list[int], keep: list[Any] | None = None) -> list[str]:
+        if self._active is not None:
+            raise RuntimeError(
+                "a tracked block is running: forget runs after it ends, not inside it"
+            )
+        ids = set(run_ids)
+        removed = set(self.store.remove_run(ids))
+        for ident, node in list(self.nodes.items()):
+            if node.run in ids or (node.ds_id is not None and node.ds_id in removed):
+                del self.nodes[ident]
+        for d in removed:
+            self.by_ds.pop(d, None)
+        for r in ids:
+            log = self.runs.pop(r, None)
+            if log is not None:
+                log.forgotten = True
+        return []
+
+    # -- recording -------------------------------------------------------------------------
+    @property
+    def _depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value: int) -> None:
+        self._local.depth = value
+
+    def patch(self) -> None:
+        from pyspark.sql.connect.dataframe import DataFrame
+        from pyspark.sql.connect.group import GroupedData
+
+        try:
+            for cls, names in ((DataFrame, DATAFRAME_METHODS), (GroupedData, GROUPED_METHODS)):
+                for name in names:
+                    orig = getattr(cls, name, None)
+                    if orig is None or not callable(orig):
+                        continue
+                    self._patched.append((cls, name, cls.__dict__.get(name)))
+                    setattr(cls, name, self._wrap(name, orig))
+        except BaseException:
+            self.abort()
+            raise
+
+    def unpatch(self) -> None:
+        while self._patched:
+            cls, name, had = self._patched.pop()
+            if had is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, had)
+
+    def _wrap(self, name: str, orig: Any) -> Any:
+        tracker = self
+
+        @functools.wraps(orig)
+        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
+            if tracker._depth or tracker._active is None or name in _TRANSPARENT:
+                return orig(obj, *args, **kwargs)
+            tracker._depth += 1
+            try:
+                out = orig(obj, *args, **kwargs)
+            finally:
+                tracker._depth -= 1
+            try:
+                tracker._record(name, obj, args, kwargs, out)
+            except Exception as exc:  # recording must never break the user's code
+                tracker._note(f"could not record {name}(): {exc}")
+            return out
+
+        return wrapper
+
+    def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        from pyspark.sql.connect.dataframe import DataFrame
+
+        if not isinstance(out, DataFrame):
+            return
+        base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
+        if base is None:
+            return
+        others = [a for a in [*args, *kwargs.values()] if isinstance(a, DataFrame)]
+        ident = out._plan._plan_id
+        if ident in self.nodes:
+            return
+        inputs: list[CNode] = []
+        for d in [base, *others]:
+            node = self.register(d)
+            if all(node is not n for n in inputs):
+                inputs.append(node)
+        assert self._active is not None
+        node = CNode(df=out, ident=ident, run=self._active.id)
+        self.nodes[ident] = node
+        parts = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()]
+        self.pending.append(
+            CPending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id)
+        )
+
+    def register(self, df: Any) -> CNode:
+        """The node of an input DataFrame; a new one becomes a source of the block."""
+        ident = df._plan._plan_id
+        node = self.nodes.get(ident)
+        if node is None:
+            node = self.nodes[ident] = CNode(df=df, ident=ident, run=self._run_id())
+            self.pending.append(node)
+        return node
+
+    def _run_id(self) -> int | None:
+        return None if self._active is None else self._active.id
+
+    def _note(self, message: str) -> None:
+        if self._active is not None:
+            self._active.warnings.append(message)
+        warnings.warn(message, TensProvWarning, stacklevel=3)
+
+    def _name_variables(self, frame: Any) -> None:
+        from pyspark.sql.connect.dataframe import DataFrame
+
+        scopes = [frame.f_locals]
+        if frame.f_globals is not frame.f_locals:
+            scopes.append(frame.f_globals)
+        for scope in scopes:
+            for var, value in list(scope.items()):
+                if not isinstance(value, DataFrame) or var.startswith("_"):
+                    continue
+                node = self.nodes.get(value._plan._plan_id)
+                if node is not None and node.name is None:
+                    node.name = var
+                    if node.ds_id is not None:
+                        self.store.datasets[node.ds_id].name = var
+
+    # -- capture ---------------------------------------------------------------------------
+    def _schema(self, df: Any) -> tuple[list[str], list[str]]:
+        fields = df.schema.fields
+        return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
+
+    def _keys(self, rel: Any, names: list[str]) -> np.ndarray:
+        """The key columns ``names`` of the rewritten relation ``rel``, read back (one
+        Spark job): one row per record, in the order Spark returns them; -1 for null."""
+        from pyspark.sql import functions as F
+
+        df = P.dataframe(self.spark, rel)
+        if not names:
+            n = df.count()
+            return np.zeros((n, 0), dtype=np.int64)
+        table = df.select(*[F.col(f"`{k}`") for k in names]).toArrow()
+        return np.column_stack(
+            [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
+        ).reshape(table.num_rows, len(names))
+
+    def _key_source(self, node: CNode, annotator: Annotator) -> str:
+        """Make ``node`` a source of the rewrite: keyed by scan position (pinned first
+        when its plan does not give its records in the same order every time)."""
+        rel = P.relation(node.df)
+        stable = _stable(rel)
+        if not stable:
+            pinned = node.df.localCheckpoint(eager=True)
+            rel = P.relation(pinned)
+            node.cached = pinned
+        node.source = rel
+        annotator.sources[node.ident] = rel
+        return "" if stable else " (pinned: order not stable)"
+
+    def _capture_source(self, node: CNode, run: RunLog, annotator: Annotator) -> None:
+        note = self._key_source(node, annotator)
+        keyed = annotator.annotate(P.relation(node.df))
+        keys = self._keys(keyed.rel, keyed.keys)
+        order = np.argsort(keys[:, 0], kind="stable")
+        node.index = KeyIndex(keys[order])
+        cols, types = self._schema(node.df)
+        ds = self.store.add_dataset(
+            node.name, columns=cols, dtypes=types, n_rows=node.index.n, role="source",
+            run=run.id, origin=f"{_origin(node.source)}{note}",
+        )  # fmt: skip
+        node.ds_id = ds.id
+        self.by_ds[ds.id] = node
+        run.datasets.append(ds.id)
+        run.jobs += 1
+
+    def _capture_operation(self, p: CPending, run: RunLog, annotator: Annotator) -> None:
+        t0 = time.perf_counter()
+        rel = P.relation(p.out.df)
+        ids = [n.ident for n in p.inputs]
+        kinds = _chain(rel, set(ids))
+        cols, types = self._schema(p.out.df)
+        in_cols = [self.store.datasets[n.ds_id].columns for n in p.inputs if n.ds_id is not None]
+        contributing, influencing, exact = attribute_maps(rel, in_cols, cols, ids)
+        if len(kinds) != 1:  # several relations in one call: maps of the top one only
+            contributing = [np.ones_like(c) for c in contributing]
+            exact = False
+        nondet = any(P.nondeterministic(e) for e in _own(rel, set(ids)))
+        window = any(
+            e.WhichOneof("expr_type") == "window" for e in _own(rel, set(ids))
+        )  # fmt: skip
+        warn: list[str] = []
+        jobs_before = run.jobs
+        try:
+            if any(n.index is None for n in p.inputs):
+                raise Unsupported("an input that was not traced record by record")
+            if nondet and kinds - {"project", "with_columns"}:
+                raise Unsupported("a non-deterministic expression that decides which records")
+            n_out, tensors, index, category = self._trace(p, rel, kinds, annotator, run)
+        except (Unsupported, Unidentifiable) as exc:
+            self._opaque(p, run, annotator, cols, types, f"{p.method}: {exc}", t0,
+                         contributing, influencing, exact)  # fmt: skip
+            return
+        except Exception as exc:  # noqa: BLE001 - coarse lineage, with the reason
+            self._opaque(p, run, annotator, cols, types, f"{p.method}: {_short_error(exc)}",
+                         t0, contributing, influencing, exact)  # fmt: skip
+            return
+        if window:
+            warn.append(
+                "window function: over Spark Connect its lineage is the record's own input "
+                "row (the localized answer); the frame is not traced yet"
+            )
+            for w in warn:
+                self._note(f"{p.method}: {w}")
+        p.out.index = index
+        ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n_out,
+                                    run=run.id)  # fmt: skip
+        p.out.ds_id = ds.id
+        self.by_ds[ds.id] = p.out
+        run.datasets.append(ds.id)
+        op = self.store.add_operation(
+            p.method, category, [n.ds_id for n in p.inputs], ds.id, tensors,  # type: ignore[misc]
+            expression=p.expression, run=run.id, seconds=time.perf_counter() - t0,
+            nondeterministic=nondet, contextual=window or category == "window",
+            contributing=contributing, influencing=influencing, attributes_exact=exact,
+            warnings=warn, jobs=run.jobs - jobs_before,
+            trivial=category == "trivial",
+        )  # fmt: skip
+        run.operations.append(op.id)
+
+    def _trace(
+        self, p: CPending, rel: Any, kinds: set[str], annotator: Annotator, run: RunLog
+    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+        """The records of one operation: output size, tensors, index, category."""
+        top = P.kind(rel)
+        if top in ("aggregate", "deduplicate") and kinds == {top}:
+            return self._trace_groups(p, rel, annotator, run)
+        keyed = annotator.annotate(rel)
+        keys = self._keys(keyed.rel, keyed.keys)
+        run.jobs += 1
+        position = {k: i for i, k in enumerate(keyed.keys)}
+        if keyed.semi is not None:
+            return self._trace_semi(p, keyed, keys, position, run)
+        idx = []
+        for node in p.inputs:
+            cols = keyed.ids.get(node.ident)
+            if cols is None:
+                raise Unsupported("an input whose records the plan does not carry")
+            assert node.index is not None
+            idx.append(node.index.lookup(keys[:, [position[c] for c in cols]]))
+        if keyed.tag is not None:
+            side = keys[:, position[keyed.tag]]
+            for s, (node, got) in enumerate(zip(p.inputs, idx)):
+                sides = [j for j, ident in enumerate(keyed.sides) if ident == node.ident]
+                idx[s] = np.where(np.isin(side, sides), got, -1)
+            combined = np.max(np.column_stack(idx), axis=1) if len(idx) > 1 else idx[0]
+            order = np.lexsort((combined, side))
+        elif "sort" in kinds and keyed.monotone is False and top == "sort":
+            order = np.arange(len(keys))
+        else:
+            order = np.lexsort(tuple(reversed(idx)))
+        if len(keys) and not np.all(np.column_stack(idx).max(axis=1) >= 0):
+            raise Unsupported("records that come from no input record")
+        tensors = [make_tensor(i[order], n.index.n) for i, n in zip(idx, p.inputs)]  # type: ignore[union-attr]
+        in_cols = self.store.datasets[p.inputs[0].ds_id].columns  # type: ignore[index]
+        out_cols = list(p.out.df.columns)
+        category = _category(kinds, rel, p.inputs[0].index.n, len(keys), in_cols, out_cols)  # type: ignore[union-attr]
+        return len(keys), tensors, KeyIndex(keys[order]), category
+
+    def _trace_semi(
+        self, p: CPending, keyed: Any, keys: np.ndarray, position: dict[str, int], run: RunLog
+    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+        """A semi join keeps left records, and its right tensor lists the right records
+        each matched (read from the same join as an inner join); an anti join's none."""
+        assert keyed.semi is not None
+        anti, inner, left, right = keyed.semi
+        lnode, rnode = p.inputs
+        if keyed.sides != [lnode.ident, rnode.ident] or lnode.index is None or rnode.index is None:
+            raise Unsupported("a semi join whose sides are not its inputs")
+        li = lnode.index.lookup(keys[:, [position[c] for c in left.ids[lnode.ident]]])
+        order = np.argsort(li, kind="stable")
+        li = li[order]
+        n_out = len(li)
+        if anti:
+            pairs_out = pairs_in = np.zeros(0, dtype=np.int64)
+        else:
+            lcols, rcols = left.ids[lnode.ident], right.ids[rnode.ident]
+            both = self._keys(inner, list(dict.fromkeys(lcols + rcols)))
+            run.jobs += 1
+            at = {k: i for i, k in enumerate(dict.fromkeys(lcols + rcols))}
+            pl = lnode.index.lookup(both[:, [at[c] for c in lcols]])
+            pairs_in = rnode.index.lookup(both[:, [at[c] for c in rcols]])
+            pairs_out = np.searchsorted(li, pl)
+        tensors = [make_tensor(li, lnode.index.n),
+                   tensor_from_pairs(pairs_out, pairs_in, n_out, rnode.index.n)]  # fmt: skip
+        return n_out, tensors, KeyIndex(keys[order]), "join"
+
+    def _trace_groups(
+        self, p: CPending, rel: Any, annotator: Annotator, run: RunLog
+    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+        """An aggregate or a deduplication: every group with its members, grouped by the
+        server exactly as the user's relation groups."""
+        (node,) = p.inputs
+        assert node.index is not None
+        members_rel, kid = annotator.members(rel)
+        table = P.dataframe(self.spark, members_rel).toArrow()
+        run.jobs += 1
+        lists = table.column(f"{P.KEY_PREFIX}m").combine_chunks()
+        n_groups = len(lists)
+        offsets = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
+        flat = lists.flatten()
+        cols = kid.ids.get(node.ident)
+        if cols is None:
+            raise Unsupported("an input whose records the plan does not carry")
+        if cols:
+            tuples = np.column_stack([
+                np.asarray(flat.field(c).fill_null(-1).to_numpy(), dtype=np.int64) for c in cols
+            ])  # fmt: skip
+        else:
+            tuples = np.zeros((len(flat), 0), dtype=np.int64)
+        member = node.index.lookup(tuples)
+        if np.any(member < 0) or len(member) != node.index.n:
+            raise Unsupported("groups that do not hold every input record once")
+        group = np.repeat(np.arange(n_groups), np.diff(offsets))
+        smallest = np.full(n_groups, np.iinfo(np.int64).max)
+        np.minimum.at(smallest, group, member)
+        order = np.argsort(smallest, kind="stable")
+        rank = np.empty(n_groups, dtype=np.int64)
+        rank[order] = np.arange(n_groups)
+        group_of = np.empty(node.index.n, dtype=np.int64)
+        group_of[member] = rank[group]
+        category = "aggregate" if P.kind(rel) == "aggregate" else "dedup"
+        grouped = P.kind(rel) == "deduplicate" or len(rel.aggregate.grouping_expressions)
+        if not grouped:
+            return 1, [AllTensor(1, node.index.n)], KeyIndex(np.zeros((1, 0), np.int64)), category
+        tensor = tensor_from_pairs(rank[group], member, n_groups, node.index.n)
+        return n_groups, [tensor], GroupIndex(node.index, group_of, n_groups), category
+
+    def _opaque(
+        self, p: CPending, run: RunLog, annotator: Annotator, cols: list[str], types: list[str],
+        reason: str, t0: float, contributing: Any, influencing: Any, exact: bool,
+    ) -> None:  # fmt: skip
+        """Coarse lineage for an operation capture cannot trace: an opaque operation, and
+        its output keyed afresh (as a source) so what follows it is traced again."""
+        message = f"not traced record by record over Spark Connect ({reason}); kept as an opaque operation (coarse lineage)"
+        self._note(message)
+        n: int | None = None
+        try:
+            note = self._key_source(p.out, annotator)
+            keyed = annotator.annotate(P.relation(p.out.df))
+            keys = self._keys(keyed.rel, keyed.keys)
+            p.out.index = KeyIndex(keys[np.argsort(keys[:, 0], kind="stable")])
+            n = p.out.index.n
+            run.jobs += 1
+        except Exception:  # noqa: BLE001 - what follows is opaque too
+            note = ""
+            p.out.index = None
+        ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n,
+                                    run=run.id, origin=note.strip())  # fmt: skip
+        p.out.ds_id = ds.id
+        self.by_ds[ds.id] = p.out
+        run.datasets.append(ds.id)
+        op = self.store.add_operation(
+            p.method, "opaque", [n.ds_id for n in p.inputs], ds.id, None,  # type: ignore[misc]
+            expression=p.expression, run=run.id, opaque=True, warnings=[message],
+            seconds=time.perf_counter() - t0, contributing=contributing,
+            influencing=influencing, attributes_exact=exact,
+        )  # fmt: skip
+        run.operations.append(op.id)
+
+    # -- reading records -------------------------------------------------------------------
+    def node_of(self, df: Any) -> CNode | None:
+        plan = getattr(df, "_plan", None)
+        return None if plan is None else self.nodes.get(plan._plan_id)
+
+    def _keyed_frame(self, ds_id: int) -> tuple[Any, list[str], CNode]:
+        node = self.by_ds.get(ds_id)
+        label = self.store.datasets[ds_id].label
+        if node is None or node.index is None:
+            raise LookupError(f"cannot read the records of {label}: it was not traced record "
+                              "by record")  # fmt: skip
+        annotator = Annotator(self.spark, {}, {node.ident})
+        for n in self.nodes.values():
+            if n.source is not None:
+                annotator.sources[n.ident] = n.source
+        keyed = annotator.annotate(P.relation(node.df))
+        return P.dataframe(self.spark, keyed.rel), keyed.keys, node
+
+    def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
+        """Records of ``ds_id`` (its plan run again with its keys), with their ``_row``."""
+        df, names, node = self._keyed_frame(ds_id)
+        shared = isinstance(node.index, KeyIndex) and not node.index.unique
+        if where is not None:
+            if shared:
+                raise LookupError(
+                    f"where= over {self.store.datasets[ds_id].label}: its records share "
+                    "their keys (an explode) and are told apart by their order, which a "
+                    "predicate changes; read them by rows= instead"
+                )
+            df = df.where(where)
+        table = df.toArrow()
+        raw = np.column_stack(
+            [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
+        ).reshape(table.num_rows, len(names))
+        assert node.index is not None
+        idx = node.index.occurrences(raw) if shared else node.index.lookup(raw)  # type: ignore[union-attr]
+        user = [c for c in table.column_names if not c.startswith(P.KEY_PREFIX)]
+        pdf = table.select(user).to_pandas()
+        pdf.insert(0, ROW, idx)
+        if rows is not None:
+            pdf = pdf[np.isin(idx, rows)]
+        pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
+        op = self.store.producer(ds_id)
+        pdf.attrs["recomputed"] = op is not None and not op.opaque
+        return pdf
+
+    def select_rows(self, ds_id: int, where: str) -> np.ndarray:
+        return np.unique(self.records(ds_id, None, where)[ROW].to_numpy())
+
+    def offline(self, what: str) -> NotImplementedError:
+        return NotImplementedError(f"{what}: {_OFFLINE}")
+
+    def replayable(self, ds_id: int) -> bool:
+        return False
+
+
+def _describe(value: Any) -> str:
+    from pyspark.sql.connect.column import Column
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    if isinstance(value, Column):
+        return str(value)
+    if isinstance(value, DataFrame):
+        return "<DataFrame>"
+    if isinstance(value, (list, tuple)):
+        return f"[{', '.join(_describe(v) for v in value)}]"
+    return repr(value)
+
+
+def _chain(rel: Any, inputs: set[int]) -> set[str]:
+    """The kinds of the relations from ``rel`` down to the inputs (the operation)."""
+    found: set[str] = set()
+    stack = [rel]
+    while stack:
+        r = stack.pop()
+        if P.plan_id(r) in inputs:
+            continue
+        found.add(P.kind(r))
+        stack.extend(P.children(r))
+    return found
+
+
+def _own(rel: Any, inputs: set[int]) -> list[Any]:
+    out: list[Any] = []
+    stack = [rel]
+    while stack:
+        r = stack.pop()
+        if P.plan_id(r) in inputs:
+            continue
+        out.extend(P.own_expressions(r))
+        stack.extend(P.children(r))
+    return out
+
+
+def _stable(rel: Any) -> bool:
+    """Whether Spark gives ``rel``'s records in the same order every time."""
+    stack = [rel]
+    while stack:
+        r = stack.pop()
+        if P.kind(r) not in STABLE_KINDS or any(P.nondeterministic(e) for e in P.own_expressions(r)):
+            return False
+        stack.extend(P.children(r))
+    return True
+
+
+def _origin(rel: Any) -> str:
+    leaf = rel
+    while P.children(leaf):
+        leaf = P.children(leaf)[0]
+    kind = P.kind(leaf)
+    if kind == "read":
+        read = leaf.read
+        if read.HasField("data_source"):
+            paths = ", ".join(read.data_source.paths)
+            return f"{read.data_source.format or 'file'} {paths}".strip()
+        return f"table {read.named_table.unparsed_identifier}"
+    return kind.replace("_", " ")
+
+
+def _category(kinds: set[str], rel: Any, n_in: int, n_out: int, in_cols: list[str],
+              out_cols: list[str]) -> str:  # fmt: skip
+    """The operation's category (the paper's seven, plus sort, explode), as the classic
+    capture names it."""
+    if "set_op" in kinds:
+        return "append"
+    if "join" in kinds:
+        return "join"
+    if P.kind(rel) == "sort" and rel.sort.is_global:
+        return "sort"
+    if kinds & {"filter", "drop_na", "limit", "offset", "sample"}:
+        return "horizontal_reduction"
+    if n_out != n_in:
+        return "explode"
+    if kinds <= {"subquery_alias", "hint", "repartition", "repartition_by_expression", "sort"}:
+        return "trivial"
+    if len(out_cols) < len(in_cols) and set(out_cols) <= set(in_cols):
+        return "vertical_reduction"
+    if len(out_cols) > len(in_cols):
+        return "vertical_augmentation"
+    return "transformation"

@@ -1,0 +1,241 @@
+"""Tracking over Spark Connect: a Connect server started here (pyspark's own
+``SparkConnectServer``, loopback only, stopped at the end), the same pipelines captured
+through it and through the classic session, and the random pipelines of the oracle."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensprov_lab
+from tensprov_lab.capture._nodes import TensProvWarning
+from tests.oracle import Table, apply
+from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step, run_pipeline
+
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
+
+#: oracle steps captured record by record over Connect (windows, pivots, limits and
+#: pandas/RDD hops are not yet: docs/connect.md)
+_CONNECT_STEPS = {
+    "filter_gt", "filter_eq", "filter_notnull", "with", "select", "dropna", "fillna",
+    "orderBy", "distinct", "dropDuplicates", "groupBy", "union_self", "union_b", "join",
+    "explode",
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _classic() -> Iterator[None]:
+    """pyspark builds Connect columns (``F.col``) while a Connect session was made in
+    the process (``SPARK_CONNECT_MODE_ENABLED``): classic code runs without it."""
+    had = os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    try:
+        yield
+    finally:
+        if had is not None:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = had
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A Spark Connect session to a server of its own on loopback."""
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    home = Path(pyspark.__file__).resolve().parent
+    jar = next((home / "jars").glob("spark-connect_*.jar"))
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("connect") / "server.log"
+    env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
+    args = [
+        str(home / "bin" / "spark-submit"), "--master", "local[2]",
+        "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf", f"spark.connect.grpc.binding.port={port}",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", "spark.driver.memory=1g", str(jar),
+    ]  # fmt: skip
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(args, env=env, stdout=log, stderr=log)
+    session = None
+    had: str | None = None
+    try:
+        deadline = time.monotonic() + 180
+        while "Spark Connect server started" not in log_path.read_text():
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Spark Connect server did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+        session = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+        yield session
+    finally:
+        if session is not None:
+            tensprov_lab.forget()
+            session.stop()
+            if had is None:  # the classic session of the other tests builds classic columns
+                os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _pipeline(s, orders_rows, cust_rows):  # noqa: ANN001, ANN202
+    from pyspark.sql import functions as F
+
+    orders = s.createDataFrame(orders_rows, "order_id bigint, cust_id bigint, amount double")
+    cust = s.createDataFrame(cust_rows, "cust_id bigint, region string")
+    with tensprov_lab.track(s, name="same") as run:
+        big = orders.filter(F.col("amount") > 5)
+        joined = big.join(cust, "cust_id", "left")
+        priced = joined.withColumn("eur", F.col("amount") * 0.9).withColumnRenamed("region", "r")
+        both = priced.unionByName(priced.filter("eur > 10"))
+        top = both.orderBy(F.col("eur").desc())
+        dedup = top.select("cust_id", "r").distinct()
+        out = priced.dropna().groupBy("r").agg(F.sum("eur").alias("total"), F.count(F.lit(1)).alias("n"))
+    return run, [orders, cust, big, joined, priced, both, top, dedup, out]
+
+
+def test_same_lineage_as_a_classic_session(spark, connect) -> None:  # noqa: ANN001
+    rng = np.random.default_rng(3)
+    orders_rows = [(i, int(rng.integers(0, 6)), float(rng.integers(0, 20))) for i in range(60)]
+    cust_rows = [(i, None if i == 2 else f"r{i % 3}") for i in range(5)]
+    with _classic():
+        classic, c_frames = _pipeline(spark, orders_rows, cust_rows)
+    remote, r_frames = _pipeline(connect, orders_rows, cust_rows)
+    assert not any(op.opaque for op in remote.operations), [op.warnings for op in remote.operations]
+    assert [op.method for op in remote.operations] == [op.method for op in classic.operations]
+    for c_op, r_op in zip(classic.operations, remote.operations):
+        assert r_op.category == c_op.category, (r_op.method, r_op.category, c_op.category)
+        for ct, rt in zip(c_op.tensors, r_op.tensors):
+            assert rt.shape == ct.shape, r_op.method
+            assert (rt.to_sparse() != ct.to_sparse()).nnz == 0, r_op.method
+    for c_df, r_df in zip(c_frames, r_frames):
+        assert classic.dataset(c_df).columns == remote.dataset(r_df).columns
+        assert classic.dataset(c_df).n_rows == remote.dataset(r_df).n_rows
+    # whole-dataset lineage and records, as a user asks for them
+    for src in (0, 1):
+        for dst in range(2, len(c_frames)):
+            try:
+                want = classic.mapping(c_frames[src], c_frames[dst]).toarray()
+            except ValueError:
+                continue
+            got = remote.mapping(r_frames[src], r_frames[dst]).toarray()
+            assert (got == want).all(), (src, dst)
+    with _classic():
+        c_rows = classic.rows(c_frames[-1])
+    r_rows = remote.rows(r_frames[-1])
+    # (sums of doubles may differ in the last bits: the two sessions add in other orders)
+    pd.testing.assert_frame_equal(c_rows, r_rows, check_dtype=False)
+    assert remote.backward(r_frames[-1], rows=[0]).result.rows.keys()
+
+
+@settings(
+    max_examples=int(os.environ.get("TENSPROV_CONNECT_EXAMPLES", "30")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],  # fmt: skip
+)
+@given(a=a_rows, b=b_rows, data=st.data())
+def test_random_pipelines_match_oracle_over_connect(connect, a, b, data) -> None:  # noqa: ANN001
+    """The classic session's oracle (records, record lineage, cell lineage, why-not of
+    every dataset) on random pipelines of the steps Connect traces."""
+    t = Table.source("a", A_COLS, A_TYPES, a)
+    steps: list[tuple] = []
+    prev, used_join, sorted_once = None, False, False
+    for _ in range(data.draw(st.integers(1, 6))):
+        step = draw_step(data, t, prev, used_join)
+        if step is None or step[0] not in _CONNECT_STEPS:
+            continue
+        if step[0] == "orderBy" and sorted_once:
+            continue  # a sort of sorted records is not traced over Connect yet
+        if steps and steps[-1][0] == "explode":
+            break  # records that share their keys: nothing after an explode is traced
+        steps.append(step)
+        used_join |= step[0] == "join"
+        sorted_once |= step[0] == "orderBy"
+        t = apply(step, t, Table.source("b", ["k", "w"], {"k": "int", "w": "int"}, b)
+                  if step[0] == "join" or "w" in t.cols else Table.source("a", A_COLS, A_TYPES, a))  # fmt: skip
+        prev = step
+    if steps:
+        run_pipeline(connect, a, b, steps)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("join", "full"), ("groupBy", "w", "k")],
+        [("union_self",), ("dropDuplicates", ("k",)), ("orderBy", "k", False)],
+        [("select", ("s", "k")), ("join", "semi")],
+        [("filter_notnull", "v"), ("join", "anti"), ("explode", "k", "v")],
+        [("orderBy", "v", True), ("filter_gt", "k", 0), ("union_b",), ("distinct",)],
+    ],
+)
+def test_known_pipelines_match_oracle_over_connect(connect, steps) -> None:  # noqa: ANN001
+    a = [(2, 1, "b"), (1, None, "a"), (1, 2, "b"), (None, 1, "a"), (2, 1, "b"), (3, 0, None)]
+    b = [(1, 5), (2, 6), (2, 7), (None, 1)]
+    run_pipeline(connect, a, b, steps)
+
+
+def test_what_is_not_traced_is_opaque_with_a_warning_and_lineage_goes_on(connect) -> None:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    df = connect.createDataFrame([(i, i % 3) for i in range(10)], "id bigint, g bigint")
+    with pytest.warns(TensProvWarning, match="not traced record by record over Spark Connect"):
+        with tensprov_lab.track(connect, name="opaque") as run:
+            few = df.orderBy("id").limit(4)
+            after = few.filter(F.col("g") > 0)
+    ops = {op.method: op for op in run.operations}
+    assert ops["limit"].opaque and not ops["filter"].opaque
+    assert run.dataset(few).n_rows == 4
+    # the opaque output is numbered afresh: what follows it is traced from it
+    assert run.backward(after, rows=[0])[few].tolist() == [1]
+    assert run.rows(after)["id"].tolist() == [1, 2]
+
+
+def test_user_errors_and_methods_are_as_without_tracking(connect) -> None:  # noqa: ANN001
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    before = DataFrame.filter
+    df = connect.range(5)
+    with pytest.raises(ZeroDivisionError):
+        with tensprov_lab.track(connect):
+            df.filter("id > 1")
+            _ = 1 / 0
+    assert DataFrame.filter is before
+    with tensprov_lab.track(connect) as run:
+        kept = df.filter("id > 1")
+    assert kept.count() == 3 and run.dataset(kept).n_rows == 3
+
+
+def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: ANN001
+    df = connect.createDataFrame([(i, f"n{i}") for i in range(6)], "id bigint, name string")
+    with tensprov_lab.track(connect, name="reads") as run:
+        odd = df.filter("id % 2 = 1")
+    assert run.rows(odd)["id"].tolist() == [1, 3, 5]
+    assert run.forward(df, where="id = 3", to=odd)[odd].tolist() == [1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(NotImplementedError, match="over Spark Connect"):
+            run.what_if(drop={df: [0]})
