@@ -504,7 +504,8 @@ class Run:
         """
         from tensprov_lab.replay import what_if
 
-        if self._tracker.spark is None:  # a run loaded from a save
+        # a run loaded from a save, or of a Spark Connect session: nothing to replay with
+        if self._tracker.spark is None or not getattr(self._tracker, "replays", True):
             raise self._tracker.offline("what-if previews")  # type: ignore[attr-defined]
         drops = {self._ds_id(k): _as_rows(v) for k, v in (drop or {}).items()}
         edits = {

@@ -210,7 +210,7 @@ def test_what_is_not_traced_is_opaque_with_a_warning_and_lineage_goes_on(connect
     assert ops["limit"].opaque and not ops["filter"].opaque
     assert run.dataset(few).n_rows == 4
     # the opaque output is numbered afresh: what follows it is traced from it
-    assert run.backward(after, rows=[0])[few].tolist() == [1]
+    assert run.backward(after, rows=[0], to=few)[few].tolist() == [1]
     assert run.rows(after)["id"].tolist() == [1, 2]
 
 
@@ -239,3 +239,37 @@ def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: A
         warnings.simplefilter("error")
         with pytest.raises(NotImplementedError, match="over Spark Connect"):
             run.what_if(drop={df: [0]})
+
+
+def test_provtrack_cell_and_explorer_over_connect(connect, capsys) -> None:  # noqa: ANN001
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    assert ip.run_cell("%load_ext tensprov_lab").success
+    ns = ip.user_ns
+    had = ns.get("spark")
+    ns["spark"] = connect
+    ns["src"] = connect.createDataFrame([(i, i % 2) for i in range(8)], "id bigint, g bigint")
+    try:
+        cell = "%%provtrack --name cell\nsmall = src.filter('id > 2')\nper_g = small.groupBy('g').count()"
+        assert ip.run_cell(cell).success
+        run = tensprov_lab.last_run()
+        assert run.name == "cell" and not any(op.opaque for op in run.operations)
+        assert run.dataset("small").n_rows == 5 and run.dataset(ns["per_g"]).n_rows == 2
+        assert "tensprov-lab run cell" in capsys.readouterr().out
+        assert ip.run_cell("%provtrace per_g 0").success
+        assert "src" in capsys.readouterr().out
+        widget = run.explore()
+        names = {n["name"] for n in widget.graph["nodes"] if n["kind"] != "operation"}
+        assert {"src", "small", "per_g"} <= names
+        # clicking a dataset pages its records, read over Connect
+        widget.selected = next(n["id"] for n in widget.graph["nodes"] if n["name"] == "small")
+        assert widget.records["total"] == 5
+        assert [r[1] for r in widget.records["rows"]] == [3, 4, 5, 6, 7]
+    finally:
+        for name in ("src", "small", "per_g"):
+            ns.pop(name, None)
+        if had is None:
+            ns.pop("spark", None)
+        else:
+            ns["spark"] = had

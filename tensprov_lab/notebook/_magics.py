@@ -617,11 +617,6 @@ def _active_spark() -> Any:
             "`spark = SparkSession.builder.getOrCreate()`, then run this cell again "
             "(or run it untracked with %%provtrack --no-capture)"
         )
-    if not hasattr(spark, "_jsparkSession"):
-        raise UsageError(
-            "the active SparkSession is a Spark Connect session; tensprov-lab needs a "
-            "classic (local or cluster) SparkSession"
-        )
     return spark
 
 

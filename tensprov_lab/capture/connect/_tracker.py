@@ -88,6 +88,8 @@ class ConnectTracker:
 
     jvm = None
     _background = None
+    #: operations are not replayed over Connect (what-if, recomputation from lineage)
+    replays = False
 
     def __init__(self, spark: Any, store: Store) -> None:
         self.spark = spark
@@ -122,10 +124,7 @@ class ConnectTracker:
         try:
             t0 = time.perf_counter()
             pending, self.pending = self.pending, []
-            annotator = Annotator(
-                self.spark, {}, {p.ident if isinstance(p, CNode) else p.out.ident
-                                 for p in pending}  # fmt: skip
-            )
+            annotator = self._annotator()
             for i, item in enumerate(pending):
                 if progress is not None:
                     progress(i, len(pending), item.method if isinstance(item, CPending)
@@ -316,6 +315,12 @@ class ConnectTracker:
         node.source = rel
         annotator.sources[node.ident] = rel
         return "" if stable else " (pinned: order not stable)"
+
+    def _annotator(self) -> Annotator:
+        """A rewrite that knows every dataset tracked so far (a block may read the
+        DataFrames of an earlier one) and the sources keyed so far."""
+        sources = {n.ident: n.source for n in self.nodes.values() if n.source is not None}
+        return Annotator(self.spark, sources, set(self.nodes))
 
     def _capture_source(self, node: CNode, run: RunLog, annotator: Annotator) -> None:
         note = self._key_source(node, annotator)
@@ -538,10 +543,7 @@ class ConnectTracker:
         if node is None or node.index is None:
             raise LookupError(f"cannot read the records of {label}: it was not traced record "
                               "by record")  # fmt: skip
-        annotator = Annotator(self.spark, {}, {node.ident})
-        for n in self.nodes.values():
-            if n.source is not None:
-                annotator.sources[n.ident] = n.source
+        annotator = self._annotator()
         keyed = annotator.annotate(P.relation(node.df))
         return P.dataframe(self.spark, keyed.rel), keyed.keys, node
 
