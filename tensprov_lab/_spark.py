@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["JavaMissing", "check_java", "local_spark"]
+__all__ = ["JavaMissing", "check_java", "local_connect_server", "local_spark"]
 
 
 class JavaMissing(RuntimeError):
@@ -74,3 +80,59 @@ def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def local_connect_server(cores: int | str = "*", **conf: Any) -> Iterator[str]:
+    """A Spark Connect server on loopback, run from pyspark's own jars (its
+    ``spark-connect`` jar and ``SparkConnectServer``), stopped when the block ends.
+
+    Yields the URL to give ``SparkSession.builder.remote(...)``.  Used by the tests and
+    by ``tensprov-lab bench --connect``; ``conf``: more Spark settings of the server.
+    """
+    check_java()
+    from pathlib import Path
+
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    jars = sorted((home / "jars").glob("spark-connect_*.jar"))
+    if not jars:
+        raise RuntimeError(f"pyspark at {home} has no spark-connect jar: install pyspark 4+")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    settings = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": port,
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        **conf,
+    }
+    args = [str(home / "bin" / "spark-submit"), "--master", f"local[{cores}]",
+            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]  # fmt: skip
+    for k, v in settings.items():
+        args += ["--conf", f"{k}={v}"]
+    args.append(str(jars[0]))
+    env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log = tempfile.NamedTemporaryFile("w+", prefix="tensprov-connect-", suffix=".log")
+    server = subprocess.Popen(args, env=env, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            log.seek(0)
+            text = log.read()
+            if "Spark Connect server started" in text:
+                break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Spark Connect server did not start:\n{text[-3000:]}")
+            time.sleep(0.3)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()

@@ -6,13 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -48,56 +43,24 @@ def _classic() -> Iterator[None]:
             os.environ["SPARK_CONNECT_MODE_ENABLED"] = had
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def connect() -> Iterator[object]:
     """A Spark Connect session to a server of its own on loopback."""
-    import pyspark
     from pyspark.sql import SparkSession
 
-    home = Path(pyspark.__file__).resolve().parent
-    jar = next((home / "jars").glob("spark-connect_*.jar"))
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("connect") / "server.log"
-    env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
-    args = [
-        str(home / "bin" / "spark-submit"), "--master", "local[2]",
-        "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-        "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-        "--conf", f"spark.connect.grpc.binding.port={port}",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", "spark.driver.memory=1g", str(jar),
-    ]  # fmt: skip
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(args, env=env, stdout=log, stderr=log)
-    session = None
-    had: str | None = None
-    try:
-        deadline = time.monotonic() + 180
-        while "Spark Connect server started" not in log_path.read_text():
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Spark Connect server did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
-        had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-        session = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
-        yield session
-    finally:
-        if session is not None:
+    from tensprov_lab._spark import local_connect_server
+
+    had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    conf = {"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "1g"}
+    with local_connect_server(2, **conf) as url:
+        session = SparkSession.builder.remote(url).create()
+        try:
+            yield session
+        finally:
             tensprov_lab.forget()
             session.stop()
             if had is None:  # the classic session of the other tests builds classic columns
                 os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def _pipeline(s, orders_rows, cust_rows):  # noqa: ANN001, ANN202
@@ -112,7 +75,11 @@ def _pipeline(s, orders_rows, cust_rows):  # noqa: ANN001, ANN202
         both = priced.unionByName(priced.filter("eur > 10"))
         top = both.orderBy(F.col("eur").desc())
         dedup = top.select("cust_id", "r").distinct()
-        out = priced.dropna().groupBy("r").agg(F.sum("eur").alias("total"), F.count(F.lit(1)).alias("n"))
+        out = (
+            priced.dropna()
+            .groupBy("r")
+            .agg(F.sum("eur").alias("total"), F.count(F.lit(1)).alias("n"))
+        )
     return run, [orders, cust, big, joined, priced, both, top, dedup, out]
 
 
@@ -154,8 +121,11 @@ def test_same_lineage_as_a_classic_session(spark, connect) -> None:  # noqa: ANN
     max_examples=int(os.environ.get("TENSPROV_CONNECT_EXAMPLES", "30")),
     deadline=None,
     derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.function_scoped_fixture],  # fmt: skip
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],  # fmt: skip
 )
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_random_pipelines_match_oracle_over_connect(connect, a, b, data) -> None:  # noqa: ANN001
@@ -175,8 +145,9 @@ def test_random_pipelines_match_oracle_over_connect(connect, a, b, data) -> None
         steps.append(step)
         used_join |= step[0] == "join"
         sorted_once |= step[0] == "orderBy"
-        t = apply(step, t, Table.source("b", ["k", "w"], {"k": "int", "w": "int"}, b)
-                  if step[0] == "join" or "w" in t.cols else Table.source("a", A_COLS, A_TYPES, a))  # fmt: skip
+        joined = step[0] == "join" or "w" in t.cols
+        other = Table.source("b", ["k", "w"], {"k": "int", "w": "int"}, b) if joined else None
+        t = apply(step, t, other or Table.source("a", A_COLS, A_TYPES, a))
         prev = step
     if steps:
         run_pipeline(connect, a, b, steps)
@@ -251,7 +222,10 @@ def test_provtrack_cell_and_explorer_over_connect(connect, capsys) -> None:  # n
     ns["spark"] = connect
     ns["src"] = connect.createDataFrame([(i, i % 2) for i in range(8)], "id bigint, g bigint")
     try:
-        cell = "%%provtrack --name cell\nsmall = src.filter('id > 2')\nper_g = small.groupBy('g').count()"
+        cell = (
+            "%%provtrack --name cell\nsmall = src.filter('id > 2')\n"
+            "per_g = small.groupBy('g').count()"
+        )
         assert ip.run_cell(cell).success
         run = tensprov_lab.last_run()
         assert run.name == "cell" and not any(op.opaque for op in run.operations)

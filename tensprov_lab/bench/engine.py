@@ -414,13 +414,31 @@ def main(argv: list[str] | None = None) -> int:
         help="also time capture in the background: the block held, and the block plus "
         "the sink's write right after it (the notebook's case)",
     )
+    parser.add_argument(
+        "--connect",
+        action="store_true",
+        help="run the pipeline over Spark Connect (a server on loopback, from pyspark's "
+        "own jars); implies --capture-only (no replays over Connect yet)",
+    )
     parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
     args = parser.parse_args(argv)
+    if args.connect and args.background:
+        parser.error("--background is not available with --connect yet")
+    import contextlib
+
     import tensprov_lab
     from tensprov_lab._api import parse_size
-    from tensprov_lab._spark import local_spark
+    from tensprov_lab._spark import local_connect_server, local_spark
 
-    spark = local_spark(args.cores, app="tensprov-lab-bench")
+    stack = contextlib.ExitStack()
+    if args.connect:
+        from pyspark.sql import SparkSession
+
+        url = stack.enter_context(local_connect_server(args.cores))
+        spark = SparkSession.builder.remote(url).create()
+        args.capture_only = True
+    else:
+        spark = local_spark(args.cores, app="tensprov-lab-bench")
     folder = args.data or tempfile.mkdtemp(prefix="tensprov-bench-")
     try:
         results = []
@@ -444,4 +462,5 @@ def main(argv: list[str] | None = None) -> int:
         if args.data is None:
             shutil.rmtree(folder, ignore_errors=True)
         spark.stop()
+        stack.close()
     return 0

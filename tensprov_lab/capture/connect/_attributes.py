@@ -179,7 +179,9 @@ def _join(m: Maps, join: Any) -> None:
     low = {u.lower() for u in using}
     # a USING join puts the using columns first, then each side's others (a semi or
     # anti join: the left's only)
-    layout = [(0, j) for j, c in enumerate(left) if c.lower() not in low]
+    layout: list[tuple[int, int] | None] = [
+        (0, j) for j, c in enumerate(left) if c.lower() not in low
+    ]
     if not semi:
         layout += [(1, j) for j, c in enumerate(right) if c.lower() not in low]
     head = []
@@ -199,7 +201,8 @@ def _join(m: Maps, join: Any) -> None:
             for s, j in found:
                 if s in sides:
                     m.contributing[s][o, j] = True
-        layout = [None] * len(head) + layout  # type: ignore[list-item]
+        blank: list[tuple[int, int] | None] = [None] * len(head)
+        layout = blank + layout
     if len(layout) != len(m.out_cols):
         m.everything()
         return

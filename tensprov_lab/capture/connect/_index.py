@@ -52,7 +52,6 @@ class KeyIndex:
             )
         return np.asarray(found, dtype=np.int64)
 
-
     @property
     def unique(self) -> bool:
         """Whether no two records share their keys."""

@@ -14,6 +14,8 @@ Examples
 'amount'
 >>> references(fn("sum", col("a"), alias(col("b"), "c")))
 ([('a', None), ('b', None)], True)
+>>> references(fn("count", star()))
+([], True)
 """
 
 from __future__ import annotations
@@ -198,21 +200,24 @@ def _repeated(field: Any) -> bool:
 
 
 def _messages(msg: Any) -> Iterator[Any]:
-    """``msg`` and every message below it (expressions inside expressions)."""
+    """``msg`` and every message below it (expressions inside expressions), in the
+    order they are written."""
     stack = [msg]
     while stack:
         m = stack.pop()
         yield m
+        below: list[Any] = []
         for field, value in m.ListFields():
             if field.message_type is None:
                 continue
             if _repeated(field):
                 if field.message_type.GetOptions().map_entry:
-                    stack.extend(v for v in value.values() if hasattr(v, "ListFields"))
+                    below.extend(v for v in value.values() if hasattr(v, "ListFields"))
                 else:
-                    stack.extend(value)
+                    below.extend(value)
             else:
-                stack.append(value)
+                below.append(value)
+        stack.extend(reversed(below))
 
 
 def references(*exprs: Any) -> tuple[list[tuple[str, int | None]], bool]:
@@ -223,8 +228,18 @@ def references(*exprs: Any) -> tuple[list[tuple[str, int | None]], bool]:
     found: list[tuple[str, int | None]] = []
     exact = True
     for e in exprs:
-        for m in _messages(e):
-            if not isinstance(m, proto.Expression):
+        messages = [m for m in _messages(e) if isinstance(m, proto.Expression)]
+        # count(*) counts records: its star reads no column
+        counted = {
+            id(a)
+            for m in messages
+            if m.WhichOneof("expr_type") == "unresolved_function"
+            and m.unresolved_function.function_name.lower() == "count"
+            for a in m.unresolved_function.arguments
+            if a.WhichOneof("expr_type") == "unresolved_star"
+        }
+        for m in messages:
+            if id(m) in counted:
                 continue
             which = m.WhichOneof("expr_type")
             if which == "unresolved_attribute":
@@ -280,4 +295,28 @@ def own_expressions(rel: Any) -> list[Any]:
         items = value if _repeated(field) else [value]
         for item in items:
             out.extend(m for m in _messages(item) if isinstance(m, proto.Expression))
+    return out
+
+
+def top_expressions(rel: Any) -> list[Any]:
+    """The outermost expressions of a relation itself (inside its aliases and sort
+    orders, not inside other expressions, not of its children)."""
+    proto = _pb()
+    out: list[Any] = []
+    inner = body(rel)
+    stack: list[Any] = []
+    for field, value in inner.ListFields():
+        if field.name in _CHILD_FIELDS or field.message_type is None:
+            continue
+        stack.extend(value if _repeated(field) else [value])
+    while stack:
+        m = stack.pop()
+        if isinstance(m, proto.Expression):
+            out.append(m)
+            continue
+        if isinstance(m, proto.Relation):
+            continue
+        for field, value in m.ListFields():
+            if field.message_type is not None:
+                stack.extend(value if _repeated(field) else [value])
     return out

@@ -85,6 +85,12 @@ class Annotator:
                 self._columns[pid] = got
         return got
 
+    def rekey(self, ident: int, rel: Any) -> None:
+        """Key dataset ``ident`` as a source from now on (its rewrite failed: an
+        opaque operation's output)."""
+        self._memo.pop(ident, None)
+        self.sources[ident] = rel
+
     def annotate(self, rel: Any) -> Keyed:
         pid = P.plan_id(rel)
         if pid is not None and pid in self._memo:
@@ -185,7 +191,8 @@ class Annotator:
                 right.monotone,
             )
         semi = rel.join.join_type in (
-            proto.Join.JoinType.JOIN_TYPE_LEFT_SEMI, proto.Join.JoinType.JOIN_TYPE_LEFT_ANTI
+            proto.Join.JoinType.JOIN_TYPE_LEFT_SEMI,
+            proto.Join.JoinType.JOIN_TYPE_LEFT_ANTI,
         )
         if semi:
             inner = type(new).FromString(new.SerializeToString())
@@ -301,8 +308,6 @@ class Annotator:
         """For an aggregate or deduplication: a relation with one row per group holding
         the key tuples of its members (``__tp_m``: a list of structs), grouped exactly as
         the user's relation groups; and the rewrite of its input."""
-        from pyspark.sql.connect import proto
-
         kid = self.annotate(P.children(rel)[0])
         collect = P.alias(
             P.fn("collect_list", P.fn("struct", *[P.col(k) for k in kid.keys])),

@@ -28,7 +28,7 @@ from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable
 from tensprov_lab.capture.connect._rewrite import STABLE_KINDS, Annotator, Unsupported
-from tensprov_lab.store import AllTensor, Store, make_tensor, tensor_from_pairs
+from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
 
@@ -313,7 +313,7 @@ class ConnectTracker:
             rel = P.relation(pinned)
             node.cached = pinned
         node.source = rel
-        annotator.sources[node.ident] = rel
+        annotator.rekey(node.ident, rel)
         return "" if stable else " (pinned: order not stable)"
 
     def _annotator(self) -> Annotator:
@@ -399,6 +399,14 @@ class ConnectTracker:
         top = P.kind(rel)
         if top in ("aggregate", "deduplicate") and kinds == {top}:
             return self._trace_groups(p, rel, annotator, run)
+        if kinds <= _SAME_RECORDS and len(p.inputs) == 1 and not _generates(rel, p):
+            # the input's records, one for one and in order: no job
+            (node,) = p.inputs
+            assert node.index is not None
+            in_cols = self.store.datasets[node.ds_id].columns  # type: ignore[index]
+            out_cols = list(p.out.df.columns)
+            category = _category(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
+            return node.index.n, [IdentityTensor(node.index.n)], node.index, category
         keyed = annotator.annotate(rel)
         keys = self._keys(keyed.rel, keyed.keys)
         run.jobs += 1
@@ -506,7 +514,10 @@ class ConnectTracker:
     ) -> None:  # fmt: skip
         """Coarse lineage for an operation capture cannot trace: an opaque operation, and
         its output keyed afresh (as a source) so what follows it is traced again."""
-        message = f"not traced record by record over Spark Connect ({reason}); kept as an opaque operation (coarse lineage)"
+        message = (
+            f"not traced record by record over Spark Connect ({reason}); kept as an "
+            "opaque operation (coarse lineage)"
+        )
         self._note(message)
         n: int | None = None
         try:
@@ -623,12 +634,73 @@ def _own(rel: Any, inputs: set[int]) -> list[Any]:
     return out
 
 
+#: relation kinds that keep their input's records one for one, in order
+_SAME_RECORDS = {"project", "with_columns", "with_columns_renamed", "drop", "to_df",
+                 "subquery_alias", "hint", "repartition", "repartition_by_expression",
+                 "fill_na", "replace"}  # fmt: skip
+#: functions that make several records of one (a select with one of them is an explode)
+_GENERATORS = {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline",
+               "inline_outer", "stack", "json_tuple", "variant_explode",
+               "variant_explode_outer"}  # fmt: skip
+
+
+#: aggregate functions: a select of one outside a window makes one record of all
+_AGGREGATES = {
+    "sum", "count", "avg", "mean", "min", "max", "first", "last", "first_value",
+    "last_value", "collect_list", "collect_set", "array_agg", "stddev", "stddev_samp",
+    "stddev_pop", "std", "variance", "var_samp", "var_pop", "skewness", "kurtosis", "corr",
+    "covar_samp", "covar_pop", "approx_count_distinct", "count_distinct", "count_if",
+    "countdistinct", "sum_distinct", "sumdistinct", "percentile", "percentile_approx",
+    "approx_percentile", "median", "mode", "any_value", "bool_and", "bool_or", "every",
+    "some", "any", "max_by", "min_by", "product", "bit_and", "bit_or", "bit_xor",
+    "histogram_numeric", "regr_count", "regr_avgx", "regr_avgy", "regr_slope",
+    "regr_intercept", "regr_r2", "regr_sxx", "regr_sxy", "regr_syy", "listagg",
+    "string_agg", "hll_sketch_agg", "hll_union_agg", "try_sum", "try_avg", "grouping",
+    "grouping_id",
+}  # fmt: skip
+
+
+def _generates(rel: Any, p: CPending) -> bool:
+    """Whether the operation may not keep its input's records one for one: it calls a
+    generator (an explode), an aggregate function outside a window, a Python UDF, or
+    holds what the client cannot read (a SQL string may do any of these)."""
+    from pyspark.sql.connect import proto
+
+    inputs = {n.ident for n in p.inputs}
+    stack = []
+    todo = [rel]
+    while todo:
+        r = todo.pop()
+        if P.plan_id(r) not in inputs:
+            stack.extend(P.top_expressions(r))
+            todo.extend(P.children(r))
+    while stack:
+        e = stack.pop()
+        if isinstance(e, proto.Expression):
+            which = e.WhichOneof("expr_type")
+            if which in ("expression_string", "common_inline_user_defined_function",
+                         "unresolved_regex", "subquery_expression", "extension"):  # fmt: skip
+                return True
+            if which == "window":
+                continue  # an aggregate over a window keeps the records
+            if which == "unresolved_function":
+                name = e.unresolved_function.function_name.lower()
+                if name in _GENERATORS or name in _AGGREGATES:
+                    return True
+        for field, value in e.ListFields():
+            if field.message_type is not None and not field.message_type.GetOptions().map_entry:
+                stack.extend(value if P._repeated(field) else [value])
+    return False
+
+
 def _stable(rel: Any) -> bool:
     """Whether Spark gives ``rel``'s records in the same order every time."""
     stack = [rel]
     while stack:
         r = stack.pop()
-        if P.kind(r) not in STABLE_KINDS or any(P.nondeterministic(e) for e in P.own_expressions(r)):
+        if P.kind(r) not in STABLE_KINDS or any(
+            P.nondeterministic(e) for e in P.own_expressions(r)
+        ):
             return False
         stack.extend(P.children(r))
     return True
