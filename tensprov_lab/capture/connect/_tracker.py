@@ -135,6 +135,8 @@ class ConnectTracker:
                     self._capture_source(item, run, annotator)
             if frame is not None:
                 self._name_variables(frame)
+            if self.budget.over(self.store, ()):  # spill past the budget
+                self._note(self.budget.used_up(self.store, ()))
             run.seconds = time.perf_counter() - t0
             run.ended = time.time()
         except KeyboardInterrupt:
