@@ -37,20 +37,44 @@ class KeyIndex:
         if self.table.shape[1] == 0:  # one record (a global aggregate): every key is it
             return np.zeros(len(tuples), dtype=np.int64)
         if self._index is None:
-            if self.table.shape[1] == 1:
-                index = pd.Index(self.table[:, 0])
-            else:
-                index = pd.MultiIndex.from_arrays(list(self.table.T))
+            codes = self._codes(self.table)
+            index = pd.Index(codes) if codes is not None else pd.MultiIndex.from_arrays(
+                list(self.table.T)
+            )  # fmt: skip
             if not index.is_unique:
                 raise Unidentifiable("records with the same keys (an explode before)")
             self._index = index
-        if self.table.shape[1] == 1:
-            found = self._index.get_indexer(tuples[:, 0])  # type: ignore[attr-defined]
+        if isinstance(self._index, pd.MultiIndex):
+            found = self._index.get_indexer(pd.MultiIndex.from_arrays(list(tuples.T)))
         else:
-            found = self._index.get_indexer(  # type: ignore[attr-defined]
-                pd.MultiIndex.from_arrays(list(tuples.T))
-            )
+            codes = self._codes(tuples)
+            assert codes is not None
+            found = self._index.get_indexer(codes)  # type: ignore[attr-defined]
         return np.asarray(found, dtype=np.int64)
+
+    def _codes(self, tuples: np.ndarray) -> np.ndarray | None:
+        """Each key tuple as one int64 (a tuple with a value the table does not hold:
+        -1), so lookups hash one integer instead of a tuple; None when the columns'
+        distinct values are too many to combine."""
+        if tuples.shape[1] == 1:
+            return tuples[:, 0]
+        import pandas as pd
+
+        if not hasattr(self, "_uniques"):
+            # hashed, not sorted: a column of 4M keys takes a tenth of np.unique's time
+            self._uniques = [pd.Index(pd.unique(c)) for c in self.table.T]
+            sizes = [len(u) + 1 for u in self._uniques]
+            self._combinable = float(np.prod(np.asarray(sizes, dtype=float))) < 2.0**62
+        if not self._combinable:
+            return None
+        out = np.zeros(len(tuples), dtype=np.int64)
+        missing = np.zeros(len(tuples), dtype=bool)
+        for column, uniq in zip(tuples.T, self._uniques):
+            pos = np.asarray(uniq.get_indexer(column), dtype=np.int64)
+            missing |= pos < 0
+            out = out * (len(uniq) + 1) + pos + 1
+        out[missing] = -1
+        return out
 
     @property
     def unique(self) -> bool:

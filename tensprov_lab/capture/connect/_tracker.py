@@ -497,7 +497,11 @@ class ConnectTracker:
             raise Unsupported("groups that do not hold every input record once")
         group = np.repeat(np.arange(n_groups), np.diff(offsets))
         smallest = np.full(n_groups, np.iinfo(np.int64).max)
-        np.minimum.at(smallest, group, member)
+        if len(member):
+            # the smallest member of each group (the groups' lists, in list order)
+            first = np.lexsort((member, group))
+            starts = np.flatnonzero(np.r_[True, group[first][1:] != group[first][:-1]])
+            smallest[group[first][starts]] = member[first][starts]
         order = np.argsort(smallest, kind="stable")
         rank = np.empty(n_groups, dtype=np.int64)
         rank[order] = np.arange(n_groups)
