@@ -4,7 +4,6 @@ call recorded as ``output = method(inputs)`` (nothing is computed then)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
 import warnings
@@ -25,6 +24,7 @@ from tensprov_lab.capture._nodes import (
     _dataframes_in,
     _describe,
 )
+from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.rules import METHODS
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ _TRANSPARENT = {"transform"}
 _READS_SOURCE_KEYS = {"join", "filter", "where", "dropna", *GROUPED_METHODS}
 
 
-class Recording:
+class Recording(Depth):
     """Patching and recording of :class:`~._tracker.Tracker` (a mixin over its registry
     of nodes and the running block)."""
 
@@ -75,14 +75,6 @@ class Recording:
         def _worker(self) -> ThreadPoolExecutor: ...
         def _scan_index(self, ann: Annotated) -> ScanKeyIndex: ...
 
-    @property
-    def _depth(self) -> int:
-        return getattr(self._local, "depth", 0)
-
-    @_depth.setter
-    def _depth(self, value: int) -> None:
-        self._local.depth = value
-
     # -- patching ------------------------------------------------------------------
     def _classes(self) -> list[tuple[type, list[str], Callable[[str, Any], bool] | None]]:
         """The classes whose methods are wrapped during a block, each with its method names
@@ -103,13 +95,7 @@ class Recording:
 
     def patch(self) -> None:
         try:
-            for cls, names, transparent in self._classes():
-                for name in names:
-                    orig = getattr(cls, name, None)
-                    if orig is None or not callable(orig):
-                        continue
-                    self._patched.append((cls, name, cls.__dict__.get(name)))
-                    setattr(cls, name, self._wrap(name, orig, transparent))
+            patch_methods(self, self._classes(), self._patched)
             from tensprov_lab.capture import _pandas
 
             for cls, name, make in _pandas.properties():
@@ -122,42 +108,7 @@ class Recording:
             raise
 
     def unpatch(self) -> None:
-        while self._patched:
-            cls, name, had = self._patched.pop()
-            if had is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, had)
-
-    def _wrap(
-        self,
-        name: str,
-        orig: Callable[..., Any],
-        transparent: Callable[[str, Any], bool] | None = None,
-    ) -> Callable[..., Any]:
-        tracker = self
-
-        @functools.wraps(orig)
-        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
-            __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
-            if (
-                tracker._depth
-                or tracker._active is None
-                or (transparent is not None and transparent(name, obj))
-            ):
-                return orig(obj, *args, **kwargs)
-            tracker._depth += 1
-            try:
-                out = orig(obj, *args, **kwargs)
-            finally:
-                tracker._depth -= 1
-            try:
-                tracker._record(name, obj, args, kwargs, out)
-            except Exception as exc:  # recording must never break the user's code
-                tracker._note(f"could not record {name}(): {exc}")
-            return out
-
-        return wrapper
+        restore(self._patched)
 
     # -- recording -----------------------------------------------------------------
     @staticmethod

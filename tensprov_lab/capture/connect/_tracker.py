@@ -13,7 +13,6 @@ What differs from a classic session is listed in ``docs/connect.md``.
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 import warnings
@@ -24,6 +23,7 @@ import numpy as np
 
 from tensprov_lab.capture._budget import Budget
 from tensprov_lab.capture._nodes import ROW, RunLog, TensProvWarning, _short_error
+from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable
@@ -83,7 +83,7 @@ class CPending:
     run: int
 
 
-class ConnectTracker:
+class ConnectTracker(Depth):
     """Registry of captured DataFrames of one Spark Connect session."""
 
     jvm = None
@@ -175,58 +175,23 @@ class ConnectTracker:
         return []
 
     # -- recording -------------------------------------------------------------------------
-    @property
-    def _depth(self) -> int:
-        return getattr(self._local, "depth", 0)
-
-    @_depth.setter
-    def _depth(self, value: int) -> None:
-        self._local.depth = value
-
     def patch(self) -> None:
         from pyspark.sql.connect.dataframe import DataFrame
         from pyspark.sql.connect.group import GroupedData
 
+        transparent = lambda name, obj: name in _TRANSPARENT  # noqa: E731
+        targets = [
+            (DataFrame, DATAFRAME_METHODS, transparent),
+            (GroupedData, GROUPED_METHODS, None),
+        ]
         try:
-            for cls, names in ((DataFrame, DATAFRAME_METHODS), (GroupedData, GROUPED_METHODS)):
-                for name in names:
-                    orig = getattr(cls, name, None)
-                    if orig is None or not callable(orig):
-                        continue
-                    self._patched.append((cls, name, cls.__dict__.get(name)))
-                    setattr(cls, name, self._wrap(name, orig))
+            patch_methods(self, targets, self._patched)
         except BaseException:
             self.abort()
             raise
 
     def unpatch(self) -> None:
-        while self._patched:
-            cls, name, had = self._patched.pop()
-            if had is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, had)
-
-    def _wrap(self, name: str, orig: Any) -> Any:
-        tracker = self
-
-        @functools.wraps(orig)
-        def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
-            __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
-            if tracker._depth or tracker._active is None or name in _TRANSPARENT:
-                return orig(obj, *args, **kwargs)
-            tracker._depth += 1
-            try:
-                out = orig(obj, *args, **kwargs)
-            finally:
-                tracker._depth -= 1
-            try:
-                tracker._record(name, obj, args, kwargs, out)
-            except Exception as exc:  # recording must never break the user's code
-                tracker._note(f"could not record {name}(): {exc}")
-            return out
-
-        return wrapper
+        restore(self._patched)
 
     def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
         from pyspark.sql.connect.dataframe import DataFrame
@@ -615,29 +580,27 @@ def _describe(value: Any) -> str:
     return repr(value)
 
 
-def _chain(rel: Any, inputs: set[int]) -> set[str]:
-    """The kinds of the relations from ``rel`` down to the inputs (the operation)."""
-    found: set[str] = set()
+def _relations(rel: Any, inputs: set[int]) -> list[Any]:
+    """The relations of one operation: from ``rel`` down to its inputs (excluded)."""
+    found: list[Any] = []
     stack = [rel]
     while stack:
         r = stack.pop()
         if P.plan_id(r) in inputs:
             continue
-        found.add(P.kind(r))
+        found.append(r)
         stack.extend(P.children(r))
     return found
 
 
+def _chain(rel: Any, inputs: set[int]) -> set[str]:
+    """The kinds of the relations of one operation."""
+    return {P.kind(r) for r in _relations(rel, inputs)}
+
+
 def _own(rel: Any, inputs: set[int]) -> list[Any]:
-    out: list[Any] = []
-    stack = [rel]
-    while stack:
-        r = stack.pop()
-        if P.plan_id(r) in inputs:
-            continue
-        out.extend(P.own_expressions(r))
-        stack.extend(P.children(r))
-    return out
+    """Every expression of one operation's relations."""
+    return [e for r in _relations(rel, inputs) for e in P.own_expressions(r)]
 
 
 #: relation kinds that keep their input's records one for one, in order
@@ -673,13 +636,7 @@ def _generates(rel: Any, p: CPending) -> bool:
     from pyspark.sql.connect import proto
 
     inputs = {n.ident for n in p.inputs}
-    stack = []
-    todo = [rel]
-    while todo:
-        r = todo.pop()
-        if P.plan_id(r) not in inputs:
-            stack.extend(P.top_expressions(r))
-            todo.extend(P.children(r))
+    stack = [e for r in _relations(rel, inputs) for e in P.top_expressions(r)]
     while stack:
         e = stack.pop()
         if isinstance(e, proto.Expression):
@@ -701,15 +658,10 @@ def _generates(rel: Any, p: CPending) -> bool:
 
 def _stable(rel: Any) -> bool:
     """Whether Spark gives ``rel``'s records in the same order every time."""
-    stack = [rel]
-    while stack:
-        r = stack.pop()
-        if P.kind(r) not in STABLE_KINDS or any(
-            P.nondeterministic(e) for e in P.own_expressions(r)
-        ):
-            return False
-        stack.extend(P.children(r))
-    return True
+    return all(
+        P.kind(r) in STABLE_KINDS and not any(P.nondeterministic(e) for e in P.own_expressions(r))
+        for r in _relations(rel, set())
+    )
 
 
 def _origin(rel: Any) -> str:

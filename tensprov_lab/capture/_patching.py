@@ -1,0 +1,86 @@
+"""Wrapping pyspark's methods while a block is tracked, and restoring them after: one
+place for the classic tracker (:mod:`._recording`) and the Spark Connect one
+(:mod:`.connect._tracker`).
+
+A wrapped method runs the original unchanged; the outermost wrapped call of a thread
+(a method's own calls to other wrapped methods are its business) is then handed to
+``tracker._record``.  Recording never breaks the user's code: its errors become notes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Depth", "patch_methods", "restore", "wrap"]
+
+#: (class, method names, transparent(name, obj) or None: calls recorded by their inner calls)
+Targets = list[tuple[Any, list[str], Callable[[str, Any], bool] | None]]
+
+
+class Depth:
+    """How deep in wrapped calls the current thread is (capture's own threads build
+    DataFrames while the user's thread records)."""
+
+    _local: Any
+
+    @property
+    def _depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    @_depth.setter
+    def _depth(self, value: int) -> None:
+        self._local.depth = value
+
+
+def wrap(
+    tracker: Any,
+    name: str,
+    orig: Callable[..., Any],
+    transparent: Callable[[str, Any], bool] | None = None,
+) -> Callable[..., Any]:
+    """``orig`` wrapped to record its calls made while ``tracker`` has a block."""
+
+    @functools.wraps(orig)
+    def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
+        if (
+            tracker._depth
+            or tracker._active is None
+            or (transparent is not None and transparent(name, obj))
+        ):
+            return orig(obj, *args, **kwargs)
+        tracker._depth += 1
+        try:
+            out = orig(obj, *args, **kwargs)
+        finally:
+            tracker._depth -= 1
+        try:
+            tracker._record(name, obj, args, kwargs, out)
+        except Exception as exc:  # recording must never break the user's code
+            tracker._note(f"could not record {name}(): {exc}")
+        return out
+
+    return wrapper
+
+
+def patch_methods(tracker: Any, targets: Targets, patched: list[tuple[type, str, Any]]) -> None:
+    """Wrap the methods ``targets`` name, noting in ``patched`` what each class had."""
+    for cls, names, transparent in targets:
+        for name in names:
+            orig = getattr(cls, name, None)
+            if orig is None or not callable(orig):
+                continue
+            patched.append((cls, name, cls.__dict__.get(name)))
+            setattr(cls, name, wrap(tracker, name, orig, transparent))
+
+
+def restore(patched: list[tuple[type, str, Any]]) -> None:
+    """Put back what ``patched`` notes, last patched first."""
+    while patched:
+        cls, name, had = patched.pop()
+        if had is None:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, had)
