@@ -209,6 +209,8 @@ def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: A
         odd = df.filter("id % 2 = 1")
     assert run.rows(odd)["id"].tolist() == [1, 3, 5]
     assert run.forward(df, where="id = 3", to=odd)[odd].tolist() == [1]
+    with pytest.raises(ValueError, match="is not a valid predicate over odd .columns: id, name"):
+        run.backward(odd, where="nope = 1")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(NotImplementedError, match="over Spark Connect"):

@@ -540,7 +540,15 @@ class ConnectTracker(Depth):
                     "their keys (an explode) and are told apart by their order, which a "
                     "predicate changes; read them by rows= instead"
                 )
-            df = df.where(where)
+            try:
+                df = df.where(where)
+                df.schema  # noqa: B018 - analysed now so a bad predicate fails here
+            except Exception as exc:
+                ds = self.store.datasets[ds_id]
+                raise ValueError(
+                    f"where={where!r} is not a valid predicate over {ds.label} "
+                    f"(columns: {', '.join(ds.columns)}): {_short_error(exc)}"
+                ) from None
         table = df.toArrow()
         raw = np.column_stack(
             [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
