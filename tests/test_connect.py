@@ -75,12 +75,15 @@ def _pipeline(s, orders_rows, cust_rows):  # noqa: ANN001, ANN202
         both = priced.unionByName(priced.filter("eur > 10"))
         top = both.orderBy(F.col("eur").desc())
         dedup = top.select("cust_id", "r").distinct()
+        # grouped by the server: by an expression, and by values of a floating-point type
+        by_expr = priced.groupBy((F.col("amount") % 3).alias("m")).agg(F.count(F.lit(1)))
+        by_double = priced.select("eur").distinct()
         out = (
             priced.dropna()
             .groupBy("r")
             .agg(F.sum("eur").alias("total"), F.count(F.lit(1)).alias("n"))
         )
-    return run, [orders, cust, big, joined, priced, both, top, dedup, out]
+    return run, [orders, cust, big, joined, priced, both, top, dedup, by_expr, by_double, out]
 
 
 def test_same_lineage_as_a_classic_session(spark, connect) -> None:  # noqa: ANN001

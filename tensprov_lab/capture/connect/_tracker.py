@@ -265,10 +265,7 @@ class ConnectTracker(Depth):
         if not names:
             n = df.count()
             return np.zeros((n, 0), dtype=np.int64)
-        table = df.select(*[F.col(f"`{k}`") for k in names]).toArrow()
-        return np.column_stack(
-            [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
-        ).reshape(table.num_rows, len(names))
+        return _key_array(df.select(*[F.col(f"`{k}`") for k in names]).toArrow(), names)
 
     def _key_source(self, node: CNode, annotator: Annotator) -> str:
         """Make ``node`` a source of the rewrite: keyed by scan position (pinned first
@@ -434,16 +431,70 @@ class ConnectTracker(Depth):
                    tensor_from_pairs(pairs_out, pairs_in, n_out, rnode.index.n)]  # fmt: skip
         return n_out, tensors, KeyIndex(keys[order]), "join"
 
-    def _trace_groups(
-        self, p: CPending, rel: Any, annotator: Annotator, run: RunLog
-    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
-        """An aggregate or a deduplication: every group with its members, grouped by the
-        server exactly as the user's relation groups."""
-        (node,) = p.inputs
-        assert node.index is not None
+    def _group_columns(self, rel: Any, node: CNode) -> list[str] | None:
+        """The input columns an aggregate or deduplication groups by, when they are plain
+        columns whose values Arrow tells apart exactly as Spark's grouping does (the
+        classic fused capture's rule); else None (the server groups)."""
+        ds = self.store.datasets[node.ds_id]  # type: ignore[index]
+        lower = [c.lower() for c in ds.columns]
+        if P.kind(rel) == "aggregate":
+            names = []
+            for e in rel.aggregate.grouping_expressions:
+                if e.WhichOneof("expr_type") != "unresolved_attribute":
+                    return None
+                names.append(e.unresolved_attribute.unparsed_identifier)
+        else:
+            d = rel.deduplicate
+            names = list(d.column_names) if len(d.column_names) and not d.all_columns_as_keys \
+                else list(ds.columns)  # fmt: skip
+        found = []
+        for name in names:
+            if lower.count(name.lower()) != 1:
+                return None  # not one plain column (nested, quoted, ambiguous)
+            at = lower.index(name.lower())
+            if ds.dtypes[at] not in _EXACT_GROUP_TYPES:
+                return None
+            found.append(ds.columns[at])
+        return found or None
+
+    def _members_by_values(
+        self, rel: Any, by: list[str], node: CNode, annotator: Annotator
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Each input record's group, from its grouping values read with its keys."""
+        import pandas as pd
+
+        kid = annotator.annotate(P.children(rel)[0])
+        cols = kid.ids.get(node.ident)
+        if cols is None:
+            raise Unsupported("an input whose records the plan does not carry")
+        values = [P.alias(P.col(c), f"{P.KEY_PREFIX}v{i}") for i, c in enumerate(by)]
+        read = P.wrap("project", kid.rel, expressions=[*values, *[P.col(k) for k in cols]])
+        P.with_id(read, None)
+        table = P.dataframe(self.spark, read).toArrow()
+        combined: np.ndarray | None = None
+        for i in range(len(by)):
+            encoded = table.column(f"{P.KEY_PREFIX}v{i}").combine_chunks().dictionary_encode()
+            codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+            codes = codes.astype(np.int64) + 1  # 0: null
+            width = len(encoded.dictionary) + 1
+            if combined is None:
+                combined = codes
+            else:
+                if (int(combined.max(initial=0)) + 1) * width >= 2**62:
+                    combined = pd.factorize(combined)[0].astype(np.int64)
+                combined = combined * width + codes
+        assert combined is not None
+        group, uniq = pd.factorize(combined)
+        keys = _key_array(table, cols)
+        return node.index.lookup(keys), group.astype(np.int64), len(uniq)  # type: ignore[union-attr]
+
+    def _members_by_lists(
+        self, rel: Any, node: CNode, annotator: Annotator
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Each input record's group, grouped by the server as the user's relation
+        groups: one row per group with the list of its members' keys."""
         members_rel, kid = annotator.members(rel)
         table = P.dataframe(self.spark, members_rel).toArrow()
-        run.jobs += 1
         lists = table.column(f"{P.KEY_PREFIX}m").combine_chunks()
         n_groups = len(lists)
         offsets = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
@@ -457,13 +508,32 @@ class ConnectTracker(Depth):
             ])  # fmt: skip
         else:
             tuples = np.zeros((len(flat), 0), dtype=np.int64)
-        member = node.index.lookup(tuples)
-        if np.any(member < 0) or len(member) != node.index.n:
-            raise Unsupported("groups that do not hold every input record once")
         group = np.repeat(np.arange(n_groups), np.diff(offsets))
+        return node.index.lookup(tuples), group, n_groups  # type: ignore[union-attr]
+
+    def _trace_groups(
+        self, p: CPending, rel: Any, annotator: Annotator, run: RunLog
+    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+        """An aggregate or a deduplication: every group with its members, grouped as the
+        user's relation groups (by plain values read back with the keys when Arrow tells
+        them apart as Spark does, else by the server itself)."""
+        (node,) = p.inputs
+        assert node.index is not None
+        by = self._group_columns(rel, node)
+        if by:
+            member, group, n_groups = self._members_by_values(rel, by, node, annotator)
+        else:
+            member, group, n_groups = self._members_by_lists(rel, node, annotator)
+        run.jobs += 1
+        if len(member) != node.index.n or np.any(member < 0):
+            raise Unsupported("groups that do not hold every input record once")
+        seen = np.zeros(node.index.n, dtype=bool)
+        seen[member] = True
+        if not seen.all():
+            raise Unsupported("groups that do not hold every input record once")
         smallest = np.full(n_groups, np.iinfo(np.int64).max)
         if len(member):
-            # the smallest member of each group (the groups' lists, in list order)
+            # the smallest member of each group: members sorted within their group
             first = np.lexsort((member, group))
             starts = np.flatnonzero(np.r_[True, group[first][1:] != group[first][:-1]])
             smallest[group[first][starts]] = member[first][starts]
@@ -550,9 +620,7 @@ class ConnectTracker(Depth):
                     f"(columns: {', '.join(ds.columns)}): {_short_error(exc)}"
                 ) from None
         table = df.toArrow()
-        raw = np.column_stack(
-            [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
-        ).reshape(table.num_rows, len(names))
+        raw = _key_array(table, names)
         assert node.index is not None
         idx = node.index.occurrences(raw) if shared else node.index.lookup(raw)  # type: ignore[union-attr]
         user = [c for c in table.column_names if not c.startswith(P.KEY_PREFIX)]
@@ -573,6 +641,15 @@ class ConnectTracker(Depth):
 
     def replayable(self, ds_id: int) -> bool:
         return False
+
+
+def _key_array(table: Any, names: list[str]) -> np.ndarray:
+    """Key columns of an Arrow table as one int64 array (a row per record; -1: null)."""
+    if not names:
+        return np.zeros((table.num_rows, 0), dtype=np.int64)
+    return np.column_stack(
+        [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
+    ).reshape(table.num_rows, len(names))
 
 
 def _describe(value: Any) -> str:
@@ -611,6 +688,8 @@ def _own(rel: Any, inputs: set[int]) -> list[Any]:
     return [e for r in _relations(rel, inputs) for e in P.own_expressions(r)]
 
 
+#: grouping value types whose equality Arrow's dictionary encoding reproduces exactly
+_EXACT_GROUP_TYPES = {"int", "bigint", "smallint", "tinyint", "string", "boolean", "date"}
 #: relation kinds that keep their input's records one for one, in order
 _SAME_RECORDS = {"project", "with_columns", "with_columns_renamed", "drop", "to_df",
                  "subquery_alias", "hint", "repartition", "repartition_by_expression",
