@@ -204,6 +204,11 @@ def test_user_errors_and_methods_are_as_without_tracking(connect) -> None:  # no
     with tensprov_lab.track(connect) as run:
         kept = df.filter("id > 1")
     assert kept.count() == 3 and run.dataset(kept).n_rows == 3
+    # no background capture over Connect yet: captured before the block returns, said so
+    with pytest.warns(TensProvWarning, match="background is not available over Spark Connect"):
+        with tensprov_lab.track(connect, background=True) as bg:
+            small = df.filter("id < 2")
+    assert not bg.capturing and bg.dataset(small).n_rows == 2
 
 
 def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: ANN001
@@ -275,3 +280,42 @@ def test_budget_export_and_save_over_connect(connect, tmp_path) -> None:  # noqa
     tensprov_lab.save(tmp_path / "c.tpl", run)
     loaded = tensprov_lab.load(tmp_path / "c.tpl")[-1]
     assert loaded.backward("per_g", rows=[0])["df"].tolist() == back.tolist()
+
+
+def test_ctrl_c_during_capture_over_connect(connect) -> None:  # noqa: ANN001
+    """Ctrl-C while the server runs a capture job: the job is interrupted, the block's
+    provenance dropped whole, the methods restored, earlier runs still answer."""
+    import _thread
+    import threading
+    import time
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    src = connect.createDataFrame([(i,) for i in range(20)], "id bigint")
+    with tensprov_lab.track(connect, name="before") as earlier:
+        evens = src.filter("id % 2 = 0")
+    n_runs = len(tensprov_lab.runs())
+
+    @F.udf("boolean")
+    def slow(x: int) -> bool:
+        time.sleep(0.02)
+        return x % 2 == 0
+
+    df = connect.createDataFrame([(i,) for i in range(4000)], "id bigint")
+    filter_method = DataFrame.filter
+    timer = threading.Timer(3.0, _thread.interrupt_main)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), tensprov_lab.track(connect) as run:
+        kept = df.filter(slow("id"))
+        timer.start()  # the capture's job takes ~40 s of UDF calls on two cores
+    timer.cancel()
+    assert time.monotonic() - started < 30
+    assert DataFrame.filter is filter_method
+    assert run.forgotten and len(tensprov_lab.runs()) == n_runs
+    with pytest.raises(KeyError):
+        tensprov_lab.last_run().dataset(kept)
+    assert earlier.backward(evens, rows=[1])[src].tolist() == [2]
+    with tensprov_lab.track(connect) as after:  # the next block works
+        odd = src.filter("id % 2 = 1")
+    assert after.dataset(odd).n_rows == 10

@@ -13,6 +13,7 @@ What differs from a classic session is listed in ``docs/connect.md``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
@@ -121,14 +122,18 @@ class ConnectTracker(Depth):
         if background:
             self._note("capture in the background is not available over Spark Connect yet: "
                        "the block's lineage was captured before it returned")  # fmt: skip
+        # the capture's jobs carry a tag of their own: Ctrl-C interrupts them on the server
+        tag = f"tensprov-lab-capture-{run.id}"
+        with contextlib.suppress(Exception):
+            self.spark.addTag(tag)
         try:
             t0 = time.perf_counter()
             pending, self.pending = self.pending, []
             annotator = self._annotator()
             for i, item in enumerate(pending):
                 if progress is not None:
-                    progress(i, len(pending), item.method if isinstance(item, CPending)
-                             else "source")  # fmt: skip
+                    what = item.method if isinstance(item, CPending) else "source"
+                    progress(i, len(pending), what)
                 if isinstance(item, CPending):
                     self._capture_operation(item, run, annotator)
                 else:
@@ -140,10 +145,15 @@ class ConnectTracker(Depth):
             run.seconds = time.perf_counter() - t0
             run.ended = time.time()
         except KeyboardInterrupt:
+            # the block's provenance is dropped whole, as on a classic session
             run.interrupted = True
+            with contextlib.suppress(Exception):
+                self.spark.interruptTag(tag)
             raise
         finally:
             self._active = None
+            with contextlib.suppress(Exception):
+                self.spark.removeTag(tag)
             if run.interrupted:
                 self.forget([run.id])
         return run
