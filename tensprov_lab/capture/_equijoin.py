@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "arrow_codes",
+    "combine_codes",
     "EXACT_KEY_TYPES",
     "JOIN_TYPES",
     "EquiJoin",
@@ -86,22 +88,11 @@ def value_codes(columns: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     (True, False, [False, True, False])
     """
     n = len(columns[0]) if columns else 0
-    combined = np.zeros(n, dtype=np.int64)
+    parts = [arrow_codes(col) for col in columns]
     null = np.zeros(n, dtype=bool)
-    for col in columns:
-        # one chunk first, so that a single dictionary numbers every value
-        if hasattr(col, "chunks"):
-            col = col.combine_chunks()
-        encoded = col.dictionary_encode()
-        codes = np.asarray(
-            encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64
-        )
-        null |= codes < 0
-        width = len(encoded.dictionary) + 1
-        if n and (int(combined.max()) + 1) * width >= 2**62:
-            # mixed radix made dense again (a sort), only when the next key would overflow
-            combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)
-        combined = combined * width + (codes + 1)
+    for codes, _ in parts:
+        null |= codes == 0
+    combined = combine_codes(parts) if parts else np.zeros(n, dtype=np.int64)
     return combined, null
 
 
@@ -252,3 +243,31 @@ def find_equi_join(jvm: Any, plan: Any) -> EquiJoin | None:
         if str(k.dataType().simpleString()) not in EXACT_KEY_TYPES or not k.deterministic():
             return None
     return EquiJoin(node, jvm.children(node), JOIN_TYPES[how], keys)
+
+
+def arrow_codes(column: Any) -> tuple[np.ndarray, int]:
+    """An Arrow column's values as int64 codes, equal values equal codes (0: null), and
+    the number of codes (for :func:`combine_codes`)."""
+    # one chunk first, so that a single dictionary numbers every value
+    if hasattr(column, "chunks"):
+        column = column.combine_chunks()
+    encoded = column.dictionary_encode()
+    codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+    return codes.astype(np.int64) + 1, len(encoded.dictionary) + 1
+
+
+def combine_codes(parts: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """One int64 per row for several columns' codes (``(codes, width)`` each): equal
+    rows, equal values (renumbered on the way when the product would overflow).
+
+    >>> combine_codes([(np.array([1, 1, 2]), 3), (np.array([0, 1, 0]), 2)]).tolist()
+    [2, 3, 4]
+    """
+    import pandas as pd
+
+    combined = parts[0][0]
+    for codes, width in parts[1:]:
+        if (int(combined.max(initial=0)) + 1) * width >= 2**62:
+            combined = pd.factorize(combined)[0].astype(np.int64)
+        combined = combined * width + codes
+    return combined

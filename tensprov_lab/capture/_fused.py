@@ -34,7 +34,13 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._annotate import STABLE_LEAVES
-from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes
+from tensprov_lab.capture._equijoin import (
+    arrow_codes,
+    combine_codes,
+    find_equi_join,
+    join_pairs,
+    key_codes,
+)
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import key_name
 from tensprov_lab.capture._keys import KeyError_
@@ -334,22 +340,14 @@ class Fusion:
         join = self.composite.get(src)
         index = self.pairs(join) if join is not None else None
         parts = self.rules[join].inputs if join is not None else [src]
-        combined: np.ndarray | None = None
+        columns = []
         for read, side in zip(rule.columns[0], rule.sides):
-            encoded = self.column(parts[side], read).combine_chunks().dictionary_encode()
-            codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
-            codes = codes.astype(np.int64) + 1  # 0: null
+            codes, width = arrow_codes(self.column(parts[side], read))
             if index is not None:
                 # row -1 (no record on this side of an outer join) picks the null code
                 codes = np.append(codes, 0)[index[side]]
-            width = len(encoded.dictionary) + 1
-            if combined is None:
-                combined = codes
-            else:
-                if (int(combined.max(initial=0)) + 1) * width >= 2**62:
-                    combined = pd.factorize(combined)[0].astype(np.int64)
-                combined = combined * width + codes
-        assert combined is not None
+            columns.append((codes, width))
+        combined = combine_codes(columns)
         # factorize numbers values in order of first appearance: by smallest member
         parent, uniq = pd.factorize(combined)
         expected = self.size_of(src)

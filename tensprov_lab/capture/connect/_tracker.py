@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._budget import Budget
+from tensprov_lab.capture._equijoin import value_codes
 from tensprov_lab.capture._nodes import ROW, RunLog, TensProvWarning, _short_error
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _proto as P
@@ -481,19 +482,7 @@ class ConnectTracker(Depth):
         read = P.wrap("project", kid.rel, expressions=[*values, *[P.col(k) for k in cols]])
         P.with_id(read, None)
         table = P.dataframe(self.spark, read).toArrow()
-        combined: np.ndarray | None = None
-        for i in range(len(by)):
-            encoded = table.column(f"{P.KEY_PREFIX}v{i}").combine_chunks().dictionary_encode()
-            codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
-            codes = codes.astype(np.int64) + 1  # 0: null
-            width = len(encoded.dictionary) + 1
-            if combined is None:
-                combined = codes
-            else:
-                if (int(combined.max(initial=0)) + 1) * width >= 2**62:
-                    combined = pd.factorize(combined)[0].astype(np.int64)
-                combined = combined * width + codes
-        assert combined is not None
+        combined, _ = value_codes([table.column(f"{P.KEY_PREFIX}v{i}") for i in range(len(by))])
         group, uniq = pd.factorize(combined)
         keys = _key_array(table, cols)
         return node.index.lookup(keys), group.astype(np.int64), len(uniq)  # type: ignore[union-attr]
