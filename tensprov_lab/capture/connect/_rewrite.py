@@ -6,7 +6,8 @@ also carries the keys of the records it comes from: a source gets a column of
 source's canonical order), and each relation kind passes keys on as its rule says:
 filters, projections and sorts keep them, a join puts both sides' side by side, a
 union gives each side the other's as nulls and a column saying which side a record
-comes from, an aggregate or a deduplication keeps the keys of its smallest member.  The server runs the rewritten plan; capture reads only the key columns back
+comes from, an aggregate or a deduplication keeps the keys of its smallest member.
+The server runs the rewritten plan; capture reads only the key columns back
 (:mod:`._tracker`).  A relation kind without a rule raises :class:`Unsupported`, and
 the operation becomes opaque.
 
