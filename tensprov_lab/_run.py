@@ -504,8 +504,7 @@ class Run:
         """
         from tensprov_lab.replay import what_if
 
-        # a run loaded from a save, or of a Spark Connect session: nothing to replay with
-        if self._tracker.spark is None or not getattr(self._tracker, "replays", True):
+        if not self._tracker.replays:  # a loaded run, or a Spark Connect session's
             raise self._tracker.offline("what-if previews")  # type: ignore[attr-defined]
         drops = {self._ds_id(k): _as_rows(v) for k, v in (drop or {}).items()}
         edits = {

@@ -41,6 +41,7 @@ class Loaded:
     """Stands in for the tracker of runs loaded from a save: the store, no Spark."""
 
     spark = None
+    replays = False
 
     def __init__(self, store: Store, path: str) -> None:
         self.store = store

@@ -104,6 +104,8 @@ def _describe(value: Any) -> str:
     from pyspark.sql import Column, DataFrame
 
     if isinstance(value, Column):
+        if type(value).__module__.startswith("pyspark.sql.connect"):
+            return str(value)  # a Connect column has no JVM object
         return str(value._jc.toString())  # type: ignore[operator]
     if isinstance(value, DataFrame):
         return "<DataFrame>"
@@ -115,6 +117,23 @@ def _describe(value: Any) -> str:
     if callable(value):
         return getattr(value, "__name__", "<function>")
     return repr(value)
+
+
+def bound_dataframes(frame: Any) -> list[tuple[str, Any]]:
+    """The DataFrames a block's scope binds now, by variable (its locals, then its
+    globals at module level): no Spark call, so a background capture takes them before
+    the block returns and names its datasets later."""
+    from pyspark.sql import DataFrame
+
+    scopes: list[dict[str, Any]] = [frame.f_locals]
+    if frame.f_globals is not frame.f_locals:
+        scopes.append(frame.f_globals)
+    return [
+        (var, value)
+        for scope in scopes
+        for var, value in list(scope.items())
+        if isinstance(value, DataFrame) and not var.startswith("_")
+    ]
 
 
 def _dataframes_in(value: Any) -> list[Any]:

@@ -23,6 +23,7 @@ from tensprov_lab.capture._nodes import (
     TensProvWarning,
     _dataframes_in,
     _describe,
+    bound_dataframes,
 )
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.rules import METHODS
@@ -111,22 +112,7 @@ class Recording(Depth):
         restore(self._patched)
 
     # -- recording -----------------------------------------------------------------
-    @staticmethod
-    def _bound_dataframes(frame: Any) -> list[tuple[str, Any]]:
-        """The DataFrames the block's scope binds now, by variable (its locals, then
-        its globals at module level): no Spark call, so a background capture takes
-        them before the block returns and names its datasets later."""
-        from pyspark.sql import DataFrame
-
-        scopes: list[dict[str, Any]] = [frame.f_locals]
-        if frame.f_globals is not frame.f_locals:
-            scopes.append(frame.f_globals)
-        return [
-            (var, value)
-            for scope in scopes
-            for var, value in list(scope.items())
-            if isinstance(value, DataFrame) and not var.startswith("_")
-        ]
+    _bound_dataframes = staticmethod(bound_dataframes)
 
     def _name_variables(self, frame: Any, bound: list[tuple[str, Any]] | None = None) -> None:
         for var, value in self._bound_dataframes(frame) if bound is None else bound:

@@ -76,6 +76,10 @@ _JOB_GROUPS = itertools.count(1)
 class Tracker(Recording, RecordRules, RecordReading):
     """Registry of captured DataFrames for one SparkSession, shared by all its runs."""
 
+    #: what-if previews replay operations in Spark (a loaded run or a Connect
+    #: session's cannot: ``offline`` says why)
+    replays = True
+
     def __init__(self, spark: Any, store: Store) -> None:
         self.spark = spark
         self.jvm = Jvm(spark)

@@ -24,12 +24,21 @@ import numpy as np
 
 from tensprov_lab.capture._budget import Budget
 from tensprov_lab.capture._equijoin import value_codes
-from tensprov_lab.capture._nodes import ROW, RunLog, TensProvWarning, _short_error
+from tensprov_lab.capture._nodes import (
+    ROW,
+    RunLog,
+    TensProvWarning,
+    _dataframes_in,
+    _describe,
+    _short_error,
+    bound_dataframes,
+)
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable
 from tensprov_lab.capture.connect._rewrite import STABLE_KINDS, Annotator, Unsupported
+from tensprov_lab.capture.rules import column_category
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
@@ -212,7 +221,7 @@ class ConnectTracker(Depth):
         base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
         if base is None:
             return
-        others = [a for a in [*args, *kwargs.values()] if isinstance(a, DataFrame)]
+        others = [*_dataframes_in(list(args)), *_dataframes_in(list(kwargs.values()))]
         ident = out._plan._plan_id
         if ident in self.nodes:
             return
@@ -247,20 +256,12 @@ class ConnectTracker(Depth):
         warnings.warn(message, TensProvWarning, stacklevel=3)
 
     def _name_variables(self, frame: Any) -> None:
-        from pyspark.sql.connect.dataframe import DataFrame
-
-        scopes = [frame.f_locals]
-        if frame.f_globals is not frame.f_locals:
-            scopes.append(frame.f_globals)
-        for scope in scopes:
-            for var, value in list(scope.items()):
-                if not isinstance(value, DataFrame) or var.startswith("_"):
-                    continue
-                node = self.nodes.get(value._plan._plan_id)
-                if node is not None and node.name is None:
-                    node.name = var
-                    if node.ds_id is not None:
-                        self.store.datasets[node.ds_id].name = var
+        for var, value in bound_dataframes(frame):
+            node = self.node_of(value)
+            if node is not None and node.name is None:
+                node.name = var
+                if node.ds_id is not None:
+                    self.store.datasets[node.ds_id].name = var
 
     # -- capture ---------------------------------------------------------------------------
     def _schema(self, df: Any) -> tuple[list[str], list[str]]:
@@ -324,10 +325,9 @@ class ConnectTracker(Depth):
         if len(kinds) != 1:  # several relations in one call: maps of the top one only
             contributing = [np.ones_like(c) for c in contributing]
             exact = False
-        nondet = any(P.nondeterministic(e) for e in _own(rel, set(ids)))
-        window = any(
-            e.WhichOneof("expr_type") == "window" for e in _own(rel, set(ids))
-        )  # fmt: skip
+        exprs = _own(rel, set(ids))
+        nondet = any(P.nondeterministic(e) for e in exprs)
+        window = any(e.WhichOneof("expr_type") == "window" for e in exprs)
         warn: list[str] = []
         jobs_before = run.jobs
         try:
@@ -651,19 +651,6 @@ def _key_array(table: Any, names: list[str]) -> np.ndarray:
     ).reshape(table.num_rows, len(names))
 
 
-def _describe(value: Any) -> str:
-    from pyspark.sql.connect.column import Column
-    from pyspark.sql.connect.dataframe import DataFrame
-
-    if isinstance(value, Column):
-        return str(value)
-    if isinstance(value, DataFrame):
-        return "<DataFrame>"
-    if isinstance(value, (list, tuple)):
-        return f"[{', '.join(_describe(v) for v in value)}]"
-    return repr(value)
-
-
 def _relations(rel: Any, inputs: set[int]) -> list[Any]:
     """The relations of one operation: from ``rel`` down to its inputs (excluded)."""
     found: list[Any] = []
@@ -780,8 +767,4 @@ def _category(kinds: set[str], rel: Any, n_in: int, n_out: int, in_cols: list[st
         return "explode"
     if kinds <= {"subquery_alias", "hint", "repartition", "repartition_by_expression", "sort"}:
         return "trivial"
-    if len(out_cols) < len(in_cols) and set(out_cols) <= set(in_cols):
-        return "vertical_reduction"
-    if len(out_cols) > len(in_cols):
-        return "vertical_augmentation"
-    return "transformation"
+    return column_category(len(in_cols), in_cols, out_cols)

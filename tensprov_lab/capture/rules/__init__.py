@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEEPS_RECORDS",
+    "column_category",
     "METHODS",
     "RULES",
     "TRIVIAL",
@@ -135,8 +136,18 @@ def category_of(
         return "window"
     if nodes <= TRIVIAL | {"Sort"}:
         return "trivial"
-    if len(out_cols) < n_in_cols[0] and set(out_cols) <= set(in_cols[0]):
+    return column_category(n_in_cols[0], in_cols[0], out_cols)
+
+
+def column_category(n_in: int, in_cols: list[str], out_cols: list[str]) -> str:
+    """The category of a one-input operation that keeps its records, from its columns:
+    fewer of the same (vertical reduction), more (augmentation), else a transformation.
+
+    >>> column_category(3, ["a", "b", "c"], ["a", "c"])
+    'vertical_reduction'
+    """
+    if len(out_cols) < n_in and set(out_cols) <= set(in_cols):
         return "vertical_reduction"
-    if len(out_cols) > n_in_cols[0]:
+    if len(out_cols) > n_in:
         return "vertical_augmentation"
     return "transformation"
