@@ -100,7 +100,17 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         already, operations past it are kept as opaque (coarse lineage only) with a
         warning.
     spill : bool
-        Whether tensors past the budget spill to disk (default True).
+        Whether tensors past the budget spill (default True).
+    storage : {"disk", "spark"}
+        Where tensors past the budget go.  ``"disk"`` (the default): memory-mapped
+        files in a local temporary directory, queries answer in milliseconds; when
+        that disk runs short of room, to Spark instead.  ``"spark"``: Parquet tables
+        Spark reads, queries on them run as Spark jobs (under a second backward,
+        seconds forward) and the driver holds none of their bytes.
+    spark_dir : str, optional
+        The directory of Spark-resident tables (default: under the local temporary
+        directory).  On a cluster across machines give one every executor sees under
+        the same path (a shared mount).
     materialize : {"auto", "all", "none"}
         Which datasets to keep whole in Spark's cache for fast record reads and
         recomputation (``run.materialized`` lists them).  ``"auto"``: the pipeline's
@@ -130,9 +140,14 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         materialize: str = "auto",
         spill: bool = True,
         background: bool = False,
+        storage: str = "disk",
+        spark_dir: str | None = None,
     ):
         if materialize not in ("auto", "all", "none"):
             raise ValueError(f"materialize must be 'auto', 'all' or 'none', not {materialize!r}")
+        if storage not in ("disk", "spark"):
+            raise ValueError(f"storage must be 'disk' or 'spark', not {storage!r}")
+        self.storage, self.spark_dir = storage, spark_dir
         self.spark = spark
         self.name = name
         self.materialize = materialize
@@ -147,6 +162,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
 
         tracker = _tracker(self.spark)
         tracker.budget.limit, tracker.budget.spill = self.budget, self.spill
+        tracker.budget.storage, tracker.budget.spark_dir = self.storage, self.spark_dir
         tracker.materialize = self.materialize
         log = tracker.begin(self.name)
         self._tracker = tracker

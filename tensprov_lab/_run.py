@@ -132,6 +132,29 @@ class Run:
 
         forget(self)
 
+    def spill(self, to: str = "disk") -> list[Operation]:
+        """Move this run's tensors out of the process: ``to="disk"`` writes them to
+        local files read back memory-mapped (queries answer in milliseconds),
+        ``to="spark"`` into Parquet tables Spark keeps, where queries run as Spark jobs
+        (under a second backward, seconds forward).  Lineage stays record-level and
+        every query answers as before.  Returns the operations moved.
+
+        A capture does this by itself past its budget (``track(..., budget=...,
+        storage=...)``).  Window frames stay on disk (they are ranges, not pairs).
+
+        Examples
+        --------
+        >>> moved = run.spill(to="spark")  # doctest: +SKIP
+        >>> run.backward(out, rows=[0])   # a Spark job now  # doctest: +SKIP
+        """
+        from tensprov_lab.capture._budget import Budget
+
+        self._check()
+        budget = getattr(self._tracker, "budget", None) or Budget()
+        ids = [op.id for op in self.operations]
+        moved = set(budget.move(self.store, ids, to))
+        return [op for op in self.operations if op.id in moved]
+
     @property
     def id(self) -> int:
         return self._log.id

@@ -22,15 +22,21 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture._resident import SparkTensor, to_spark
 from tensprov_lab.store import Store
-from tensprov_lab.store._spill import memory_nbytes, release, spill
+from tensprov_lab.store._spill import Put, memory_nbytes, release, spill, to_files
 
-__all__ = ["Budget", "key_nbytes"]
+__all__ = ["Budget", "key_nbytes", "records_nbytes"]
 
 #: a key index's array smaller than this stays in memory (a file each is not worth it)
 _SMALL = 4096
 #: the attribute of a key index listing the files its arrays were spilled to
 _FILES = "_tensprov_spilled"
+
+
+def _free(directory: str) -> int:
+    """Bytes free on the filesystem of ``directory``."""
+    return shutil.disk_usage(directory).free
 
 
 def _arrays(ki: Any) -> list[tuple[str, np.ndarray]]:
@@ -47,14 +53,28 @@ def key_nbytes(ki: Any) -> int:
     return sum(int(a.nbytes) for _, a in _arrays(ki) if not isinstance(a, np.memmap))
 
 
-def _held(store: Store, keys: list[Any]) -> int:
-    return memory_nbytes(store) + sum(key_nbytes(k) for k in keys)
+def _held(store: Store, keys: list[Any], nodes: Iterable[Any] = ()) -> int:
+    return memory_nbytes(store) + sum(key_nbytes(k) for k in keys) + records_nbytes(nodes)
+
+
+def records_nbytes(nodes: Iterable[Any]) -> int:
+    """Bytes of the records a replay read whole and keeps on a node (``Node.records``:
+    a pandas frame and its index), counted against the budget like the rest."""
+    total = 0
+    for n in nodes:
+        kept = getattr(n, "records", None)
+        if kept is not None:
+            pdf, idx = kept
+            total += int(pdf.memory_usage(index=True, deep=True).sum())
+            total += int(np.asarray(idx).nbytes)
+    return total
 
 
 def _keys(nodes: Iterable[Any]) -> list[Any]:
     seen: dict[int, Any] = {}
     for n in nodes:
-        ki = getattr(n, "ki", None)
+        # a classic node's key index, or a Connect node's
+        ki = getattr(n, "ki", None) or getattr(n, "index", None)
         if ki is not None:
             seen.setdefault(id(ki), ki)
     return list(seen.values())
@@ -71,10 +91,41 @@ class Budget:
     False
     """
 
-    def __init__(self, limit: int | None = None, spill: bool = True) -> None:
+    def __init__(self, limit: int | None = None, spill: bool = True, storage: str = "disk") -> None:
         self.limit = limit
         self.spill = spill
+        #: where tensors past the budget go: "disk", or "spark" (tables Spark keeps)
+        self.storage = storage
+        #: the directory of Spark-resident tables (None: a temporary one)
+        self.spark_dir: str | None = None
+        #: the session that keeps Spark-resident tensors (set by the tracker)
+        self.spark: Any = None
         self._directory: str | None = None
+
+    def put(self) -> Put:
+        """Where the next spilled operation goes: Spark with ``storage="spark"``, else
+        local disk while it has room for it (twice its bytes and 64 MB to spare), else
+        Spark."""
+        to_disk = to_files(self.directory())
+        to_table = (
+            to_spark(self.spark, self._spark_directory(), fallback=self.directory())
+            if self.spark is not None
+            else None
+        )
+
+        def put(op: Any) -> Any:
+            if to_table is not None and (
+                self.storage == "spark" or _free(self.directory()) < 2 * op.nbytes + (64 << 20)
+            ):
+                return to_table(op)
+            return to_disk(op)
+
+        return put
+
+    def _spark_directory(self) -> str:
+        if self.spark_dir is not None:
+            return self.spark_dir
+        return os.path.join(self.directory(), "spark")
 
     def directory(self) -> str:
         if self._directory is None:
@@ -83,19 +134,47 @@ class Budget:
         return self._directory
 
     def held(self, store: Store, nodes: Iterable[Any] = ()) -> int:
-        """Bytes held in memory: the store's and the key indexes of ``nodes``."""
-        return _held(store, _keys(nodes))
+        """Bytes held in memory: the store's, and the key indexes and kept records of
+        ``nodes``."""
+        nodes = list(nodes)
+        return _held(store, _keys(nodes), nodes)
 
     def over(self, store: Store, nodes: Iterable[Any] = ()) -> bool:
         """Whether more than the budget is held once what can be spilled is."""
+        nodes = list(nodes)
         keys = _keys(nodes)
-        if self.limit is None or _held(store, keys) <= self.limit:
+        # storage="spark" without a budget: every tensor goes to Spark
+        limit = 0 if self.limit is None and self.storage == "spark" else self.limit
+        if limit is None or _held(store, keys, nodes) <= limit:
             return False
         if self.spill:
-            in_keys = sum(key_nbytes(k) for k in keys)
-            spill(store, self.directory(), max(self.limit - in_keys, 0))
-            self._spill_keys(keys, self.limit - memory_nbytes(store))
-        return _held(store, keys) > self.limit
+            fixed = sum(key_nbytes(k) for k in keys) + records_nbytes(nodes)
+            spill(store, self.directory(), max(limit - fixed, 0), put=self.put())
+            self._spill_keys(keys, limit - memory_nbytes(store) - records_nbytes(nodes))
+        return self.limit is not None and _held(store, keys, nodes) > self.limit
+
+    def move(self, store: Store, op_ids: Iterable[int], to: str) -> list[int]:
+        """Move the tensors of the operations ``op_ids`` out of memory, to local disk
+        (``to="disk"``) or into Spark (``"spark"``), wherever they are now; returns the
+        ids of those moved."""
+        if to not in ("disk", "spark"):
+            raise ValueError(f"to must be 'disk' or 'spark', not {to!r}")
+        ops = [store.operations[i] for i in op_ids]
+        if to == "disk":
+            put = to_files(self.directory())
+            todo = [op.id for op in ops if not op.spilled]
+        else:
+            if self.spark is None:
+                raise LookupError(
+                    "these runs have no Spark session (loaded from a save): their tensors "
+                    "can go to disk only"
+                )
+            put = to_spark(self.spark, self._spark_directory())
+            todo = [op.id for op in ops if op.tensors and not any(
+                isinstance(t, SparkTensor) for t in op.tensors)]  # fmt: skip
+        if not todo:
+            return []
+        return spill(store, self.directory(), -1, put=put, ops=todo)
 
     def _spill_keys(self, keys: list[Any], room: int) -> None:
         """Spill the arrays of key indexes, largest first, until they fit in ``room``."""

@@ -96,6 +96,7 @@ class Tracker(Recording, RecordRules, RecordReading):
         self._local = threading.local()
         #: bytes of tensors the store may hold in memory (past it they spill to disk)
         self.budget = Budget()
+        self.budget.spark = spark
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
         self._reused: set[int] = set()
@@ -207,6 +208,9 @@ class Tracker(Recording, RecordRules, RecordReading):
             if self._fusion is not None:
                 run.jobs += sum(self._fusion.jobs.values())
                 self._cancel_early(self._fusion)
+                # the reads' keys arrive before any operation: spill what earlier runs
+                # hold if they do not fit beside them
+                self.budget.over(self.store, self.nodes.values())
             first_use = first_consumers(pending)
             for i, item in enumerate(pending):
                 self._stop_point()

@@ -53,6 +53,35 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     >>> get_ipython().run_line_magic("load_ext", "tensprov_lab")  # doctest: +SKIP
     """
     ipython.register_magics(ProvenanceMagics)
+    if getattr(ipython, "kernel", None) is not None:
+        from tensprov_lab.capture._resident import on_progress
+
+        on_progress(_QueryProgress(ipython))
+
+
+class _QueryProgress:
+    """A line in the running cell while a query reads Spark-resident tensors (one
+    output per cell, emptied when the job is done)."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self._handle: Any = None
+        self._cell: Any = None
+
+    def __call__(self, message: str | None) -> None:
+        cell = getattr(self.shell, "execution_count", None)
+        if message is None:
+            if self._handle is not None and cell == self._cell:
+                self._handle.update({"text/plain": ""}, raw=True)
+            return
+        bundle = {
+            "text/plain": message,
+            "text/html": f"<progress></progress> {html.escape(message)}",
+        }
+        if self._handle is None or cell != self._cell:
+            self._handle, self._cell = display(bundle, raw=True, display_id=True), cell
+        else:
+            self._handle.update(bundle, raw=True)
 
 
 @dataclass
@@ -111,6 +140,18 @@ class ProvenanceMagics(Magics):
         help="past the budget, keep coarse lineage only instead of spilling to disk",
     )
     @argument(
+        "--storage",
+        choices=("disk", "spark"),
+        default="disk",
+        help="where tensors past the budget go: local disk (memory-mapped, the default) "
+        "or Parquet tables Spark keeps, queried by Spark jobs (without --budget: all)",
+    )
+    @argument(
+        "--spark-dir",
+        metavar="DIR",
+        help="the directory of Spark-resident tables (on a cluster: a shared mount)",
+    )
+    @argument(
         "--no-capture",
         action="store_true",
         help="run the cell untracked (the other options are then ignored)",
@@ -160,6 +201,8 @@ class ProvenanceMagics(Magics):
             budget,
             not args.no_spill,
             background=args.background,
+            storage=args.storage,
+            spark_dir=_unquote(args.spark_dir) if args.spark_dir else None,
         )
         try:
             self._execute(prepared)
@@ -249,6 +292,8 @@ class ProvenanceMagics(Magics):
         budget: int | None,
         spill: bool = True,
         background: bool = False,
+        storage: str = "disk",
+        spark_dir: str | None = None,
     ) -> _api.track:
         tracker = _api._tracker(spark)
         tracker.wait()  # the previous cell's capture, when it runs in the background
@@ -257,7 +302,15 @@ class ProvenanceMagics(Magics):
                 "a tracked block is already running in this session; tracked blocks "
                 "do not nest (use --no-capture inside it)"
             )
-        tracked = _api.track(spark, name=name, budget=budget, spill=spill, background=background)
+        tracked = _api.track(
+            spark,
+            name=name,
+            budget=budget,
+            spill=spill,
+            background=background,
+            storage=storage,
+            spark_dir=spark_dir,
+        )
         try:
             tracked.__enter__()
         except BaseException:

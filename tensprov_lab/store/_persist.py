@@ -79,6 +79,8 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], at: str) -> Any:
 
     if obj is None:
         return None
+    if isinstance(obj, Tensor):
+        obj = obj.in_memory()  # a tensor kept outside the process is saved as its data
     if isinstance(obj, PackedInts):
         return {"type": "packed", "width": obj.width, "size": obj.size,
                 "words": arr("words", obj.words)}  # fmt: skip

@@ -28,11 +28,14 @@ True
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable, Iterable
 
 from tensprov_lab.store._graph import Operation, Store
 from tensprov_lab.store._persist import _read_tensor, _write_tensor
+from tensprov_lab.store._tensors import Tensor
 
-__all__ = ["memory_nbytes", "release", "spill"]
+__all__ = ["Put", "memory_nbytes", "release", "spill", "to_files"]
 
 
 def _held(op: Operation) -> int:
@@ -48,40 +51,78 @@ def memory_nbytes(store: Store) -> int:
     return sum(_held(op) for op in store.operations.values())
 
 
-def spill(store: Store, directory: str, limit: int) -> list[int]:
-    """Spill the tensors of ``store``'s operations to ``directory``, largest first,
-    until it holds at most ``limit`` bytes in memory (or nothing is left to spill).
-    Returns the ids of the operations spilled.
+#: where an operation's tensors go: given the operation, its tensors in their new home
+#: and the paths that hold them (None: this destination cannot take them)
+Put = Callable[[Operation], "tuple[list[Tensor], list[str]] | None"]
 
-    Each tensor is written as ``op<O>_<k>.arrow`` and replaced by its memory-mapped
-    copy; ``Operation.spilled`` names the files (:func:`release` deletes them).
-    """
-    held = memory_nbytes(store)
-    done: list[int] = []
-    candidates = [op for op in store.operations.values() if op.tensors and not op.spilled]
-    os.makedirs(directory, exist_ok=True)
-    for op in sorted(candidates, key=lambda o: (-o.nbytes, o.id)):
-        if held <= limit:
-            break
-        if op.nbytes == 0:  # O(1) tensors: nothing to gain
-            continue
+
+def to_files(directory: str) -> Put:
+    """The local-disk destination: each tensor written as ``op<O>_<k>.arrow`` in
+    ``directory`` (the save format) and replaced by its memory-mapped copy."""
+
+    def put(op: Operation) -> tuple[list[Tensor], list[str]]:
         assert op.tensors is not None
+        os.makedirs(directory, exist_ok=True)
         paths, mapped = [], []
         for k, t in enumerate(op.tensors):
             path = os.path.join(directory, f"op{op.id}_{k}.arrow")
             _write_tensor(t, path)
             paths.append(path)
             mapped.append(_read_tensor(path))
-        held -= op.nbytes
-        op.tensors, op.spilled = mapped, paths
+        return mapped, paths
+
+    return put
+
+
+def spill(
+    store: Store, directory: str, limit: int, put: Put | None = None, ops: Iterable[int] = ()
+) -> list[int]:
+    """Spill the tensors of ``store``'s operations, largest first, until it holds at most
+    ``limit`` bytes in memory (or nothing is left to spill).  Returns the ids of the
+    operations spilled.
+
+    ``put`` says where they go (default: :func:`to_files` of ``directory``, memory-mapped);
+    ``Operation.spilled`` names the files (:func:`release` deletes them).  ``ops``
+    restricts the spill to those operations, and also moves ones already spilled
+    elsewhere (their earlier files are released).
+    """
+    put = put or to_files(directory)
+    held = memory_nbytes(store)
+    done: list[int] = []
+    only = set(ops)
+    candidates = [
+        op for op in store.operations.values()
+        if op.tensors and (op.id in only if only else not op.spilled)
+    ]  # fmt: skip
+    for op in sorted(candidates, key=lambda o: (-o.nbytes, o.id)):
+        if held <= limit:
+            break
+        if op.nbytes == 0 and not op.spilled:  # O(1) tensors: nothing to gain
+            continue
+        placed = put(op)
+        if placed is None:
+            continue
+        if not op.spilled:
+            held -= op.nbytes
+        earlier = op.spilled
+        op.tensors, op.spilled = placed
+        if earlier:
+            release(earlier)
         done.append(op.id)
     return done
 
 
 def release(paths: list[str]) -> None:
-    """Delete spilled files (of operations removed from the store)."""
+    """Delete spilled files and table directories (of operations removed from the
+    store); paths that are not local (``hdfs://...``) are left to their filesystem."""
     for path in paths:
+        if "://" in path and not path.startswith("file://"):
+            continue
+        path = path.removeprefix("file://")
         try:
-            os.remove(path)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
         except OSError:
             pass  # gone already, or still mapped on a platform that refuses

@@ -197,6 +197,12 @@ class Tensor(ABC):
         operation's frame for the column a window function makes, else the tensor."""
         return self
 
+    def in_memory(self) -> Tensor:
+        """This tensor in a form the process holds: itself, except for a tensor kept
+        elsewhere (e.g. a Spark-resident one), which reads itself back (saving a run
+        writes this form)."""
+        return self
+
     def to_sparse(self) -> sp.csr_array:
         """The whole matrix as a boolean ``scipy.sparse.csr_array`` (``n_out x n_in``)."""
         out, inp = self._pairs(np.arange(self.n_out, dtype=np.int64))

@@ -110,6 +110,7 @@ class ConnectTracker(Depth):
         self.runs: dict[int, RunLog] = {}
         self.pending: list[CPending | CNode] = []
         self.budget = Budget()
+        self.budget.spark = spark
         self.materialize = "auto"
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
@@ -148,10 +149,12 @@ class ConnectTracker(Depth):
                     self._capture_operation(item, run, annotator)
                 else:
                     self._capture_source(item, run, annotator)
+                # spill past the budget as it is reached, not only at the end
+                self.budget.over(self.store, self.nodes.values())
             if frame is not None:
                 self._name_variables(frame)
-            if self.budget.over(self.store, ()):  # spill past the budget
-                self._note(self.budget.used_up(self.store, ()))
+            if self.budget.over(self.store, self.nodes.values()):
+                self._note(self.budget.used_up(self.store, self.nodes.values()))
             run.seconds = time.perf_counter() - t0
             run.ended = time.time()
         except KeyboardInterrupt:
