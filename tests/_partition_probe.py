@@ -79,14 +79,18 @@ def replayed(run, orders, pairs, agg) -> dict[str, np.ndarray]:  # noqa: ANN001
     }
 
 
-def probe(folder: Path, master: str, shuffle: str, name: str) -> dict[str, np.ndarray]:
-    """Run the probe in a subprocess (one SparkContext per process); its arrays."""
+def probe(
+    folder: Path, master: str, shuffle: str, name: str, storage: str = "memory"
+) -> dict[str, np.ndarray]:
+    """Run the probe in a subprocess (one SparkContext per process); its arrays.
+    ``storage="spark"`` moves the run's tensors to Spark-resident tables before they
+    and the lineage answers are read (then by Spark jobs)."""
     import os
     import subprocess
 
     out = folder / f"{name}.npz"
     proc = subprocess.run(
-        [sys.executable, "-m", "tests._partition_probe", master, shuffle, str(out)],
+        [sys.executable, "-m", "tests._partition_probe", master, shuffle, str(out), storage],
         cwd=Path(__file__).resolve().parent.parent,
         env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
         capture_output=True,
@@ -99,7 +103,7 @@ def probe(folder: Path, master: str, shuffle: str, name: str) -> dict[str, np.nd
 
 
 def main(argv: list[str]) -> None:
-    master, shuffle, out = argv
+    master, shuffle, out, storage = argv if len(argv) == 4 else [*argv, "memory"]
     from pyspark.sql import SparkSession, Window
     from pyspark.sql import functions as F
 
@@ -112,6 +116,17 @@ def main(argv: list[str]) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     run, orders, pairs, agg = pipeline(spark, F, Window)
     arrays = replayed(run, orders, pairs, agg)
+    if storage == "spark":
+        moved = run.spill(to="spark")
+        assert len(moved) > 5 and all(
+            any(t.kind == "spark" for t in op.tensors) for op in moved if op.method != "withColumn"
+        ), [(op.method, [t.kind for t in op.tensors]) for op in moved]
+    for ds in run.datasets:
+        for r in range(0, ds.n_rows or 0, max((ds.n_rows or 1) // 5, 1)):
+            found = run.backward(ds.id, rows=[r]).to_dict()
+            arrays[f"backward_{ds.id}_{r}"] = np.array(
+                sorted((name, int(i)) for name, rows in found.items() for i in rows), dtype=object
+            ).astype(str)
     for k, op in enumerate(run.operations):
         assert not op.opaque, op.warnings
         for j, t in enumerate(op.tensors):

@@ -185,7 +185,7 @@ def test_bench_smoke_prints_every_figure() -> None:
     assert out.count("capture 3/3") == 1  # three turns by default
     one = _run(
         "bench", "--rows", "20k", "--queries", "20", "--capture-only", "--repeat", "1",
-        "--background",
+        "--background", "--tiers",
     )  # fmt: skip
     assert "capture 1/1" in one and "capture 2/" not in one
     bg = re.search(
@@ -198,6 +198,18 @@ def test_bench_smoke_prints_every_figure() -> None:
     held, acted, took = float(bg.group(1)), float(bg.group(3)), float(bg.group(6))
     assert 0 < held < acted and took > 0
     assert "background capture" not in out  # only with --background
+    # --tiers: the same run's queries with its tensors in memory, on disk, in Spark
+    tiers = re.findall(
+        r"tensors of the 20,000-order run (as captured|on local disk|in Spark): "
+        r"(?:moved there in ([\d.]+) s, )?([\d.]+) MB; backward p50 ([\d.]+) ms, forward "
+        r"p50 ([\d.]+) ms \((\d+) queries each\)",
+        one,
+    )
+    assert [t[0] for t in tiers] == ["as captured", "on local disk", "in Spark"], one
+    assert all(float(t[2]) > 0 and float(t[3]) > 0 and float(t[4]) > 0 for t in tiers)
+    assert tiers[0][1] == "" and float(tiers[2][1]) > 0
+    assert [int(t[5]) for t in tiers] == [20, 20, 5]
+    assert "tensors of the" not in out  # only with --tiers or --budget
     saved = re.search(r"save/load of the 20,000-order run: save ([\d.]+) s, load ([\d.]+) s "
                       r"\(checksums verified\), ([\d.]+) MB on disk", out)  # fmt: skip
     assert saved is not None and float(saved.group(3)) > 0

@@ -91,3 +91,14 @@ def test_a_standalone_cluster_gives_the_local_results(standalone: str, tmp_path:
     assert local.keys() == cluster.keys()
     for key in local:
         assert np.array_equal(local[key], cluster[key]), key
+
+
+def test_spark_resident_tensors_answer_on_the_cluster(standalone: str, tmp_path: Path) -> None:
+    """The run's tensors moved into Spark tables: the cluster's executors read them
+    (lineage queries and whole tensors), with the answers of the local run in memory."""
+    local = probe(tmp_path, "local[2]", "3", "local")
+    cluster = probe(tmp_path, standalone, "3", "cluster-spark", storage="spark")
+    assert any(k.startswith("backward_") for k in local)
+    assert local.keys() == cluster.keys()
+    for key in local:
+        assert np.array_equal(local[key], cluster[key]), key

@@ -270,6 +270,8 @@ def test_budget_export_and_save_over_connect(connect, tmp_path) -> None:  # noqa
         kept = df.filter(F.col("id") % 7 > 1)
         per_g = kept.groupBy("g").agg(F.sum("id").alias("t"))
     assert any(op.spilled for op in run.operations)  # past the budget: on disk
+    disk_files = [p for op in run.operations for p in op.spilled or []]
+    assert disk_files and all(os.path.exists(p) for p in disk_files)
     back = run.backward(per_g, rows=[0])[df]
     kept_ids = [i for i in range(3000) if i % 7 > 1]
     first_group = kept_ids[0] % 3  # groups are numbered by their smallest member
@@ -280,6 +282,24 @@ def test_budget_export_and_save_over_connect(connect, tmp_path) -> None:  # noqa
     tensprov_lab.save(tmp_path / "c.tpl", run)
     loaded = tensprov_lab.load(tmp_path / "c.tpl")[-1]
     assert loaded.backward("per_g", rows=[0])["df"].tolist() == back.tolist()
+    # storage="spark": the tensors become tables the Connect server reads, and queries
+    # run as jobs there
+    with tensprov_lab.track(
+        connect, name="res", storage="spark", spark_dir=str(tmp_path / "tables")
+    ) as res:
+        kept = df.filter(F.col("id") % 7 > 1)
+        per_g = kept.groupBy("g").agg(F.sum("id").alias("t"))
+    in_spark = [op for op in res.operations if op.spilled]
+    assert {op.method for op in in_spark} == {"filter", "agg"}
+    assert all(t.kind == "spark" for op in in_spark for t in op.tensors)
+    assert res.backward(per_g, rows=[0])[df].tolist() == back.tolist()
+    fwd = res.forward(df, rows=[kept_ids[0]], to=per_g)[per_g].tolist()
+    assert fwd == [0]
+    tables = [p for op in in_spark for p in op.spilled]
+    tensprov_lab.forget(res)
+    assert not any(os.path.exists(p) for p in tables)
+    tensprov_lab.forget(run)  # its disk files go with it
+    assert not any(os.path.exists(p) for p in disk_files)
 
 
 def test_ctrl_c_during_capture_over_connect(connect) -> None:  # noqa: ANN001

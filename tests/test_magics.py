@@ -284,6 +284,17 @@ def test_budget_is_passed_to_the_capture(
     with pytest.warns(TensProvWarning, match="every tensor and key spilled to disk"):
         assert shell.run_cell("%%provtrack --budget 1B\n" + cell).success
     assert spilled() > before
+    # --storage spark (no budget): every tensor goes to Spark-resident tables under
+    # --spark-dir (their queries: tests/test_resident.py)
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="magic-spark-")
+    assert shell.run_cell(f"%%provtrack --storage spark --spark-dir {where}\n" + cell).success
+    run = tensprov_lab.last_run()
+    in_spark = [op for op in run.operations if op.spilled]
+    assert in_spark and not any(op.opaque for op in run.operations)
+    assert all(any(t.kind == "spark" for t in op.tensors) for op in in_spark)
+    assert all(p.startswith(where) for op in in_spark for p in op.spilled)
 
     bad = shell.run_cell("%%provtrack --budget lots\nnot_run = 1")
     assert isinstance(bad.error_in_exec, UsageError)

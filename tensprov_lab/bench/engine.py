@@ -63,6 +63,10 @@ class EngineResult:
     held_s: float | None = None
     acted_s: float | None = None
     background_capture_s: float | None = None
+    #: with ``--tiers`` (or ``--budget``): the same run's single-record queries with its
+    #: tensors where they were captured, then moved to disk, then into Spark: (tier,
+    #: seconds to move, backward p50 ms, forward p50 ms, queries each, MB kept there)
+    tiers: list[tuple[str, float, float, float, int, float]] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -124,6 +128,7 @@ def run_engine_bench(
     repeat: int = 3,
     budget: int | None = None,
     background: bool = False,
+    tiers: bool = False,
 ) -> EngineResult:
     import tensprov_lab
 
@@ -230,14 +235,18 @@ def run_engine_bench(
     # tensors, indexes, column maps and capture's key indexes, as the budget counts them
     tracker = run._tracker
     memory = tracker.budget.held(tracker.store, tracker.nodes.values())
+    join_bytes, total_bytes = (join_op.nbytes if join_op else 0), run.nbytes
+    tier_figures = []
+    if tiers:  # last: the run's tensors leave memory
+        tier_figures = _tier_latencies(run, orders, priced, out, n_priced, n_src, queries, progress)
     return EngineResult(
         rows=n_orders,
         baseline_s=baseline,
         capture_s=capture,
         first_capture_s=captures[0],
         join_rows=join_rows,
-        join_bytes=join_op.nbytes if join_op else 0,
-        total_bytes=run.nbytes,
+        join_bytes=join_bytes,
+        total_bytes=total_bytes,
         backward_ms=backward,
         forward_ms=forward,
         steps=[(op.method, op.seconds) for op in run.operations],
@@ -255,7 +264,53 @@ def run_engine_bench(
         held_s=float(np.median(helds)) if helds else None,
         acted_s=float(np.median(acteds)) if acteds else None,
         background_capture_s=float(np.median(bg_captures)) if bg_captures else None,
+        tiers=tier_figures,
     )
+
+
+def _tier_latencies(
+    run: Any,
+    orders: Any,
+    priced: Any,
+    out: Any,
+    n_priced: int,
+    n_src: int,
+    queries: int,
+    progress: Any,
+) -> list[tuple[str, float, float, float, int, float]]:
+    """Single-record backward / forward p50 of ``run`` as captured, then with every
+    tensor moved to local disk, then into Spark (fewer queries there: each is a job)."""
+    from tensprov_lab.capture._resident import SparkTensor
+
+    rng = np.random.default_rng(1)
+    figures = []
+    moves = [
+        ("as captured", None, queries),
+        ("on local disk", "disk", queries),
+        ("in Spark", "spark", 5),
+    ]
+    for tier, to, n in moves:
+        t0 = time.perf_counter()
+        if to is not None:
+            progress(f"[{n_src:,} orders] move the run's tensors to {to} …")
+            run.spill(to=to)
+        moved_s = time.perf_counter() - t0
+        progress(f"[{n_src:,} orders] queries on tensors {tier} …")
+        bwd = latency(
+            lambda r: run.backward(priced, rows=[r]), rng.integers(0, n_priced, n).tolist()
+        )
+        fwd = latency(
+            lambda r: run.forward(orders, rows=[r], to=out), rng.integers(0, n_src, n).tolist()
+        )
+        tensors = [t for op in run.operations for t in op.tensors or []]
+        if to == "spark":
+            kept = sum(t.disk_nbytes() for t in tensors if isinstance(t, SparkTensor))
+        elif to == "disk":
+            kept = sum(os.path.getsize(p) for op in run.operations for p in op.spilled or [])
+        else:
+            kept = sum(t.nbytes for t in tensors)
+        figures.append((tier, moved_s, bwd[0], fwd[0], n, kept / 2**20))
+    return figures
 
 
 def _save_and_load(run: Any, folder: str) -> tuple[float, float, float]:
@@ -328,6 +383,13 @@ def format_table(results: list[EngineResult]) -> str:
                 f"run's tensors spilled to disk (memory-mapped), {r.memory_mb:.2f} MB held in "
                 "memory after the queries (tensors, indexes, column maps, capture's keys); "
                 "its query figures are on the spilled tensors"
+            )
+    for r in results:
+        for tier, moved, bwd, fwd, n, mb in r.tiers:
+            how = f"moved there in {moved:.2f} s, " if tier != "as captured" else ""
+            lines.append(
+                f"tensors of the {r.rows:,}-order run {tier}: {how}{mb:.2f} MB; "
+                f"backward p50 {bwd:.3f} ms, forward p50 {fwd:.3f} ms ({n} queries each)"
             )
     for r in results:
         if r.held_s is not None and r.acted_s is not None:
@@ -409,6 +471,12 @@ def main(argv: list[str] | None = None) -> int:
         help="capture with this memory budget (e.g. 20MB): tensors past it spill to disk",
     )
     parser.add_argument(
+        "--tiers",
+        action="store_true",
+        help="after the queries, move the run's tensors to disk, then into Spark, and time "
+        "single-record queries on each (on by default with --budget)",
+    )
+    parser.add_argument(
         "--background",
         action="store_true",
         help="also time capture in the background: the block held, and the block plus "
@@ -453,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
                     repeat=args.repeat,
                     budget=parse_size(args.budget),
                     background=args.background,
+                    tiers=args.tiers or args.budget is not None,
                 )  # fmt: skip
             )
             # queries and captures of one size must not hold the memory of the next

@@ -197,7 +197,15 @@ class Budget:
         return (
             f"the memory budget of {self.limit or 0:,} bytes is used up "
             f"({self.held(store, nodes):,} bytes held in memory"
-            + (", every tensor and key spilled to disk" if self.spill else "")
+            + (
+                (
+                    ", every tensor and key spilled to disk"
+                    if self.storage == "disk"
+                    else ", every tensor spilled to Spark and every key to disk"
+                )
+                if self.spill
+                else ""
+            )
             + "); raise it with budget=... or free old runs with "
             "tensprov_lab.forget(run) (every run: tensprov_lab.forget())"
         )

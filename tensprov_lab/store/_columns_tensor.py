@@ -51,6 +51,12 @@ class ColumnsTensor(Tensor):
         i = self.columns.get(int(column))
         return self.whole if i is None else self.parts[i]
 
+    def in_memory(self) -> Tensor:
+        whole, parts = self.whole.in_memory(), [p.in_memory() for p in self.parts]
+        if whole is self.whole and all(a is b for a, b in zip(parts, self.parts)):
+            return self
+        return ColumnsTensor(whole, parts, self.columns)
+
     @property
     def nnz(self) -> int:
         return self.whole.nnz

@@ -185,10 +185,16 @@ class ConnectTracker(Depth):
                 "a tracked block is running: forget runs after it ends, not inside it"
             )
         ids = set(run_ids)
+        spilled = self.budget.forget(self.store, ids)  # files and tables past the budget
         removed = set(self.store.remove_run(ids))
-        for ident, node in list(self.nodes.items()):
-            if node.run in ids or (node.ds_id is not None and node.ds_id in removed):
-                del self.nodes[ident]
+        self.budget.release(spilled)
+        gone = [
+            ident for ident, node in self.nodes.items()
+            if node.run in ids or (node.ds_id is not None and node.ds_id in removed)
+        ]  # fmt: skip
+        self.budget.release(self.budget.key_files(self.nodes[i] for i in gone))
+        for ident in gone:
+            del self.nodes[ident]
         for d in removed:
             self.by_ds.pop(d, None)
         for r in ids:
