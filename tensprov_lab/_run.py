@@ -420,10 +420,19 @@ class Run:
             res = cell_lineage(
                 self.store, ds_id, picked, cols, direction, to=targets, localized=localized
             )
+            self._keep_budget()
             return CellLineage(self, res, paths)
         run = backward if direction == "backward" else forward
         found = run(self.store, ds_id, picked, to=targets, localized=localized)
+        self._keep_budget()
         return Lineage(self, found, paths)
+
+    def _keep_budget(self) -> None:
+        """After a query: the inverse indexes it built count against the memory budget,
+        so past it the largest tensors spill (their indexes go with them)."""
+        budget = getattr(self._tracker, "budget", None)
+        if budget is not None and budget.limit is not None and budget.spill:
+            budget.over(self.store, self._tracker.nodes.values())
 
     def backward(
         self, df: Any, rows: Any = None, where: str | None = None, to: Any = None,

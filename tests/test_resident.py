@@ -241,6 +241,24 @@ def test_a_disk_short_of_room_sends_the_spill_to_spark(spark: Any, monkeypatch: 
     tensprov_lab.forget(run)
 
 
+def test_indexes_a_query_builds_count_and_spill_past_the_budget(spark: Any) -> None:
+    orders, cust, F = _frames(spark)
+    plain, frames = _block(spark, orders, cust, F)
+    want = _lineage(plain, orders, frames)
+    tensprov_lab.forget(plain)
+    tracker = tensprov_lab._api._tracker(spark)
+    # room for the run as captured, not for the inverse indexes forward queries build
+    run, frames = _block(spark, orders, cust, F, budget="1GB")
+    held = tracker.budget.held(tracker.store, tracker.nodes.values())
+    tracker.budget.limit = held + 100
+    assert not any(op.spilled for op in run.operations)
+    assert _lineage(run, orders, frames) == want  # forward queries build indexes
+    assert any(op.spilled for op in run.operations)
+    assert tracker.budget.held(tracker.store, tracker.nodes.values()) <= held + 100
+    assert _lineage(run, orders, frames) == want
+    tensprov_lab.forget(run)
+
+
 def test_records_kept_on_a_node_count_against_the_budget() -> None:
     class Kept:
         def __init__(self, records: Any) -> None:

@@ -17,6 +17,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,6 +58,12 @@ def _held(store: Store, keys: list[Any], nodes: Iterable[Any] = ()) -> int:
     return memory_nbytes(store) + sum(key_nbytes(k) for k in keys) + records_nbytes(nodes)
 
 
+#: bytes of each kept records frame, by ``id`` (with a weak reference to tell a new
+#: frame at the same address): measuring a frame of strings takes milliseconds, and
+#: every query checks the budget
+_SIZES: dict[int, tuple[Any, int]] = {}
+
+
 def records_nbytes(nodes: Iterable[Any]) -> int:
     """Bytes of the records a replay read whole and keeps on a node (``Node.records``:
     a pandas frame and its index), counted against the budget like the rest."""
@@ -65,8 +72,11 @@ def records_nbytes(nodes: Iterable[Any]) -> int:
         kept = getattr(n, "records", None)
         if kept is not None:
             pdf, idx = kept
-            total += int(pdf.memory_usage(index=True, deep=True).sum())
-            total += int(np.asarray(idx).nbytes)
+            known = _SIZES.get(id(pdf))
+            if known is None or known[0]() is not pdf:
+                size = int(pdf.memory_usage(index=True, deep=True).sum())
+                known = _SIZES[id(pdf)] = (weakref.ref(pdf), size)
+            total += known[1] + int(np.asarray(idx).nbytes)
     return total
 
 
