@@ -22,7 +22,7 @@ from typing import Any
 
 from tensprov_lab.capture.connect import _proto as P
 
-__all__ = ["Annotator", "Keyed", "Unsupported", "STABLE_KINDS"]
+__all__ = ["Annotator", "Keyed", "STABLE_KINDS", "Unsupported", "plain_groups"]
 
 #: relation kinds whose records Spark returns in the same order every time (over
 #: stable leaves, with deterministic expressions)
@@ -61,6 +61,23 @@ class Keyed:
     #: a semi or anti join: whether it is anti, and the same join as an inner join
     #: whose rows are the (left, right) pairs that matched, with both sides' keys
     semi: tuple[bool, Any, Keyed, Keyed] | None = None
+
+
+def plain_groups(rel: Any) -> None:
+    """Refuse an aggregate that is not one group per distinct grouping value: a rollup,
+    cube or grouping sets adds subtotal rows, a pivot spreads groups over columns.
+
+    Raises
+    ------
+    Unsupported
+        For those.
+    """
+    from pyspark.sql.connect import proto
+
+    if P.kind(rel) == "aggregate" and (
+        rel.aggregate.group_type != proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY
+    ):
+        raise Unsupported("rollup, cube, pivot and grouping sets")
 
 
 class Annotator:
@@ -248,9 +265,8 @@ class Annotator:
     def _aggregate(self, rel: Any) -> Keyed:
         from pyspark.sql.connect import proto
 
+        plain_groups(rel)
         agg = rel.aggregate
-        if agg.group_type != proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY:
-            raise Unsupported("rollup, cube, pivot and grouping sets")
         new, (kid,) = self._kids(rel)
         pid = P.plan_id(rel)
         if not len(agg.grouping_expressions):

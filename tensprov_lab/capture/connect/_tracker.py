@@ -37,7 +37,12 @@ from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable
-from tensprov_lab.capture.connect._rewrite import STABLE_KINDS, Annotator, Unsupported
+from tensprov_lab.capture.connect._rewrite import (
+    STABLE_KINDS,
+    Annotator,
+    Unsupported,
+    plain_groups,
+)
 from tensprov_lab.capture.rules import column_category
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
@@ -354,15 +359,29 @@ class ConnectTracker(Depth):
                          t0, contributing, influencing, exact)  # fmt: skip
             return
         if window:
+            category = "window"
+        if nondet:
+            warn.append(
+                f"{p.expression} is not deterministic: its records may differ between "
+                "executions, and so may their provenance"
+            )
+        subset = list(rel.deduplicate.column_names) if P.kind(rel) == "deduplicate" else []
+        if category == "dedup" and subset and len(set(subset)) < len(cols):
+            nondet = True
+            warn.append(
+                f"{p.expression} keeps an arbitrary record of each group; the provenance "
+                "lists every record of the group"
+            )
+        if window:
             warn.append(
                 "window function: over Spark Connect its lineage is the record's own input "
                 "row (the localized answer); the frame is not traced yet"
             )
-            for w in warn:
-                self._note(f"{p.method}: {w}")
+        for w in warn:
+            self._note(f"{p.method}: {w}")
         p.out.index = index
         ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n_out,
-                                    run=run.id)  # fmt: skip
+                                    run=run.id, hidden=category == "trivial")  # fmt: skip
         p.out.ds_id = ds.id
         self.by_ds[ds.id] = p.out
         run.datasets.append(ds.id)
@@ -527,6 +546,7 @@ class ConnectTracker(Depth):
         them apart as Spark does, else by the server itself)."""
         (node,) = p.inputs
         assert node.index is not None
+        plain_groups(rel)  # a rollup's subtotals are not groups of distinct values
         by = self._group_columns(rel, node)
         if by:
             member, group, n_groups = self._members_by_values(rel, by, node, annotator)
@@ -631,7 +651,8 @@ class ConnectTracker(Depth):
         raw = _key_array(table, names)
         assert node.index is not None
         idx = node.index.occurrences(raw) if shared else node.index.lookup(raw)  # type: ignore[union-attr]
-        user = [c for c in table.column_names if not c.startswith(P.KEY_PREFIX)]
+        # by position: a join's output may name two columns alike
+        user = [i for i, c in enumerate(table.column_names) if not c.startswith(P.KEY_PREFIX)]
         pdf = table.select(user).to_pandas()
         pdf.insert(0, ROW, idx)
         if rows is not None:
