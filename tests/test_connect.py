@@ -22,12 +22,12 @@ from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
-#: oracle steps captured record by record over Connect (windows, pivots, limits and
-#: pandas/RDD hops are not yet: docs/connect.md)
+#: oracle steps captured record by record over Connect (pivots, limits and pandas/RDD
+#: hops are not yet: docs/connect.md)
 _CONNECT_STEPS = {
     "filter_gt", "filter_eq", "filter_notnull", "with", "select", "dropna", "fillna",
     "orderBy", "distinct", "dropDuplicates", "groupBy", "union_self", "union_b", "join",
-    "explode",
+    "explode", "window_running", "window_rank", "window_lag", "window_lead", "window_count",
 }  # fmt: skip
 
 

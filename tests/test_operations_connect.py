@@ -56,6 +56,7 @@ _SAME = [
     "test_unions_append_blocks",
     "test_distinct_and_drop_duplicates",
     "test_group_by_aggregates",
+    "test_window_functions_come_from_their_partition_and_are_contextual",
     "test_repartition_coalesce_hint_are_trivial",
     "test_unsupported_operation_is_opaque",
     "test_bad_where_and_out_of_range_rows",
@@ -102,14 +103,19 @@ def test_what_connect_does_not_trace_yet_is_opaque_with_its_reason(spark: Any) -
     assert ops.records(run, after_rollup) == kept
 
 
-def test_windows_over_connect_give_the_localized_answer_with_a_warning(spark: Any) -> None:
+def test_a_window_the_plan_does_not_name_gives_the_localized_answer_with_a_warning(
+    spark: Any,
+) -> None:
+    """Frames are traced for a withColumn or a select of named window columns
+    (tests/test_windows_connect.py); a select of an unnamed one falls back to the
+    record itself, and says so."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     sales = ops.sales_df(spark)
     with pytest.warns(TensProvWarning, match="localized"):
         with tensprov_lab.track(spark, name="win") as run:
-            w = sales.withColumn("prev", F.lag("amount").over(Window.orderBy("amount")))
+            w = sales.select("amount", F.lag("amount").over(Window.orderBy("amount")))
     op = ops.check_op(run, w, {"window"})
     assert op.contextual and "frame is not traced" in op.warnings[0]
     assert [ops.back(run, w, i) for i in range(6)] == [{"sales": [i]} for i in range(6)]

@@ -11,6 +11,7 @@ the classic capture does for a plan step it does not understand).
 Examples
 --------
 >>> from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.connect._windows import split, windows_in
 >>> m = Maps([["a", "b"]], ["a", "c"], [7])
 >>> m.identity()
 >>> m.contribute(1, P.fn("+", P.col("a"), P.col("b")))
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.connect._windows import split, windows_in
 
 __all__ = ["Maps", "attribute_maps"]
 
@@ -65,6 +67,17 @@ class Maps:
 
     def influence(self, *exprs: Any) -> None:
         self._mark(self.influencing, slice(None), list(exprs))
+
+    def make(self, out: int, expr: Any) -> None:
+        """Output column ``out`` made by ``expr``: a window function's arguments
+        contribute, its partition and order (and a ranking function's arguments)
+        influence that column alone, the rest of the expression contributes."""
+        if not windows_in(expr):
+            self.contribute(out, expr)
+            return
+        rest, args, specs = split(expr)
+        self.contribute(out, rest, *args)
+        self._mark(self.influencing, out, specs)
 
     def identity(self, side: int = 0, outs: list[int] | None = None) -> None:
         """Output columns that are the input column of the same name."""
@@ -118,7 +131,7 @@ def attribute_maps(
                 m.positional(0, range(o, o + width))
                 o += width
             elif o < n_out:
-                m.contribute(o, e)
+                m.make(o, e)
                 o += 1
         if o != n_out:
             m.everything()
@@ -126,7 +139,7 @@ def attribute_maps(
         made = {a.name[0].lower(): a for a in inner.aliases if len(a.name) == 1}
         for o, c in enumerate(out_cols):
             if c.lower() in made:
-                m.contribute(o, made[c.lower()].expr)
+                m.make(o, made[c.lower()].expr)
             else:
                 m.identity(outs=[o])
     elif kind == "with_columns_renamed" and len(in_cols) == 1:

@@ -12,9 +12,11 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["KeyIndex", "GroupIndex", "Unidentifiable"]
+__all__ = ["GroupIndex", "KeyIndex", "Unidentifiable", "key_array"]
 
 
 class Unidentifiable(Exception):
@@ -118,3 +120,12 @@ class GroupIndex:
     def lookup(self, tuples: np.ndarray) -> np.ndarray:
         member = self.members.lookup(tuples)
         return np.where(member >= 0, self.group_of[np.maximum(member, 0)], -1)
+
+
+def key_array(table: Any, names: list[str]) -> np.ndarray:
+    """Key columns of an Arrow table as one int64 array (a row per record; -1: null)."""
+    if not names:
+        return np.zeros((table.num_rows, 0), dtype=np.int64)
+    return np.column_stack(
+        [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
+    ).reshape(table.num_rows, len(names))

@@ -36,13 +36,14 @@ from tensprov_lab.capture._nodes import (
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
-from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable
+from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable, key_array
 from tensprov_lab.capture.connect._rewrite import (
     STABLE_KINDS,
     Annotator,
     Unsupported,
     plain_groups,
 )
+from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.rules import column_category
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
@@ -291,7 +292,7 @@ class ConnectTracker(Depth):
         if not names:
             n = df.count()
             return np.zeros((n, 0), dtype=np.int64)
-        return _key_array(df.select(*[F.col(f"`{k}`") for k in names]).toArrow(), names)
+        return key_array(df.select(*[F.col(f"`{k}`") for k in names]).toArrow(), names)
 
     def _key_source(self, node: CNode, annotator: Annotator) -> str:
         """Make ``node`` a source of the rewrite: keyed by scan position (pinned first
@@ -349,7 +350,11 @@ class ConnectTracker(Depth):
                 raise Unsupported("an input that was not traced record by record")
             if nondet and kinds - {"project", "with_columns"}:
                 raise Unsupported("a non-deterministic expression that decides which records")
-            n_out, tensors, index, category = self._trace(p, rel, kinds, annotator, run)
+            framed = self._trace_window(p, rel, annotator, run, warn) if window else None
+            if framed is not None:
+                n_out, tensors, index, category = framed
+            else:
+                n_out, tensors, index, category = self._trace(p, rel, kinds, annotator, run)
         except (Unsupported, Unidentifiable) as exc:
             self._opaque(p, run, annotator, cols, types, f"{p.method}: {exc}", t0,
                          contributing, influencing, exact)  # fmt: skip
@@ -372,10 +377,10 @@ class ConnectTracker(Depth):
                 f"{p.expression} keeps an arbitrary record of each group; the provenance "
                 "lists every record of the group"
             )
-        if window:
+        if window and framed is None:
             warn.append(
                 "window function: over Spark Connect its lineage is the record's own input "
-                "row (the localized answer); the frame is not traced yet"
+                "row (the localized answer); the frame is not traced here"
             )
         for w in warn:
             self._note(f"{p.method}: {w}")
@@ -394,6 +399,32 @@ class ConnectTracker(Depth):
             trivial=category == "trivial",
         )  # fmt: skip
         run.operations.append(op.id)
+
+    def _trace_window(
+        self, p: CPending, rel: Any, annotator: Annotator, run: RunLog, warn: list[str]
+    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str] | None:
+        """A withColumn or select of window functions over one input: every record from
+        its frames (None: not that shape, or frames the plan does not tell; the caller
+        then gives the localized answer with a warning)."""
+        if len(p.inputs) != 1 or len(_relations(rel, {p.inputs[0].ident})) != 1:
+            return None
+        if _generates(rel, p):
+            return None
+        (node,) = p.inputs
+        assert node.index is not None
+        kid = annotator.annotate(P.children(rel)[0])
+        keys = kid.ids.get(node.ident)
+        if keys is None:
+            return None
+        try:
+            tensor, notes = trace_windows(
+                self.spark, rel, kid, keys, node.index, list(p.out.df.columns)
+            )
+        except Unframed:
+            return None
+        run.jobs += 1
+        warn.extend(f"window: {note}" for note in notes)
+        return node.index.n, [tensor], node.index, "window"
 
     def _trace(
         self, p: CPending, rel: Any, kinds: set[str], annotator: Annotator, run: RunLog
@@ -512,7 +543,7 @@ class ConnectTracker(Depth):
         table = P.dataframe(self.spark, read).toArrow()
         combined, _ = value_codes([table.column(f"{P.KEY_PREFIX}v{i}") for i in range(len(by))])
         group, uniq = pd.factorize(combined)
-        keys = _key_array(table, cols)
+        keys = key_array(table, cols)
         return node.index.lookup(keys), group.astype(np.int64), len(uniq)  # type: ignore[union-attr]
 
     def _members_by_lists(
@@ -648,7 +679,7 @@ class ConnectTracker(Depth):
                     f"(columns: {', '.join(ds.columns)}): {_short_error(exc)}"
                 ) from None
         table = df.toArrow()
-        raw = _key_array(table, names)
+        raw = key_array(table, names)
         assert node.index is not None
         idx = node.index.occurrences(raw) if shared else node.index.lookup(raw)  # type: ignore[union-attr]
         # by position: a join's output may name two columns alike
@@ -670,15 +701,6 @@ class ConnectTracker(Depth):
 
     def replayable(self, ds_id: int) -> bool:
         return False
-
-
-def _key_array(table: Any, names: list[str]) -> np.ndarray:
-    """Key columns of an Arrow table as one int64 array (a row per record; -1: null)."""
-    if not names:
-        return np.zeros((table.num_rows, 0), dtype=np.int64)
-    return np.column_stack(
-        [np.asarray(table.column(k).fill_null(-1).to_numpy(), dtype=np.int64) for k in names]
-    ).reshape(table.num_rows, len(names))
 
 
 def _relations(rel: Any, inputs: set[int]) -> list[Any]:

@@ -42,7 +42,7 @@ from tensprov_lab.capture.rules._base import (
     attrs,
 )
 
-__all__ = ["Window"]
+__all__ = ["Window", "frame_tensors"]
 
 JObject = Any
 #: functions whose value depends on the order of every row of the partition
@@ -199,6 +199,56 @@ def _window_expression(jvm: Any, expr: JObject) -> JObject | None:
     return None
 
 
+def frame_tensors(
+    rows: np.ndarray,
+    part_of: np.ndarray,
+    pos: np.ndarray,
+    n: int,
+    bounds: list[tuple[np.ndarray, np.ndarray] | None],
+) -> list[Any]:
+    """The frame tensor of each window function over ``n`` records, from what one job
+    read per record (aligned arrays): ``rows`` the record, ``part_of`` the smallest
+    record of its partition, ``pos`` its 1-based position in the partition's order
+    (ties broken by record), and per function ``bounds``: the rows counted up to its
+    frame's end and in its frame (None: the whole partition).
+
+    Examples
+    --------
+    ``lag`` over one partition of records 2, 0, 1 in that order:
+
+    >>> hi, size = np.array([1, 2, 0]), np.array([1, 1, 0])  # record 2 has no row before
+    >>> (t,) = frame_tensors(np.array([0, 1, 2]), np.array([0, 0, 0]), np.array([2, 3, 1]),
+    ...                      3, [(hi, size)])
+    >>> t.backward([0]).tolist(), t.backward([2]).tolist()
+    ([2], [])
+    """
+    from tensprov_lab.store import FrameTensor
+
+    # partitions laid out by their smallest record, each in its sort order
+    size_of = np.bincount(part_of, minlength=n)
+    first = np.full(n, n, dtype=np.int64)
+    np.minimum.at(first, part_of, rows)
+    present = np.flatnonzero(size_of)
+    laid = present[np.argsort(first[present], kind="stable")]
+    start = np.zeros(n, dtype=np.int64)
+    start[laid] = np.concatenate([[0], np.cumsum(size_of[laid])[:-1]]) if len(laid) else laid
+    begin = start[part_of]
+    at = begin + pos - 1
+    perm = np.empty(n, dtype=np.int64)
+    perm[at] = rows
+    out = []
+    for bound in bounds:
+        lo_at = np.empty(n, dtype=np.int64)
+        hi_at = np.empty(n, dtype=np.int64)
+        if bound is None:
+            lo_at[at], hi_at[at] = begin, begin + size_of[part_of]
+        else:
+            h, c = bound
+            lo_at[at], hi_at[at] = begin + h - c, begin + h
+        out.append(FrameTensor(perm, lo_at, hi_at))
+    return out
+
+
 def _frames(
     reader: Reading, win: JObject, child: JObject, keys: list[JObject], node: Any
 ) -> list[tuple[int, Any]]:
@@ -206,8 +256,6 @@ def _frames(
     window's input carrying ``keys``), by the expression's id; one Spark job."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
-
-    from tensprov_lab.store import FrameTensor
 
     jvm = reader.jvm
     parts = jvm.lst(win.partitionSpec())
@@ -264,29 +312,16 @@ def _frames(
             "a frame counted in rows over tied sort values: Spark picks which tied row is in "
             "it; the lineage takes ties in input order"
         )
-    # partitions laid out by their smallest record, each in its sort order
-    size_of = np.bincount(part_of, minlength=n)
-    first = np.full(n, n, dtype=np.int64)
-    np.minimum.at(first, part_of, rows)
-    present = np.flatnonzero(size_of)
-    laid = present[np.argsort(first[present], kind="stable")]
-    start = np.zeros(n, dtype=np.int64)
-    start[laid] = np.concatenate([[0], np.cumsum(size_of[laid])[:-1]]) if len(laid) else laid
-    begin = start[part_of]
-    at = begin + table.column(pos).to_numpy().astype(np.int64) - 1
-    perm = np.empty(n, dtype=np.int64)
-    perm[at] = rows
-    out = []
-    for alias_id, hi_name, size_name in plans:
-        lo_at = np.empty(n, dtype=np.int64)
-        hi_at = np.empty(n, dtype=np.int64)
-        if hi_name is None or size_name is None:
-            lo_at[at], hi_at[at] = begin, begin + size_of[part_of]
-        else:
-            h = table.column(hi_name).to_numpy().astype(np.int64)
-            c = table.column(size_name).to_numpy().astype(np.int64)
-            lo_at[at], hi_at[at] = begin + h - c, begin + h
-        out.append((alias_id, FrameTensor(perm, lo_at, hi_at)))
+    bounds = [
+        None if hi is None or size is None else (
+            table.column(hi).to_numpy().astype(np.int64),
+            table.column(size).to_numpy().astype(np.int64),
+        )
+        for _, hi, size in plans
+    ]  # fmt: skip
+    pos_at = table.column(pos).to_numpy().astype(np.int64)
+    frames = frame_tensors(rows, part_of, pos_at, n, bounds)
+    out = [(alias_id, f) for (alias_id, _, _), f in zip(plans, frames)]
     for note in dict.fromkeys(notes):
         reader._note(f"window: {note}")
     return out
