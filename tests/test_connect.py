@@ -339,3 +339,30 @@ def test_ctrl_c_during_capture_over_connect(connect) -> None:  # noqa: ANN001
     with tensprov_lab.track(connect) as after:  # the next block works
         odd = src.filter("id % 2 = 1")
     assert after.dataset(odd).n_rows == 10
+
+
+def test_grouping_values_ride_along_the_read_of_the_join(connect) -> None:  # noqa: ANN001
+    """An aggregate over a join's records (through a withColumn) takes its grouping
+    values from the join's own read: no job of its own, the same groups."""
+    from pyspark.sql import functions as F
+
+    orders = connect.createDataFrame(
+        [(i, i % 7, float(i % 11)) for i in range(400)], "id bigint, cust bigint, amount double"
+    )
+    cust = connect.createDataFrame(
+        [(c, f"r{c % 3}") for c in range(7)], "cust bigint, region string"
+    )
+    with tensprov_lab.track(connect, name="ride") as run:
+        joined = orders.join(cust, "cust")
+        priced = joined.withColumn("eur", F.col("amount") * 0.9)
+        out = priced.groupBy("region").agg(F.sum("eur").alias("t"))
+        # a renamed grouping column is not the join's: this one reads its own values
+        renamed = joined.withColumnRenamed("region", "reg").groupBy("reg").count()
+    ops = {run.store.datasets[o.output].name: o for o in run.operations}
+    assert ops["out"].jobs == 0 and not ops["out"].opaque
+    assert ops["renamed"].jobs == 1 and not ops["renamed"].opaque
+    regions = run.rows(joined)["region"].tolist()
+    for df, col in ((out, "region"), (renamed, "reg")):
+        for i, region in enumerate(run.rows(df)[col]):
+            members = run.backward(df, rows=[i], to=joined)[joined].tolist()
+            assert members == [j for j, r in enumerate(regions) if r == region]

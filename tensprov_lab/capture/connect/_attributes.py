@@ -11,7 +11,6 @@ the classic capture does for a plan step it does not understand).
 Examples
 --------
 >>> from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._windows import split, windows_in
 >>> m = Maps([["a", "b"]], ["a", "c"], [7])
 >>> m.identity()
 >>> m.contribute(1, P.fn("+", P.col("a"), P.col("b")))

@@ -43,6 +43,7 @@ from tensprov_lab.capture.connect._rewrite import (
     Unsupported,
     plain_groups,
 )
+from tensprov_lab.capture.connect._rides import Ride, plan_rides
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.rules import column_category
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
@@ -117,6 +118,8 @@ class ConnectTracker(Depth):
         self.pending: list[CPending | CNode] = []
         self.budget = Budget()
         self.budget.spark = spark
+        #: aggregates whose grouping values ride along an earlier read (this capture's)
+        self._rides: list[Ride] = []
         self.materialize = "auto"
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
@@ -146,6 +149,7 @@ class ConnectTracker(Depth):
         try:
             t0 = time.perf_counter()
             pending, self.pending = self.pending, []
+            self._rides = plan_rides(pending, _plain_grouping, _relations, _generates)
             annotator = self._annotator()
             for i, item in enumerate(pending):
                 if progress is not None:
@@ -286,13 +290,37 @@ class ConnectTracker(Depth):
     def _keys(self, rel: Any, names: list[str]) -> np.ndarray:
         """The key columns ``names`` of the rewritten relation ``rel``, read back (one
         Spark job): one row per record, in the order Spark returns them; -1 for null."""
+        return self._read(rel, names, [])[0]
+
+    def _read(self, rel: Any, names: list[str], along: list[str]) -> tuple[np.ndarray, list[Any]]:
+        """:meth:`_keys`, and the user's columns ``along`` read in the same job (Arrow
+        arrays in the same row order)."""
         from pyspark.sql import functions as F
 
         df = P.dataframe(self.spark, rel)
-        if not names:
+        if not names and not along:
             n = df.count()
-            return np.zeros((n, 0), dtype=np.int64)
-        return key_array(df.select(*[F.col(f"`{k}`") for k in names]).toArrow(), names)
+            return np.zeros((n, 0), dtype=np.int64), []
+        cols = [F.col(f"`{k}`") for k in names] + [F.col(f"`{c}`") for c in along]
+        table = df.select(*cols).toArrow()
+        return key_array(table, names), [table.column(c) for c in along]
+
+    def _along(self, p: CPending) -> tuple[list[Ride], list[str]]:
+        """The rides (:mod:`._rides`) whose grouping values are read with the keys of
+        ``p``'s output, and the columns to read: each of an exact type, one column of
+        that name."""
+        rides = [r for r in self._rides if r.root == p.out.ident]
+        if not rides:
+            return [], []
+        cols, types = self._schema(p.out.df)
+        low = [c.lower() for c in cols]
+        fit = [
+            r for r in rides
+            if all(low.count(n.lower()) == 1 and types[low.index(n.lower())]
+                   in _EXACT_GROUP_TYPES for n in r.names)
+        ]  # fmt: skip
+        along = list(dict.fromkeys(cols[low.index(n.lower())] for r in fit for n in r.names))
+        return fit, along
 
     def _key_source(self, node: CNode, annotator: Annotator) -> str:
         """Make ``node`` a source of the rewrite: keyed by scan position (pinned first
@@ -442,7 +470,8 @@ class ConnectTracker(Depth):
             category = _category(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
             return node.index.n, [IdentityTensor(node.index.n)], node.index, category
         keyed = annotator.annotate(rel)
-        keys = self._keys(keyed.rel, keyed.keys)
+        rides, along = self._along(p) if keyed.semi is None else ([], [])
+        keys, values = self._read(keyed.rel, keyed.keys, along)
         run.jobs += 1
         position = {k: i for i, k in enumerate(keyed.keys)}
         if keyed.semi is not None:
@@ -471,7 +500,11 @@ class ConnectTracker(Depth):
         in_cols = self.store.datasets[p.inputs[0].ds_id].columns  # type: ignore[index]
         out_cols = list(p.out.df.columns)
         category = _category(kinds, rel, p.inputs[0].index.n, len(keys), in_cols, out_cols)  # type: ignore[union-attr]
-        return len(keys), tensors, KeyIndex(keys[order]), category
+        index = KeyIndex(keys[order])
+        at = {c.lower(): v for c, v in zip(along, values)}
+        for r in rides:  # grouping values in this dataset's record order
+            r.values, r.index = [at[n.lower()].take(order) for n in r.names], index
+        return len(keys), tensors, index, category
 
     def _trace_semi(
         self, p: CPending, keyed: Any, keys: np.ndarray, position: dict[str, int], run: RunLog
@@ -579,11 +612,25 @@ class ConnectTracker(Depth):
         assert node.index is not None
         plain_groups(rel)  # a rollup's subtotals are not groups of distinct values
         by = self._group_columns(rel, node)
-        if by:
+        import pandas as pd
+
+        ride = next((r for r in self._rides if r.aggregate is p and r.index is node.index), None)
+        if (
+            by
+            and ride is not None
+            and ride.values is not None
+            and ([b.lower() for b in by] == [n.lower() for n in ride.names])
+        ):
+            # the values came with the keys of the records this aggregate groups
+            combined, _ = value_codes(ride.values)
+            group, uniq = pd.factorize(combined)
+            member, group, n_groups = np.arange(node.index.n), group.astype(np.int64), len(uniq)
+        elif by:
             member, group, n_groups = self._members_by_values(rel, by, node, annotator)
+            run.jobs += 1
         else:
             member, group, n_groups = self._members_by_lists(rel, node, annotator)
-        run.jobs += 1
+            run.jobs += 1
         if len(member) != node.index.n or np.any(member < 0):
             raise Unsupported("groups that do not hold every input record once")
         seen = np.zeros(node.index.n, dtype=bool)
@@ -820,3 +867,17 @@ def _category(kinds: set[str], rel: Any, n_in: int, n_out: int, in_cols: list[st
     if kinds <= {"subquery_alias", "hint", "repartition", "repartition_by_expression", "sort"}:
         return "trivial"
     return column_category(len(in_cols), in_cols, out_cols)
+
+
+def _plain_grouping(rel: Any) -> list[str] | None:
+    """The columns an aggregate relation groups by when each is a plain column by name
+    (None: an expression, a nested field)."""
+    names = []
+    for e in rel.aggregate.grouping_expressions:
+        if e.WhichOneof("expr_type") != "unresolved_attribute":
+            return None
+        name = e.unresolved_attribute.unparsed_identifier
+        if "." in name or "`" in name or e.unresolved_attribute.HasField("plan_id"):
+            return None
+        names.append(name)
+    return names or None
