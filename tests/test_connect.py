@@ -8,6 +8,7 @@ import contextlib
 import os
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab.capture._nodes import TensProvWarning
+from tests._connect_session import connect_session
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step, run_pipeline
 
@@ -44,23 +46,10 @@ def _classic() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def connect() -> Iterator[object]:
+def connect() -> Iterator[Any]:
     """A Spark Connect session to a server of its own on loopback."""
-    from pyspark.sql import SparkSession
-
-    from tensprov_lab._spark import local_connect_server
-
-    had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-    conf = {"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "1g"}
-    with local_connect_server(2, **conf) as url:
-        session = SparkSession.builder.remote(url).create()
-        try:
-            yield session
-        finally:
-            tensprov_lab.forget()
-            session.stop()
-            if had is None:  # the classic session of the other tests builds classic columns
-                os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    with connect_session() as session:
+        yield session
 
 
 def _pipeline(s, orders_rows, cust_rows):  # noqa: ANN001, ANN202

@@ -6,7 +6,6 @@ follows them is traced again."""
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 import tensprov_lab
 from tensprov_lab.capture._nodes import TensProvWarning
 from tests import test_operations as ops
+from tests._connect_session import connect_session
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
@@ -24,21 +24,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.connect]
 def spark() -> Iterator[Any]:
     """A Spark Connect session (this module's tests take it where the classic tests take
     the shared local session)."""
-    from pyspark.sql import SparkSession
-
-    from tensprov_lab._spark import local_connect_server
-
-    had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-    conf = {"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "1g"}
-    with local_connect_server(2, **conf) as url:
-        session = SparkSession.builder.remote(url).create()
-        try:
-            yield session
-        finally:
-            tensprov_lab.forget()
-            session.stop()
-            if had is None:  # the classic session of the other tests builds classic columns
-                os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    with connect_session() as session:
+        yield session
 
 
 #: the operation tests that run over Connect as they are; the others of

@@ -4,14 +4,13 @@ classic session)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import tensprov_lab
 from tests import test_windows as wt
+from tests._connect_session import connect_session
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
@@ -20,21 +19,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.connect]
 def spark() -> Iterator[Any]:
     """A Spark Connect session (the tests below take it where the classic ones take the
     shared local session)."""
-    from pyspark.sql import SparkSession
-
-    from tensprov_lab._spark import local_connect_server
-
-    had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-    conf = {"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "1g"}
-    with local_connect_server(2, **conf) as url:
-        session = SparkSession.builder.remote(url).create()
-        try:
-            yield session
-        finally:
-            tensprov_lab.forget()
-            session.stop()
-            if had is None:  # the classic session of the other tests builds classic columns
-                os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    with connect_session() as session:
+        yield session
 
 
 frame = wt.frame
