@@ -44,6 +44,7 @@ _SAME = [
     "test_distinct_and_drop_duplicates",
     "test_group_by_aggregates",
     "test_window_functions_come_from_their_partition_and_are_contextual",
+    "test_sort_and_limit",
     "test_repartition_coalesce_hint_are_trivial",
     "test_unsupported_operation_is_opaque",
     "test_bad_where_and_out_of_range_rows",
@@ -63,7 +64,9 @@ def test_what_connect_does_not_trace_yet_is_opaque_with_its_reason(spark: Any) -
         warnings.simplefilter("always")
         with tensprov_lab.track(spark, name="not-yet") as run:
             outs = {
-                "limit": people.orderBy("age").limit(3),
+                "limit": people.limit(3),
+                # ages None, 25, 30, 30, 40: the limit cuts between the two 30s
+                "tied limit": people.orderBy("age").limit(3),
                 "sample": people.sample(fraction=0.5, seed=3),
                 "rollup": sales.rollup("region").agg(F.sum("amount").alias("t")),
                 "cube": sales.cube("region").agg(F.count("*").alias("n")),
@@ -82,6 +85,8 @@ def test_what_connect_does_not_trace_yet_is_opaque_with_its_reason(spark: Any) -
         assert any(op.warnings[0] in m for m in said), what
         assert run.dataset(df).n_rows == df.count(), what
     assert "rollup" in ops.op_of(run, outs["rollup"]).warnings[0]
+    assert "no fixed order" in ops.op_of(run, outs["limit"]).warnings[0]
+    assert "tied in the sort order" in ops.op_of(run, outs["tied limit"]).warnings[0]
     assert "explode" in ops.op_of(run, outs["after an explode"]).warnings[0]
     # the output of an opaque step is numbered afresh: what follows it is traced
     follow = ops.check_op(run, after_rollup, {"horizontal_reduction"})

@@ -185,6 +185,17 @@ class Annotator:
         new.sort.order.extend(P.sort_order(P.col(k)) for k in kid.keys)
         return Keyed(new, list(kid.keys), dict(kid.ids), monotone=False)
 
+    def _limit(self, rel: Any) -> Keyed:
+        """A limit of a global sort's output keeps its first records in the sort's order
+        (ties in input order: the tracker checks that no tie straddles the limit, see
+        ``ConnectTracker._check_limit``); a limit of records in no fixed order keeps
+        whichever Spark reads first, which a rewrite cannot follow."""
+        child = rel.limit.input
+        if P.kind(child) != "sort" or not child.sort.is_global:
+            raise Unsupported("a limit of records in no fixed order")
+        new, (kid,) = self._kids(rel)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+
     def _join(self, rel: Any) -> Keyed:
         from pyspark.sql.connect import proto
 

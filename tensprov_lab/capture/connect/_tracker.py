@@ -469,6 +469,9 @@ class ConnectTracker(Depth):
             out_cols = list(p.out.df.columns)
             category = _category(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
             return node.index.n, [IdentityTensor(node.index.n)], node.index, category
+        if kinds == {"limit"}:
+            self._check_limit(rel, annotator)
+            run.jobs += 1
         keyed = annotator.annotate(rel)
         rides, along = self._along(p) if keyed.semi is None else ([], [])
         keys, values = self._read(keyed.rel, keyed.keys, along)
@@ -505,6 +508,42 @@ class ConnectTracker(Depth):
         for r in rides:  # grouping values in this dataset's record order
             r.values, r.index = [at[n.lower()].take(order) for n in r.names], index
         return len(keys), tensors, index, category
+
+    def _check_limit(self, rel: Any, annotator: Annotator) -> None:
+        """Refuse a limit of sorted records when a tie in the sort straddles it: Spark
+        then keeps whichever of the tied records it meets first, so the records it keeps
+        could be others than the ones the rewrite (ties in input order) keeps.
+
+        Raises
+        ------
+        Unsupported
+            For such a tie, or a sort value Arrow does not compare as Spark orders
+            (NaN).
+        """
+        k = int(rel.limit.limit)
+        sort = rel.limit.input
+        kid = annotator.annotate(sort)
+        top = P.wrap("limit", kid.rel, limit=k + 1)
+        P.with_id(top, None)
+        names = [f"{P.KEY_PREFIX}sv{i}" for i in range(len(sort.sort.order))]
+        read = P.wrap("project", top, expressions=[
+            P.alias(o.child, n) for o, n in zip(sort.sort.order, names)
+        ])  # fmt: skip
+        P.with_id(read, None)
+        rows = P.dataframe(self.spark, read).toArrow().to_pylist()
+        if len(rows) <= k or k == 0:
+            return
+        last, after = rows[k - 1], rows[k]
+
+        def same(a: Any, b: Any) -> bool:
+            nan = isinstance(a, float) and isinstance(b, float) and a != a and b != b
+            return bool(a == b or nan)
+
+        if all(same(last[n], after[n]) for n in names):
+            raise Unsupported(
+                "a limit that cuts through records tied in the sort order: which of them "
+                "Spark keeps cannot be traced exactly (sort by more columns to break ties)"
+            )
 
     def _trace_semi(
         self, p: CPending, keyed: Any, keys: np.ndarray, position: dict[str, int], run: RunLog
