@@ -170,7 +170,7 @@ def test_what_is_not_traced_is_opaque_with_a_warning_and_lineage_goes_on(connect
     df = connect.createDataFrame([(i, i % 3) for i in range(10)], "id bigint, g bigint")
     with pytest.warns(TensProvWarning, match="not traced record by record over Spark Connect"):
         with tensprov_lab.track(connect, name="opaque") as run:
-            few = df.orderBy("id").limit(4)
+            few = df.limit(4)  # a limit of records in no order
             after = few.filter(F.col("g") > 0)
     ops = {op.method: op for op in run.operations}
     assert ops["limit"].opaque and not ops["filter"].opaque
@@ -193,11 +193,60 @@ def test_user_errors_and_methods_are_as_without_tracking(connect) -> None:  # no
     with tensprov_lab.track(connect) as run:
         kept = df.filter("id > 1")
     assert kept.count() == 3 and run.dataset(kept).n_rows == 3
-    # no background capture over Connect yet: captured before the block returns, said so
-    with pytest.warns(TensProvWarning, match="background is not available over Spark Connect"):
-        with tensprov_lab.track(connect, background=True) as bg:
-            small = df.filter("id < 2")
-    assert not bg.capturing and bg.dataset(small).n_rows == 2
+    with tensprov_lab.track(connect, background=True) as bg:
+        small = df.filter("id < 2")
+    assert bg.dataset(small).n_rows == 2 and not bg.capturing  # (the query waited)
+
+
+def test_background_capture_over_connect(connect) -> None:  # noqa: ANN001
+    """The block returns while its capture runs in a thread; queries wait for it and
+    give the foreground's lineage; cancelling interrupts its job on the server and drops
+    the run whole; the next block works as usual."""
+    import time
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    orders = connect.createDataFrame(
+        [(i, i % 5, float(i % 13)) for i in range(300)], "id bigint, g bigint, amount double"
+    )
+    groups = connect.createDataFrame([(g, f"r{g % 2}") for g in range(5)], "g bigint, r string")
+
+    def block(**kw):  # noqa: ANN003, ANN202
+        with tensprov_lab.track(connect, **kw) as run:
+            big = orders.filter(F.col("amount") > 4)
+            joined = big.join(groups, "g")
+            out = joined.groupBy("r").agg(F.sum("amount").alias("t"))
+        return run, [big, joined, out]
+
+    fg, fg_frames = block(name="fg")
+    bg, bg_frames = block(name="bg", background=True)
+    for a, b in zip(fg_frames, bg_frames):
+        assert (fg.mapping(orders, a) != bg.mapping(orders, b)).nnz == 0
+    assert [o.method for o in bg.operations] == [o.method for o in fg.operations]
+    assert not bg.capturing
+
+    @F.udf("boolean")
+    def slow(x: int) -> bool:
+        time.sleep(0.02)
+        return x % 2 == 0
+
+    many = connect.createDataFrame([(i,) for i in range(3000)], "id bigint")  # ~60 s of UDF
+    filter_before = DataFrame.filter
+    runs_before = len(tensprov_lab.runs())
+    with tensprov_lab.track(connect, name="slow", background=True) as run:
+        kept = many.filter(slow("id"))
+    assert DataFrame.filter is filter_before  # restored when the block returned
+    assert run.capturing
+    time.sleep(1.0)
+    run.cancel()
+    assert not run.capturing
+    with pytest.raises(LookupError, match="interrupted"):
+        run.dataset(kept)
+    assert len(tensprov_lab.runs()) == runs_before
+    with tensprov_lab.track(connect, name="after") as again:
+        small = many.filter("id < 3")
+    assert again.dataset(small).n_rows == 3
 
 
 def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: ANN001

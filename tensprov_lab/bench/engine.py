@@ -490,8 +490,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
     args = parser.parse_args(argv)
-    if args.connect and args.background:
-        parser.error("--background is not available with --connect yet")
     import contextlib
 
     import tensprov_lab

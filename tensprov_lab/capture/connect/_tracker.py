@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture._background import BackgroundCapture
 from tensprov_lab.capture._budget import Budget
 from tensprov_lab.capture._equijoin import value_codes
 from tensprov_lab.capture._nodes import (
@@ -105,7 +106,6 @@ class ConnectTracker(Depth):
     """Registry of captured DataFrames of one Spark Connect session."""
 
     jvm = None
-    _background = None
     #: operations are not replayed over Connect (what-if, recomputation from lineage)
     replays = False
 
@@ -124,9 +124,12 @@ class ConnectTracker(Depth):
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
         self._local = threading.local()
+        #: the capture running in the background (``track(..., background=True)``)
+        self._background: BackgroundCapture | None = None
 
     # -- runs ----------------------------------------------------------------------------
     def begin(self, name: str | None) -> RunLog:
+        self.wait()  # a block's capture still running in the background
         if self._active is not None:
             raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
         run = RunLog(id=self.store.new_run_id(), name=name)
@@ -136,14 +139,31 @@ class ConnectTracker(Depth):
         return run
 
     def end(self, frame: Any, progress: Any = None, background: bool = False) -> RunLog:
+        """Capture the block that ends; with ``background``, return once the methods are
+        restored and the caller's DataFrames noted, the capture running in a thread of
+        its own (:class:`~tensprov_lab.capture._background.BackgroundCapture`)."""
         run = self._active
         assert run is not None
         self.unpatch()
-        if background:
-            self._note("capture in the background is not available over Spark Connect yet: "
-                       "the block's lineage was captured before it returned")  # fmt: skip
-        # the capture's jobs carry a tag of their own: Ctrl-C interrupts them on the server
         tag = f"tensprov-lab-capture-{run.id}"
+        if not background:
+            return self._end(run, frame, progress, tag)
+        bound = bound_dataframes(frame)  # the caller's variables, as they are now
+
+        def work() -> None:
+            self._end(run, None, progress, tag, bound)
+
+        def cancel_jobs() -> None:
+            with contextlib.suppress(Exception):
+                self.spark.interruptTag(tag)
+
+        self._background = BackgroundCapture(run, work, cancel_jobs)
+        self._background.start()
+        return run
+
+    def _end(self, run: RunLog, frame: Any, progress: Any, tag: str, bound: Any = None) -> RunLog:
+        # the capture's jobs carry a tag of their own (tags belong to the thread that
+        # adds them): Ctrl-C or run.cancel() interrupts them on the server
         with contextlib.suppress(Exception):
             self.spark.addTag(tag)
         try:
@@ -161,8 +181,11 @@ class ConnectTracker(Depth):
                     self._capture_source(item, run, annotator)
                 # spill past the budget as it is reached, not only at the end
                 self.budget.over(self.store, self.nodes.values())
+                self._stop_point()
             if frame is not None:
                 self._name_variables(frame)
+            elif bound is not None:
+                self._name_bound(bound)
             if self.budget.over(self.store, self.nodes.values()):
                 self._note(self.budget.used_up(self.store, self.nodes.values()))
             run.seconds = time.perf_counter() - t0
@@ -182,7 +205,19 @@ class ConnectTracker(Depth):
         return run
 
     def wait(self) -> None:
-        """Nothing runs in the background over Connect."""
+        """Wait for a capture running in the background (nothing when there is none)."""
+        bg = self._background
+        if bg is None or bg.in_capture_thread():
+            return
+        bg.wait()
+        if self._background is bg and bg.reported:  # (else left for the user's thread)
+            self._background = None
+
+    def _stop_point(self) -> None:
+        """In a background capture that was cancelled: stop, as Ctrl-C does."""
+        bg = self._background
+        if bg is not None and bg.in_capture_thread() and bg.stop.is_set():
+            raise KeyboardInterrupt
 
     def abort(self) -> None:
         self.unpatch()
@@ -190,6 +225,7 @@ class ConnectTracker(Depth):
         self._active = None
 
     def forget(self, run_ids: list[int], keep: list[Any] | None = None) -> list[str]:
+        self.wait()
         if self._active is not None:
             raise RuntimeError(
                 "a tracked block is running: forget runs after it ends, not inside it"
@@ -272,10 +308,17 @@ class ConnectTracker(Depth):
     def _note(self, message: str) -> None:
         if self._active is not None:
             self._active.warnings.append(message)
-        warnings.warn(message, TensProvWarning, stacklevel=3)
+        bg = self._background
+        if bg is None or not bg.in_capture_thread():  # (else shown at the first wait)
+            warnings.warn(message, TensProvWarning, stacklevel=3)
 
     def _name_variables(self, frame: Any) -> None:
-        for var, value in bound_dataframes(frame):
+        self._name_bound(bound_dataframes(frame))
+
+    def _name_bound(self, bound: Any) -> None:
+        """Name datasets after the variables (``(name, DataFrame)`` pairs) bound to
+        them."""
+        for var, value in bound:
             node = self.node_of(value)
             if node is not None and node.name is None:
                 node.name = var
