@@ -35,6 +35,8 @@ STABLE_KINDS = {
 #: relation kinds that keep their input's columns and pass every key on unchanged
 _PASS = {"filter", "subquery_alias", "hint", "repartition", "repartition_by_expression",
          "with_columns_renamed", "drop", "with_columns"}  # fmt: skip
+#: explodes of one column, and the same with each record's position
+_EXPLODES = {"explode": "posexplode", "explode_outer": "posexplode_outer"}
 #: the ``na`` relations: with no column list they act on every column (the keys too)
 _NA = {"drop_na", "fill_na", "replace"}
 
@@ -58,6 +60,8 @@ class Keyed:
     tag: str | None = None
     #: the plan ids of its relation's sides (join, union), as the rule met them
     sides: list[int | None] = field(default_factory=list)
+    #: an explode's key column: each generated record's position in its input's array
+    pos: str | None = None
     #: a semi or anti join: whether it is anti, and the same join as an inner join
     #: whose rows are the (left, right) pairs that matched, with both sides' keys
     semi: tuple[bool, Any, Keyed, Keyed] | None = None
@@ -171,9 +175,45 @@ class Annotator:
         stars = [e for e in exprs if e.WhichOneof("expr_type") == "unresolved_star"]
         if any(s.unresolved_star.HasField("unparsed_target") for s in stars):
             raise Unsupported("a select of `table.*`")
+        pos = self._position(rel, kid, exprs)
         if not stars:
             exprs.extend(P.col(k) for k in kid.keys)
-        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+        keys = list(kid.keys) + ([pos] if pos else [])
+        return Keyed(new, keys, dict(kid.ids), kid.monotone, pos=pos)
+
+    def _position(self, rel: Any, kid: Keyed, exprs: Any) -> str | None:
+        """Turn the select's ``explode`` of an array into ``posexplode`` (the same
+        records and columns, plus their position, a key of its own), so that records
+        generated from one input record are told apart; the position's column name
+        (None: no such explode)."""
+        found = [
+            (i, e) for i, e in enumerate(exprs)
+            if (e.alias.expr if e.WhichOneof("expr_type") == "alias" else e).WhichOneof(
+                "expr_type") == "unresolved_function"
+            and (e.alias.expr if e.WhichOneof("expr_type") == "alias" else e)
+            .unresolved_function.function_name.lower() in _EXPLODES
+        ]  # fmt: skip
+        if len(found) != 1:
+            return None
+        at, e = found[0]
+        if e.WhichOneof("expr_type") == "alias":
+            if len(e.alias.name) != 1:
+                return None
+            fn, name = e.alias.expr, e.alias.name[0]
+        else:
+            # unnamed: Spark calls an array's elements "col" (a map gives "key",
+            # "value": left as it is)
+            out = [c.lower() for c in self.columns(rel)]
+            if out.count("col") != 1 or "col" in [c.lower() for c in self.columns(kid.rel)]:
+                return None
+            fn, name = e, "col"
+        key = f"{P.KEY_PREFIX}p{P.plan_id(rel)}"
+        made = P.fn(_EXPLODES[fn.unresolved_function.function_name.lower()],
+                    *fn.unresolved_function.arguments)  # fmt: skip
+        named = P.alias(made, key)
+        named.alias.name.append(name)
+        exprs[at].CopyFrom(named)
+        return key
 
     def _sort(self, rel: Any) -> Keyed:
         new, (kid,) = self._kids(rel)

@@ -538,6 +538,8 @@ class ConnectTracker(Depth):
             order = np.lexsort((combined, side))
         elif "sort" in kinds and keyed.monotone is False and top == "sort":
             order = np.arange(len(keys))
+        elif keyed.pos is not None:  # an explode: by input record, then position
+            order = np.lexsort((keys[:, position[keyed.pos]], *reversed(idx)))
         else:
             order = np.lexsort(tuple(reversed(idx)))
         if len(keys) and not np.all(np.column_stack(idx).max(axis=1) >= 0):
