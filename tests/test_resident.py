@@ -279,3 +279,11 @@ def test_a_csr_tensor_round_trips(spark: Any, tmp_path: Any) -> None:
     moved = spark_tensor(spark, t, str(tmp_path / "csr"))
     assert moved.backward([0]).tolist() == [1, 3] and moved.forward([3]).tolist() == [0, 2]
     assert moved.backward([1]).tolist() == []
+
+
+def test_a_table_spark_cannot_read_gives_a_clear_error(spark: Any, tmp_path: Any) -> None:
+    t = MaskTensor.from_kept(np.arange(0, 90, 3), n_in=90)
+    moved = spark_tensor(spark, t, str(tmp_path / "gone"), label="operation 7 (filter)")
+    release([moved.path])  # e.g. its directory cleaned up under the session
+    with pytest.raises(LookupError, match=r"operation 7 \(filter\) from its table in Spark"):
+        moved.backward([1])

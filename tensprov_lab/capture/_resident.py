@@ -123,25 +123,21 @@ class SparkTensor(Tensor):
     def _read(self, column: str, rows: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
         """The pairs whose ``column`` is one of ``rows`` (sorted, unique), as
         ``(o, i)``."""
-        from pyspark.sql import functions as F
-
-        n = self.n_out if column == "o" else self.n_in
-        df = self._table()
-        keys_dir = None
         if len(rows) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        if len(rows) < n:
-            df = df.where(F.col(column).between(int(rows[0]), int(rows[-1])))
-            if len(rows) <= _ISIN:
-                df = df.where(F.col(column).isin([int(r) for r in rows]))
-            else:
-                keys_dir = _write_keys(column, rows, self.path)
-                keys = self.spark.read.schema(f"{column} long").parquet(keys_dir)
-                df = df.join(keys, column, "left_semi")
         with _lock:
             _report(f"tensprov-lab: {what} of {self.label} from Spark ({len(rows):,} rows) …")
+            keys_dir = None
             try:
+                df, keys_dir = self._lookup(column, rows)
                 table = df.toArrow()
+            except Exception as err:
+                raise LookupError(
+                    f"could not read the lineage of {self.label} from its table in Spark "
+                    f"({self.path}): {_first_line(err)}. It needs the Spark session that "
+                    "keeps it, running; to keep a run's lineage without Spark, save it "
+                    "while the session runs (tensprov_lab.save)"
+                ) from None
             finally:
                 _report(None)
                 if keys_dir is not None:
@@ -149,6 +145,22 @@ class SparkTensor(Tensor):
         o = table.column("o").to_numpy().astype(np.int64, copy=False)
         i = table.column("i").to_numpy().astype(np.int64, copy=False)
         return o, i
+
+    def _lookup(self, column: str, rows: np.ndarray) -> tuple[Any, str | None]:
+        """The query of the pairs whose ``column`` is one of ``rows``, and the directory
+        of the keys table it joins with (None: the rows are a list in the query)."""
+        from pyspark.sql import functions as F
+
+        n = self.n_out if column == "o" else self.n_in
+        df = self._table()
+        if len(rows) >= n:
+            return df, None
+        df = df.where(F.col(column).between(int(rows[0]), int(rows[-1])))
+        if len(rows) <= _ISIN:
+            return df.where(F.col(column).isin([int(r) for r in rows])), None
+        keys_dir = _write_keys(column, rows, self.path)
+        keys = self.spark.read.schema(f"{column} long").parquet(keys_dir)
+        return df.join(keys, column, "left_semi"), keys_dir
 
     def _backward(self, u: np.ndarray) -> np.ndarray:
         return np.unique(self._read("o", u, "backward lineage")[1])
