@@ -22,7 +22,7 @@ from typing import Any
 
 from tensprov_lab.capture.connect import _proto as P
 
-__all__ = ["Annotator", "Keyed", "STABLE_KINDS", "Unsupported", "plain_groups"]
+__all__ = ["Annotator", "Keyed", "STABLE_KINDS", "Unsupported", "plain_groups", "stable"]
 
 #: relation kinds whose records Spark returns in the same order every time (over
 #: stable leaves, with deterministic expressions)
@@ -65,6 +65,21 @@ class Keyed:
     #: a semi or anti join: whether it is anti, and the same join as an inner join
     #: whose rows are the (left, right) pairs that matched, with both sides' keys
     semi: tuple[bool, Any, Keyed, Keyed] | None = None
+
+
+def stable(rel: Any) -> bool:
+    """Whether Spark gives ``rel``'s records in the same order, in the same partitions,
+    every time: only relations of :data:`STABLE_KINDS` with deterministic expressions
+    down to its leaves."""
+    stack = [rel]
+    while stack:
+        r = stack.pop()
+        if P.kind(r) not in STABLE_KINDS or any(
+            P.nondeterministic(e) for e in P.own_expressions(r)
+        ):
+            return False
+        stack.extend(P.children(r))
+    return True
 
 
 def plain_groups(rel: Any) -> None:
@@ -233,6 +248,25 @@ class Annotator:
         child = rel.limit.input
         if P.kind(child) != "sort" or not child.sort.is_global:
             raise Unsupported("a limit of records in no fixed order")
+        new, (kid,) = self._kids(rel)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+
+    def _sample(self, rel: Any) -> Keyed:
+        """A sample without replacement, seeded, over records Spark reads in the same
+        partitions and order every time: the rewrite (the same plan with keys beside)
+        draws the same records, since Spark draws per partition by position."""
+        smp = rel.sample
+        if smp.with_replacement:
+            raise Unsupported("a sample with replacement (records drawn twice)")
+        if not smp.HasField("seed"):
+            raise Unsupported("a sample without a seed")
+        # (a source that had to be pinned is unstable in the user's own plan, checked
+        # here: its pinned copy is read in partitions of its own)
+        if not stable(smp.input):
+            raise Unsupported(
+                "a sample of records Spark may read in another order or partitioning "
+                "(after a shuffle): the records it draws could be others"
+            )
         new, (kid,) = self._kids(rel)
         return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
 

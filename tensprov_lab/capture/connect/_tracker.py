@@ -39,10 +39,10 @@ from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable, key_array
 from tensprov_lab.capture.connect._rewrite import (
-    STABLE_KINDS,
     Annotator,
     Unsupported,
     plain_groups,
+    stable,
 )
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
@@ -914,10 +914,7 @@ def _generates(rel: Any, p: CPending) -> bool:
 
 def _stable(rel: Any) -> bool:
     """Whether Spark gives ``rel``'s records in the same order every time."""
-    return all(
-        P.kind(r) in STABLE_KINDS and not any(P.nondeterministic(e) for e in P.own_expressions(r))
-        for r in _relations(rel, set())
-    )
+    return stable(rel)
 
 
 def _origin(rel: Any) -> str:
