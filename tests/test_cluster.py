@@ -1,4 +1,4 @@
-"""The same tracked pipeline on a real Spark standalone cluster (a master and a worker on
+"""The same tracked pipeline on a real Spark standalone cluster (a master and two workers on
 loopback, executors in their own JVMs) gives the same tensors, recomputed records and
 what-if previews as in local mode."""
 
@@ -46,31 +46,36 @@ def _alive_workers(master_log: Path) -> int:
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a standalone master with one 2-core worker, stopped afterwards."""
+    """URL of a standalone master with two 1-core workers (executors in two JVMs of their
+    own), stopped afterwards."""
     import pyspark
 
     home = Path(pyspark.__file__).resolve().parent
     env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable)
-    env["SPARK_WORKER_DIR"] = str(tmp_path_factory.mktemp("spark-worker"))
     logs = tmp_path_factory.mktemp("spark-logs")
     port, ui = _free_port(), _free_port()
     url = f"spark://127.0.0.1:{port}"
     cls = str(home / "bin" / "spark-class")
     master_args = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)]
-    worker_args = ["--host", "127.0.0.1", "--cores", "2", "--memory", "2g", "--webui-port", "0"]
+    worker_args = ["--host", "127.0.0.1", "--cores", "1", "--memory", "2g", "--webui-port", "0"]
+    workers = ("worker1", "worker2")
     procs = []
     try:
         for name, args in [
             ("master", [cls, "org.apache.spark.deploy.master.Master", *master_args]),
-            ("worker", [cls, "org.apache.spark.deploy.worker.Worker", *worker_args, url]),
+            *(
+                (w, [cls, "org.apache.spark.deploy.worker.Worker", *worker_args, url])
+                for w in workers
+            ),
         ]:
             log = open(logs / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
-            procs.append((subprocess.Popen(args, env=env, stdout=log, stderr=log), log))
+            own = dict(env, SPARK_WORKER_DIR=str(tmp_path_factory.mktemp(f"spark-{name}")))
+            procs.append((subprocess.Popen(args, env=own, stdout=log, stderr=log), log))
         deadline = time.monotonic() + 120
-        while _alive_workers(logs / "master.log") < 1:
+        while _alive_workers(logs / "master.log") < len(workers):
             dead = [p for p, _ in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
-                text = "".join((logs / f"{n}.log").read_text() for n in ("master", "worker"))
+                text = "".join((logs / f"{n}.log").read_text() for n in ("master", *workers))
                 raise RuntimeError(f"standalone cluster did not start:\n{text[-3000:]}")
             time.sleep(0.5)
         yield url

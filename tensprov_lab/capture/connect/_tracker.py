@@ -24,7 +24,6 @@ import numpy as np
 
 from tensprov_lab.capture._background import BackgroundCapture
 from tensprov_lab.capture._budget import Budget
-from tensprov_lab.capture._equijoin import value_codes
 from tensprov_lab.capture._nodes import (
     ROW,
     RunLog,
@@ -37,17 +36,17 @@ from tensprov_lab.capture._nodes import (
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
+from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
 from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable, key_array
 from tensprov_lab.capture.connect._rewrite import (
     Annotator,
     Unsupported,
-    plain_groups,
     stable,
 )
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.rules import column_category
-from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
+from tensprov_lab.store import IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
 
@@ -169,7 +168,7 @@ class ConnectTracker(Depth):
         try:
             t0 = time.perf_counter()
             pending, self.pending = self.pending, []
-            self._rides = plan_rides(pending, _plain_grouping, _relations, _generates)
+            self._rides = plan_rides(pending, plain_grouping, _relations, _generates)
             annotator = self._annotator()
             for i, item in enumerate(pending):
                 if progress is not None:
@@ -360,7 +359,7 @@ class ConnectTracker(Depth):
         fit = [
             r for r in rides
             if all(low.count(n.lower()) == 1 and types[low.index(n.lower())]
-                   in _EXACT_GROUP_TYPES for n in r.names)
+                   in EXACT_GROUP_TYPES for n in r.names)
         ]  # fmt: skip
         along = list(dict.fromkeys(cols[low.index(n.lower())] for r in fit for n in r.names))
         return fit, along
@@ -618,126 +617,10 @@ class ConnectTracker(Depth):
                    tensor_from_pairs(pairs_out, pairs_in, n_out, rnode.index.n)]  # fmt: skip
         return n_out, tensors, KeyIndex(keys[order]), "join"
 
-    def _group_columns(self, rel: Any, node: CNode) -> list[str] | None:
-        """The input columns an aggregate or deduplication groups by, when they are plain
-        columns whose values Arrow tells apart exactly as Spark's grouping does (the
-        classic fused capture's rule); else None (the server groups)."""
-        ds = self.store.datasets[node.ds_id]  # type: ignore[index]
-        lower = [c.lower() for c in ds.columns]
-        if P.kind(rel) == "aggregate":
-            names = []
-            for e in rel.aggregate.grouping_expressions:
-                if e.WhichOneof("expr_type") != "unresolved_attribute":
-                    return None
-                names.append(e.unresolved_attribute.unparsed_identifier)
-        else:
-            d = rel.deduplicate
-            names = list(d.column_names) if len(d.column_names) and not d.all_columns_as_keys \
-                else list(ds.columns)  # fmt: skip
-        found = []
-        for name in names:
-            if lower.count(name.lower()) != 1:
-                return None  # not one plain column (nested, quoted, ambiguous)
-            at = lower.index(name.lower())
-            if ds.dtypes[at] not in _EXACT_GROUP_TYPES:
-                return None
-            found.append(ds.columns[at])
-        return found or None
-
-    def _members_by_values(
-        self, rel: Any, by: list[str], node: CNode, annotator: Annotator
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Each input record's group, from its grouping values read with its keys."""
-        import pandas as pd
-
-        kid = annotator.annotate(P.children(rel)[0])
-        cols = kid.ids.get(node.ident)
-        if cols is None:
-            raise Unsupported("an input whose records the plan does not carry")
-        values = [P.alias(P.col(c), f"{P.KEY_PREFIX}v{i}") for i, c in enumerate(by)]
-        read = P.wrap("project", kid.rel, expressions=[*values, *[P.col(k) for k in cols]])
-        P.with_id(read, None)
-        table = P.dataframe(self.spark, read).toArrow()
-        combined, _ = value_codes([table.column(f"{P.KEY_PREFIX}v{i}") for i in range(len(by))])
-        group, uniq = pd.factorize(combined)
-        keys = key_array(table, cols)
-        return node.index.lookup(keys), group.astype(np.int64), len(uniq)  # type: ignore[union-attr]
-
-    def _members_by_lists(
-        self, rel: Any, node: CNode, annotator: Annotator
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Each input record's group, grouped by the server as the user's relation
-        groups: one row per group with the list of its members' keys."""
-        members_rel, kid = annotator.members(rel)
-        table = P.dataframe(self.spark, members_rel).toArrow()
-        lists = table.column(f"{P.KEY_PREFIX}m").combine_chunks()
-        n_groups = len(lists)
-        offsets = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
-        flat = lists.flatten()
-        cols = kid.ids.get(node.ident)
-        if cols is None:
-            raise Unsupported("an input whose records the plan does not carry")
-        if cols:
-            tuples = np.column_stack([
-                np.asarray(flat.field(c).fill_null(-1).to_numpy(), dtype=np.int64) for c in cols
-            ])  # fmt: skip
-        else:
-            tuples = np.zeros((len(flat), 0), dtype=np.int64)
-        group = np.repeat(np.arange(n_groups), np.diff(offsets))
-        return node.index.lookup(tuples), group, n_groups  # type: ignore[union-attr]
-
     def _trace_groups(
         self, p: CPending, rel: Any, annotator: Annotator, run: RunLog
     ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
-        """An aggregate or a deduplication: every group with its members, grouped as the
-        user's relation groups (by plain values read back with the keys when Arrow tells
-        them apart as Spark does, else by the server itself)."""
-        (node,) = p.inputs
-        assert node.index is not None
-        plain_groups(rel)  # a rollup's subtotals are not groups of distinct values
-        by = self._group_columns(rel, node)
-        import pandas as pd
-
-        ride = next((r for r in self._rides if r.aggregate is p and r.index is node.index), None)
-        if (
-            by
-            and ride is not None
-            and ride.values is not None
-            and ([b.lower() for b in by] == [n.lower() for n in ride.names])
-        ):
-            # the values came with the keys of the records this aggregate groups
-            combined, _ = value_codes(ride.values)
-            group, uniq = pd.factorize(combined)
-            member, group, n_groups = np.arange(node.index.n), group.astype(np.int64), len(uniq)
-        elif by:
-            member, group, n_groups = self._members_by_values(rel, by, node, annotator)
-            run.jobs += 1
-        else:
-            member, group, n_groups = self._members_by_lists(rel, node, annotator)
-            run.jobs += 1
-        if len(member) != node.index.n or np.any(member < 0):
-            raise Unsupported("groups that do not hold every input record once")
-        seen = np.zeros(node.index.n, dtype=bool)
-        seen[member] = True
-        if not seen.all():
-            raise Unsupported("groups that do not hold every input record once")
-        smallest = np.full(n_groups, np.iinfo(np.int64).max)
-        if len(member):
-            # the smallest member of each group: members sorted within their group
-            first = np.lexsort((member, group))
-            starts = np.flatnonzero(np.r_[True, group[first][1:] != group[first][:-1]])
-            smallest[group[first][starts]] = member[first][starts]
-        order = np.argsort(smallest, kind="stable")
-        rank = np.empty(n_groups, dtype=np.int64)
-        rank[order] = np.arange(n_groups)
-        group_of = np.empty(node.index.n, dtype=np.int64)
-        group_of[member] = rank[group]
-        category = "aggregate" if P.kind(rel) == "aggregate" else "dedup"
-        grouped = P.kind(rel) == "deduplicate" or len(rel.aggregate.grouping_expressions)
-        if not grouped:
-            return 1, [AllTensor(1, node.index.n)], KeyIndex(np.zeros((1, 0), np.int64)), category
-        tensor = tensor_from_pairs(rank[group], member, n_groups, node.index.n)
-        return n_groups, [tensor], GroupIndex(node.index, group_of, n_groups), category
+        return trace_groups(self, p, rel, annotator, run)
 
     def _opaque(
         self, p: CPending, run: RunLog, annotator: Annotator, cols: list[str], types: list[str],
@@ -857,8 +740,6 @@ def _own(rel: Any, inputs: set[int]) -> list[Any]:
     return [e for r in _relations(rel, inputs) for e in P.own_expressions(r)]
 
 
-#: grouping value types whose equality Arrow's dictionary encoding reproduces exactly
-_EXACT_GROUP_TYPES = {"int", "bigint", "smallint", "tinyint", "string", "boolean", "date"}
 #: relation kinds that keep their input's records one for one, in order
 _SAME_RECORDS = {"project", "with_columns", "with_columns_renamed", "drop", "to_df",
                  "subquery_alias", "hint", "repartition", "repartition_by_expression",
@@ -948,17 +829,3 @@ def _category(kinds: set[str], rel: Any, n_in: int, n_out: int, in_cols: list[st
     if kinds <= {"subquery_alias", "hint", "repartition", "repartition_by_expression", "sort"}:
         return "trivial"
     return column_category(len(in_cols), in_cols, out_cols)
-
-
-def _plain_grouping(rel: Any) -> list[str] | None:
-    """The columns an aggregate relation groups by when each is a plain column by name
-    (None: an expression, a nested field)."""
-    names = []
-    for e in rel.aggregate.grouping_expressions:
-        if e.WhichOneof("expr_type") != "unresolved_attribute":
-            return None
-        name = e.unresolved_attribute.unparsed_identifier
-        if "." in name or "`" in name or e.unresolved_attribute.HasField("plan_id"):
-            return None
-        names.append(name)
-    return names or None
