@@ -23,7 +23,7 @@ from typing import Any
 
 from tensprov_lab.capture._nodes import RunLog, TensProvWarning
 
-__all__ = ["BackgroundCapture"]
+__all__ = ["BackgroundCapture", "Waits"]
 
 
 class BackgroundCapture:
@@ -138,3 +138,28 @@ class BackgroundCapture:
         err = self._error
         if err is not None and not isinstance(err, KeyboardInterrupt):
             warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=4)
+
+
+class Waits:
+    """What a tracker shares about its capture in the background: waiting for it, and
+    the points where a cancelled capture stops."""
+
+    #: the capture running in the background (``track(..., background=True)``)
+    _background: BackgroundCapture | None = None
+
+    def wait(self) -> None:
+        """Wait for a capture running in the background (nothing when there is none)."""
+        bg = self._background
+        if bg is None or bg.in_capture_thread():
+            return
+        bg.wait()
+        if self._background is bg and bg.reported:  # (else left for the user's thread)
+            self._background = None
+
+    def _stop_point(self) -> None:
+        """In a background capture that was cancelled: stop here, as Ctrl-C does in the
+        foreground (a job cancelled under an operation may have made it opaque: the run
+        is dropped whole all the same)."""
+        bg = self._background
+        if bg is not None and bg.in_capture_thread() and bg.stop.is_set():
+            raise KeyboardInterrupt

@@ -27,7 +27,7 @@ import numpy as np
 from tensprov_lab.capture import _fused, _pandas
 from tensprov_lab.capture._annotate import annotate_source, plan_is_stable, rewrite
 from tensprov_lab.capture._attributes import attribute_maps
-from tensprov_lab.capture._background import BackgroundCapture
+from tensprov_lab.capture._background import BackgroundCapture, Waits
 from tensprov_lab.capture._budget import Budget
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Annotated, Rewrite, Unsupported
@@ -73,7 +73,7 @@ __all__ = [
 _JOB_GROUPS = itertools.count(1)
 
 
-class Tracker(Recording, RecordRules, RecordReading):
+class Tracker(Recording, RecordRules, RecordReading, Waits):
     """Registry of captured DataFrames for one SparkSession, shared by all its runs."""
 
     #: what-if previews replay operations in Spark (a loaded run or a Connect
@@ -182,15 +182,6 @@ class Tracker(Recording, RecordRules, RecordReading):
         self._background.start()
         return run
 
-    def wait(self) -> None:
-        """Wait for a capture running in the background (nothing when there is none)."""
-        bg = self._background
-        if bg is None or bg.in_capture_thread():
-            return
-        bg.wait()
-        if self._background is bg and bg.reported:  # (else left for the user's thread)
-            self._background = None
-
     def _end(
         self, run: RunLog, frame: Any, progress: Callable[[int, int, str], None] | None
     ) -> RunLog:
@@ -256,14 +247,6 @@ class Tracker(Recording, RecordRules, RecordReading):
             if run.interrupted:
                 self.forget([run.id])
         return run
-
-    def _stop_point(self) -> None:
-        """In a background capture that was cancelled: stop here, as Ctrl-C does in the
-        foreground (a job cancelled under an operation may have made it opaque: the run
-        is dropped whole all the same)."""
-        bg = self._background
-        if bg is not None and bg.in_capture_thread() and bg.stop.is_set():
-            raise KeyboardInterrupt
 
     def _cancel_early(self, fusion: _fused.Fusion) -> None:
         """Cancel the early counts of the sources the fused reads read whole in scan

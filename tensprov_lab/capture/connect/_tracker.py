@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._background import BackgroundCapture
+from tensprov_lab.capture._background import BackgroundCapture, Waits
 from tensprov_lab.capture._budget import Budget
 from tensprov_lab.capture._nodes import (
     ROW,
@@ -101,7 +101,7 @@ class CPending:
     run: int
 
 
-class ConnectTracker(Depth):
+class ConnectTracker(Depth, Waits):
     """Registry of captured DataFrames of one Spark Connect session."""
 
     jvm = None
@@ -202,21 +202,6 @@ class ConnectTracker(Depth):
             if run.interrupted:
                 self.forget([run.id])
         return run
-
-    def wait(self) -> None:
-        """Wait for a capture running in the background (nothing when there is none)."""
-        bg = self._background
-        if bg is None or bg.in_capture_thread():
-            return
-        bg.wait()
-        if self._background is bg and bg.reported:  # (else left for the user's thread)
-            self._background = None
-
-    def _stop_point(self) -> None:
-        """In a background capture that was cancelled: stop, as Ctrl-C does."""
-        bg = self._background
-        if bg is not None and bg.in_capture_thread() and bg.stop.is_set():
-            raise KeyboardInterrupt
 
     def abort(self) -> None:
         self.unpatch()
