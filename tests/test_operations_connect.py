@@ -74,6 +74,7 @@ def test_what_connect_does_not_trace_yet_is_opaque_with_its_reason(spark: Any) -
                 "rollup": sales.rollup("region").agg(F.sum("amount").alias("t")),
                 "cube": sales.cube("region").agg(F.count("*").alias("n")),
                 "pivot": sales.groupBy("region").pivot("amount", [1, 2]).count(),
+                "intersect": sales.intersect(sales.filter("amount > 2")),
                 "self-join": twin.join(twin, "k"),
             }
             after_rollup = outs["rollup"].filter("t > 3")
@@ -110,6 +111,30 @@ def test_a_window_the_plan_does_not_name_gives_the_localized_answer_with_a_warni
     op = ops.check_op(run, w, {"window"})
     assert op.contextual and "frame is not traced" in op.warnings[0]
     assert [ops.back(run, w, i) for i in range(6)] == [{"sales": [i]} for i in range(6)]
+
+
+def test_a_select_of_aggregate_functions_is_one_record_of_all(spark: Any) -> None:
+    """``df.select(F.sum(...))`` makes one record of every input record, as
+    ``df.agg(...)`` does (no job: nothing tells the records apart); what follows it is
+    traced."""
+    from pyspark.sql import functions as F
+
+    sales = ops.sales_df(spark)
+    with tensprov_lab.track(spark, name="select-agg") as run:
+        kept = sales.filter(F.col("amount") > 1)
+        tot = kept.select(F.sum("amount").alias("t"), F.count(F.lit(1)).alias("n"))
+        twice = tot.withColumn("t2", F.col("t") * 2)
+        empty = sales.filter(F.col("amount") > 100).select(F.max("amount").alias("m"))
+    op = ops.check_op(run, tot, {"aggregate"})
+    assert op.jobs == 0
+    assert ops.records(run, tot) == [(14, 4)]
+    assert ops.back(run, tot, 0) == {"sales": [1, 2, 3, 5]}
+    assert ops.fwd(run, "sales", 0, tot) == []
+    assert ops.fwd(run, "sales", 5, twice) == [0]
+    assert ops.records(run, twice) == [(14, 4, 28)]
+    assert ops.back(run, empty, 0) == {"sales": []} and ops.records(run, empty) == [(None,)]
+    cells = run.backward(tot, rows=[0], columns=["t"])["sales"]
+    assert sorted(cells["contributing"]["amount"]) == [1, 2, 3, 5]
 
 
 def test_a_non_deterministic_expression_is_flagged_over_connect(spark: Any) -> None:

@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
-    "KEY_PREFIX", "alias", "children", "col", "dataframe", "fn", "fresh_id", "kind",
-    "nondeterministic", "null_long", "references", "relation", "star", "with_id",
+    "AGGREGATES", "GENERATORS", "KEY_PREFIX", "alias", "calls", "children", "col",
+    "dataframe", "fn", "fresh_id", "kind", "nondeterministic", "null_long", "references",
+    "relation", "star", "with_id",
 ]  # fmt: skip
 
 #: prefix of the columns capture adds to a plan (record keys, a union's side)
@@ -320,3 +321,54 @@ def top_expressions(rel: Any) -> list[Any]:
             if field.message_type is not None:
                 stack.extend(value if _repeated(field) else [value])
     return out
+
+
+#: functions that make several records of one (a select with one of them is an explode)
+GENERATORS = {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline",
+               "inline_outer", "stack", "json_tuple", "variant_explode",
+               "variant_explode_outer"}  # fmt: skip
+
+
+#: aggregate functions: a select of one outside a window makes one record of all
+AGGREGATES = {
+    "sum", "count", "avg", "mean", "min", "max", "first", "last", "first_value",
+    "last_value", "collect_list", "collect_set", "array_agg", "stddev", "stddev_samp",
+    "stddev_pop", "std", "variance", "var_samp", "var_pop", "skewness", "kurtosis", "corr",
+    "covar_samp", "covar_pop", "approx_count_distinct", "count_distinct", "count_if",
+    "countdistinct", "sum_distinct", "sumdistinct", "percentile", "percentile_approx",
+    "approx_percentile", "median", "mode", "any_value", "bool_and", "bool_or", "every",
+    "some", "any", "max_by", "min_by", "product", "bit_and", "bit_or", "bit_xor",
+    "histogram_numeric", "regr_count", "regr_avgx", "regr_avgy", "regr_slope",
+    "regr_intercept", "regr_r2", "regr_sxx", "regr_sxy", "regr_syy", "listagg",
+    "string_agg", "hll_sketch_agg", "hll_union_agg", "try_sum", "try_avg", "grouping",
+    "grouping_id",
+}  # fmt: skip
+
+
+def calls(*exprs: Any) -> tuple[set[str], bool]:
+    """The functions ``exprs`` call outside window expressions (lower case), and whether
+    the client can read them all (a SQL string, a Python UDF, a regex or a subquery may
+    call anything).
+
+    >>> calls(fn("sum", col("x")))
+    ({'sum'}, True)
+    """
+    proto = _pb()
+    names: set[str] = set()
+    readable = True
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, proto.Expression):
+            which = e.WhichOneof("expr_type")
+            if which in ("expression_string", "common_inline_user_defined_function",
+                         "unresolved_regex", "subquery_expression", "extension"):  # fmt: skip
+                readable = False
+            if which == "window":
+                continue  # an aggregate over a window keeps the records
+            if which == "unresolved_function":
+                names.add(e.unresolved_function.function_name.lower())
+        for field, value in e.ListFields():
+            if field.message_type is not None and not field.message_type.GetOptions().map_entry:
+                stack.extend(value if _repeated(field) else [value])
+    return names, readable

@@ -22,7 +22,15 @@ from typing import Any
 
 from tensprov_lab.capture.connect import _proto as P
 
-__all__ = ["Annotator", "Keyed", "STABLE_KINDS", "Unsupported", "plain_groups", "stable"]
+__all__ = [
+    "Annotator",
+    "Keyed",
+    "STABLE_KINDS",
+    "Unsupported",
+    "global_aggregate",
+    "plain_groups",
+    "stable",
+]
 
 #: relation kinds whose records Spark returns in the same order every time (over
 #: stable leaves, with deterministic expressions)
@@ -80,6 +88,15 @@ def stable(rel: Any) -> bool:
             return False
         stack.extend(P.children(r))
     return True
+
+
+def global_aggregate(rel: Any) -> bool:
+    """Whether ``rel`` is a select of aggregate functions (``df.select(F.sum("x"))``):
+    one record made of every input record."""
+    if P.kind(rel) != "project":
+        return False
+    names, readable = P.calls(*rel.project.expressions)
+    return readable and bool(names & P.AGGREGATES) and not names & P.GENERATORS
 
 
 def plain_groups(rel: Any) -> None:
@@ -190,6 +207,9 @@ class Annotator:
         stars = [e for e in exprs if e.WhichOneof("expr_type") == "unresolved_star"]
         if any(s.unresolved_star.HasField("unparsed_target") for s in stars):
             raise Unsupported("a select of `table.*`")
+        if global_aggregate(rel):
+            # one record made of all: nothing tells records apart, none is needed
+            return Keyed(new, [], {}, True)
         pos = self._position(rel, kid, exprs)
         if not stars:
             exprs.extend(P.col(k) for k in kid.keys)

@@ -41,12 +41,13 @@ from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifi
 from tensprov_lab.capture.connect._rewrite import (
     Annotator,
     Unsupported,
+    global_aggregate,
     stable,
 )
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.rules import column_category
-from tensprov_lab.store import IdentityTensor, Store, make_tensor, tensor_from_pairs
+from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
 
@@ -488,6 +489,11 @@ class ConnectTracker(Depth, Waits):
         top = P.kind(rel)
         if top in ("aggregate", "deduplicate") and kinds == {top}:
             return self._trace_groups(p, rel, annotator, run)
+        if kinds == {"project"} and len(p.inputs) == 1 and global_aggregate(rel):
+            (node,) = p.inputs  # one record of every input record: no job
+            assert node.index is not None
+            one = KeyIndex(np.zeros((1, 0), np.int64))
+            return 1, [AllTensor(1, node.index.n)], one, "aggregate"
         if kinds <= _SAME_RECORDS and len(p.inputs) == 1 and not _generates(rel, p):
             # the input's records, one for one and in order: no job
             (node,) = p.inputs
@@ -729,53 +735,15 @@ def _own(rel: Any, inputs: set[int]) -> list[Any]:
 _SAME_RECORDS = {"project", "with_columns", "with_columns_renamed", "drop", "to_df",
                  "subquery_alias", "hint", "repartition", "repartition_by_expression",
                  "fill_na", "replace"}  # fmt: skip
-#: functions that make several records of one (a select with one of them is an explode)
-_GENERATORS = {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline",
-               "inline_outer", "stack", "json_tuple", "variant_explode",
-               "variant_explode_outer"}  # fmt: skip
-
-
-#: aggregate functions: a select of one outside a window makes one record of all
-_AGGREGATES = {
-    "sum", "count", "avg", "mean", "min", "max", "first", "last", "first_value",
-    "last_value", "collect_list", "collect_set", "array_agg", "stddev", "stddev_samp",
-    "stddev_pop", "std", "variance", "var_samp", "var_pop", "skewness", "kurtosis", "corr",
-    "covar_samp", "covar_pop", "approx_count_distinct", "count_distinct", "count_if",
-    "countdistinct", "sum_distinct", "sumdistinct", "percentile", "percentile_approx",
-    "approx_percentile", "median", "mode", "any_value", "bool_and", "bool_or", "every",
-    "some", "any", "max_by", "min_by", "product", "bit_and", "bit_or", "bit_xor",
-    "histogram_numeric", "regr_count", "regr_avgx", "regr_avgy", "regr_slope",
-    "regr_intercept", "regr_r2", "regr_sxx", "regr_sxy", "regr_syy", "listagg",
-    "string_agg", "hll_sketch_agg", "hll_union_agg", "try_sum", "try_avg", "grouping",
-    "grouping_id",
-}  # fmt: skip
 
 
 def _generates(rel: Any, p: CPending) -> bool:
     """Whether the operation may not keep its input's records one for one: it calls a
     generator (an explode), an aggregate function outside a window, a Python UDF, or
     holds what the client cannot read (a SQL string may do any of these)."""
-    from pyspark.sql.connect import proto
-
     inputs = {n.ident for n in p.inputs}
-    stack = [e for r in _relations(rel, inputs) for e in P.top_expressions(r)]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, proto.Expression):
-            which = e.WhichOneof("expr_type")
-            if which in ("expression_string", "common_inline_user_defined_function",
-                         "unresolved_regex", "subquery_expression", "extension"):  # fmt: skip
-                return True
-            if which == "window":
-                continue  # an aggregate over a window keeps the records
-            if which == "unresolved_function":
-                name = e.unresolved_function.function_name.lower()
-                if name in _GENERATORS or name in _AGGREGATES:
-                    return True
-        for field, value in e.ListFields():
-            if field.message_type is not None and not field.message_type.GetOptions().map_entry:
-                stack.extend(value if P._repeated(field) else [value])
-    return False
+    names, readable = P.calls(*[e for r in _relations(rel, inputs) for e in P.top_expressions(r)])
+    return not readable or bool(names & (P.GENERATORS | P.AGGREGATES))
 
 
 def _stable(rel: Any) -> bool:
