@@ -164,9 +164,9 @@ class Budget:
         return self.limit is not None and _held(store, keys, nodes) > self.limit
 
     def move(self, store: Store, op_ids: Iterable[int], to: str) -> list[int]:
-        """Move the tensors of the operations ``op_ids`` out of memory, to local disk
-        (``to="disk"``) or into Spark (``"spark"``), wherever they are now; returns the
-        ids of those moved."""
+        """Move the tensors of the operations ``op_ids`` out of memory: to local disk
+        (``to="disk"``) those still in memory, into Spark (``"spark"``) those not there
+        yet (from memory or disk); returns the ids of those moved."""
         if to not in ("disk", "spark"):
             raise ValueError(f"to must be 'disk' or 'spark', not {to!r}")
         ops = [store.operations[i] for i in op_ids]

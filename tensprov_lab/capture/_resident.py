@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture._nodes import _short_error
 from tensprov_lab.store import ColumnsTensor, Operation, Tensor, WindowTensor, tensor_from_pairs
-from tensprov_lab.store._spill import Put, to_files
+from tensprov_lab.store._spill import Put, release, to_files
 
 __all__ = ["SparkTensor", "SparkTierError", "on_progress", "spark_tensor", "to_spark"]
 
@@ -134,14 +135,14 @@ class SparkTensor(Tensor):
             except Exception as err:
                 raise LookupError(
                     f"could not read the lineage of {self.label} from its table in Spark "
-                    f"({self.path}): {_first_line(err)}. It needs the Spark session that "
+                    f"({self.path}): {_short_error(err)}. It needs the Spark session that "
                     "keeps it, running; to keep a run's lineage without Spark, save it "
                     "while the session runs (tensprov_lab.save)"
                 ) from None
             finally:
                 _report(None)
                 if keys_dir is not None:
-                    _remove(keys_dir)
+                    release([keys_dir])
         o = table.column("o").to_numpy().astype(np.int64, copy=False)
         i = table.column("i").to_numpy().astype(np.int64, copy=False)
         return o, i
@@ -191,12 +192,6 @@ def _write_keys(column: str, rows: np.ndarray, near: str) -> str:
     return path
 
 
-def _remove(path: str) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def spark_tensor(spark: Any, t: Tensor, path: str, label: str = "a tensor") -> Tensor:
     """``t`` moved to Spark as a table under ``path``; O(1) tensors, window tensors and
     tensors already in Spark come back as they are, a :class:`ColumnsTensor` has its
@@ -229,24 +224,19 @@ def spark_tensor(spark: Any, t: Tensor, path: str, label: str = "a tensor") -> T
         st = SparkTensor(spark, path, t.n_out, t.n_in, t.nnz, label)
         seen = st._table().count()
     except Exception as err:
-        _remove(path)
+        release([path])
         raise SparkTierError(
-            f"Spark could not read the tensor table written to {path!r}: {_first_line(err)}. "
+            f"Spark could not read the tensor table written to {path!r}: {_short_error(err)}. "
             "On a cluster across machines, give a directory every executor sees under the "
             "same path: track(..., spark_dir='/a/shared/mount')"
         ) from None
     if seen != t.nnz:
-        _remove(path)
+        release([path])
         raise SparkTierError(
             f"Spark read {seen:,} of the {t.nnz:,} pairs written to {path!r}: its executors "
             "do not see that directory; give a shared one: track(..., spark_dir=...)"
         )
     return st
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0][:300] if text else type(err).__name__
 
 
 def to_spark(spark: Any, directory: str | None = None, fallback: str | None = None) -> Put:
@@ -272,8 +262,6 @@ def to_spark(spark: Any, directory: str | None = None, fallback: str | None = No
                 moved.append(spark_tensor(spark, t, path, label=f"operation {op.id} ({op.method})"))
                 paths.extend(_paths_of(moved[-1]))
         except SparkTierError as err:
-            from tensprov_lab.store._spill import release
-
             release(paths)
             warnings.warn(f"tensprov-lab: {err}", stacklevel=2)
             return to_files(fallback)(op) if fallback is not None else None

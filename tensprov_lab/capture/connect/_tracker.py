@@ -473,12 +473,12 @@ class ConnectTracker(Depth, Waits):
         if keys is None:
             return None
         try:
-            tensor, notes = trace_windows(
+            tensor, notes, jobs = trace_windows(
                 self.spark, rel, kid, keys, node.index, list(p.out.df.columns)
             )
         except Unframed:
             return None
-        run.jobs += 1
+        run.jobs += jobs
         warn.extend(f"window: {note}" for note in notes)
         return node.index.n, [tensor], node.index, "window"
 

@@ -208,11 +208,11 @@ def trace_windows(
     keys: list[str],
     index: KeyIndex | GroupIndex,
     out_cols: list[str],
-) -> tuple[Any, list[str]]:
+) -> tuple[Any, list[str], int]:
     """The :class:`~tensprov_lab.store.WindowTensor` of the window operation ``rel``
     (a ``withColumn(s)`` or a select), over its input rewritten as ``kid`` whose
-    records carry the key columns ``keys`` (``index`` numbers them), and the notes to
-    give the user.  One Spark job per distinct window specification.
+    records carry the key columns ``keys`` (``index`` numbers them), the notes to give
+    the user, and the Spark jobs it ran: one per distinct window specification.
 
     Raises
     ------
@@ -242,7 +242,7 @@ def trace_windows(
             frame_at[id(w)] = len(frames)
             frames.append(f)
     if not frames or n == 0:
-        return IdentityTensor(n), notes
+        return IdentityTensor(n), notes, len(specs)
     columns: dict[int, list[int]] = {}
     for o, expr in made:
         inside = [frame_at[id(w)] for w in windows_in(expr)]
@@ -250,7 +250,7 @@ def trace_windows(
             continue
         bare = expr.WhichOneof("expr_type") == "window"
         columns[o] = inside if bare else [-1, *inside]
-    return WindowTensor(n, frames, columns), list(dict.fromkeys(notes))
+    return WindowTensor(n, frames, columns), list(dict.fromkeys(notes)), len(specs)
 
 
 def _made_columns(rel: Any, out_cols: list[str]) -> list[tuple[int, Any]]:
