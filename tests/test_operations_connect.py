@@ -43,6 +43,10 @@ _SAME = [
     "test_unions_append_blocks",
     "test_distinct_and_drop_duplicates",
     "test_group_by_aggregates",
+    "test_self_joins",
+    "test_rollup_groups",
+    "test_cube_groups",
+    "test_nondeterministic_expression_is_flagged",
     "test_window_functions_come_from_their_partition_and_are_contextual",
     "test_sort_and_limit",
     "test_explode_and_posexplode",
@@ -61,23 +65,23 @@ def test_what_connect_does_not_trace_yet_is_opaque_with_its_reason(spark: Any) -
     from pyspark.sql import functions as F
 
     people, sales = ops.people_df(spark), ops.sales_df(spark)
-    twin = spark.createDataFrame([(1, "a"), (2, "b"), (1, "c")], "k int, v string")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with tensprov_lab.track(spark, name="not-yet") as run:
             outs = {
-                "limit": people.limit(3),
+                # over a shuffle: Spark keeps whichever records a partition gives first
+                "limit": people.repartition(3).limit(3),
                 # ages None, 25, 30, 30, 40: the limit cuts between the two 30s
                 "tied limit": people.orderBy("age").limit(3),
                 # over a shuffle: Spark draws by position in partitions that change
                 "sample": people.repartition(3).sample(fraction=0.5, seed=3),
-                "rollup": sales.rollup("region").agg(F.sum("amount").alias("t")),
-                "cube": sales.cube("region").agg(F.count("*").alias("n")),
-                "pivot": sales.groupBy("region").pivot("amount", [1, 2]).count(),
+                # a pivot grouped by a computed value
+                "pivot": sales.groupBy(F.upper("region")).pivot("amount", [1, 2]).count(),
                 "intersect": sales.intersect(sales.filter("amount > 2")),
-                "self-join": twin.join(twin, "k"),
+                # sorted records joined: their order is neither their keys' nor Spark's
+                "sort": sales.orderBy("amount").join(people, F.lit(True)).orderBy("region"),
             }
-            after_rollup = outs["rollup"].filter("t > 3")
+            after_pivot = outs["pivot"].filter(F.col("upper(region)") == "X")
     said = [str(w.message) for w in caught if issubclass(w.category, TensProvWarning)]
     for what, df in outs.items():
         op = ops.op_of(run, df)
@@ -85,14 +89,35 @@ def test_what_connect_does_not_trace_yet_is_opaque_with_its_reason(spark: Any) -
         assert op.warnings and "Spark Connect" in op.warnings[0], (what, op.warnings)
         assert any(op.warnings[0] in m for m in said), what
         assert run.dataset(df).n_rows == df.count(), what
-    assert "rollup" in ops.op_of(run, outs["rollup"]).warnings[0]
-    assert "no fixed order" in ops.op_of(run, outs["limit"]).warnings[0]
+    assert "pivot" in ops.op_of(run, outs["pivot"]).warnings[0]
+    assert "after a shuffle" in ops.op_of(run, outs["limit"]).warnings[0]
     assert "tied in the sort order" in ops.op_of(run, outs["tied limit"]).warnings[0]
+    assert "neither their keys'" in ops.op_of(run, outs["sort"]).warnings[0]
     # the output of an opaque step is numbered afresh: what follows it is traced
-    follow = ops.check_op(run, after_rollup, {"horizontal_reduction"})
-    assert follow.inputs == [run.dataset(outs["rollup"]).id]
-    kept = [r for r in ops.records(run, outs["rollup"]) if r[1] is not None and r[1] > 3]
-    assert ops.records(run, after_rollup) == kept
+    follow = ops.check_op(run, after_pivot, {"horizontal_reduction"})
+    assert follow.inputs == [run.dataset(outs["pivot"]).id]
+    kept = [r for r in ops.records(run, outs["pivot"]) if r[0] == "X"]
+    assert ops.records(run, after_pivot) == kept
+
+
+def test_a_limit_of_records_in_no_order_keeps_what_spark_reads_first(spark: Any) -> None:
+    """Over records Spark reads in the same partitions and order every time, the
+    rewrite keeps the records Spark keeps; flagged as not deterministic, as on a
+    classic session."""
+    stable = spark.createDataFrame([(i, i * 10) for i in range(20)], "i int, v int")
+    with pytest.warns(TensProvWarning, match="not deterministic"):
+        with tensprov_lab.track(spark, name="limit") as run:
+            few = stable.filter("i % 2 = 1").limit(4)
+            after = few.withColumn("w", few.v + 1)
+    op = ops.check_op(run, few, {"horizontal_reduction"})
+    assert op.nondeterministic
+    got = ops.records(run, few)
+    assert got == [tuple(r) for r in stable.filter("i % 2 = 1").limit(4).collect()]
+    for k, (i, _) in enumerate(got):
+        assert ops.back(run, few, k) == {"stable": [i]}
+        assert ops.back(run, after, k) == {"stable": [i]}
+    assert ops.fwd(run, stable, got[0][0], after) == [0]
+    assert ops.fwd(run, stable, 0, after) == []
 
 
 def test_a_window_the_plan_does_not_name_gives_the_localized_answer_with_a_warning(
@@ -152,3 +177,58 @@ def test_a_non_deterministic_expression_is_flagged_over_connect(spark: Any) -> N
     assert not ops.op_of(run, flt).nondeterministic
     dedup = ops.op_of(run, dd)
     assert dedup.nondeterministic and "arbitrary record" in dedup.warnings[0]
+
+
+def test_what_follows_a_rollup_or_a_pivot_is_traced(spark: Any) -> None:
+    """A rollup's records are named by their smallest member and their grouping set, a
+    pivot's by their group's smallest member: the operations after them find them."""
+    from pyspark.sql import functions as F
+
+    sales = ops.sales_df(spark)
+    with tensprov_lab.track(spark, name="after-sets") as run:
+        roll = sales.rollup("region").agg(F.sum("amount").alias("t"), F.grouping_id().alias("s"))
+        big = roll.filter("t > 3")
+        wide = sales.groupBy("region").pivot("amount", [1, 2, 5]).count()
+        some = wide.filter(F.col("region").isNotNull()).withColumn("x", F.lit(1))
+    got = ops.records(run, roll)
+    kept = [i for i, r in enumerate(got) if r[1] is not None and r[1] > 3]
+    assert ops.records(run, big) == [got[i] for i in kept]
+    for k, i in enumerate(kept):
+        assert ops.back(run, big, k) == ops.back(run, roll, i)
+    for j in range(6):
+        assert ops.fwd(run, sales, j, big) == [
+            k for k, i in enumerate(kept) if j in ops.back(run, roll, i)["sales"]
+        ]
+    groups = ops.records(run, wide)
+    named = [i for i, r in enumerate(groups) if r[0] is not None]
+    assert [r[:-1] for r in ops.records(run, some)] == [groups[i] for i in named]
+    for k, i in enumerate(named):
+        assert ops.back(run, some, k) == ops.back(run, wide, i)
+        region = groups[i][0]
+        assert ops.back(run, some, k) == {
+            "sales": [j for j, r in enumerate(ops.SALES) if r[0] == region]
+        }
+
+
+def test_what_follows_your_own_posexplode_is_traced(spark: Any) -> None:
+    """A posexplode's records are told apart by the position it gives them (under its
+    default name or yours): the operations after it are traced."""
+    from pyspark.sql import functions as F
+
+    arrs = spark.createDataFrame([(1, [10, 20]), (2, []), (3, [30])], "id int, xs array<int>")
+    with tensprov_lab.track(spark, name="posexplode") as run:
+        pex = arrs.select("id", F.posexplode("xs"))
+        big = pex.filter("col > 10")
+        named = arrs.select("id", F.posexplode_outer("xs").alias("i", "x"))
+        twice = named.withColumn("y", F.col("x") * 2)
+    assert ops.records(run, big) == [(1, 1, 20), (3, 0, 30)]
+    assert ops.back(run, big, 0) == {"arrs": [0]} and ops.back(run, big, 1) == {"arrs": [2]}
+    assert ops.fwd(run, arrs, 0, big) == [0]
+    assert not ops.op_of(run, twice).opaque
+    assert ops.records(run, twice) == [
+        (1, 0, 10, 20), (1, 1, 20, 40), (2, None, None, None), (3, 0, 30, 60),
+    ]  # fmt: skip
+    assert [ops.back(run, twice, k) for k in range(4)] == [
+        {"arrs": [0]}, {"arrs": [0]}, {"arrs": [1]}, {"arrs": [2]},
+    ]  # fmt: skip
+    assert ops.fwd(run, arrs, 0, twice) == [0, 1]

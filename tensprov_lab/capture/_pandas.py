@@ -42,7 +42,16 @@ from tensprov_lab.capture._keys import arrow_keys
 from tensprov_lab.capture._nodes import ROW, Capturing, Node, _short_error
 from tensprov_lab.store import tensor_from_pairs
 
-__all__ = ["MARK", "REASON", "capture_hop", "match_rows", "properties", "record_call", "targets"]
+__all__ = [
+    "MARK",
+    "REASON",
+    "capture_hop",
+    "hop_lineage",
+    "match_rows",
+    "properties",
+    "record_call",
+    "targets",
+]
 
 #: the key of ``DataFrame.attrs`` naming the tracked DataFrame a pandas frame came from
 MARK = "tensprov_lab.from"
@@ -194,8 +203,7 @@ def capture_hop(
         tracker._index_deferred([up])
         if up.ds_id is None or up.n is None or up.n > MATCH_LIMIT:
             return False
-        common = [c for c in cols if c in tracker._dataset(up).columns]
-        if not common:
+        if not any(c in tracker._dataset(up).columns for c in cols):
             return False
         ann = annotate_source(tracker.jvm, p.out.plan, pin=True)
         ki = tracker._scan_index(ann)
@@ -205,35 +213,23 @@ def capture_hop(
         hop.insert(0, ROW, ki.lookup(arrow_keys(table, names)))
         hop = hop.sort_values(ROW, kind="stable").reset_index(drop=True)
         upstream = tracker.records(up.ds_id, None, None)
-        matched = match_rows(hop, upstream, common)
+        n = int(ki.n)
+        matched = hop_lineage(
+            hop, upstream, cols, tracker._dataset(up).columns, n, up.n, p.expression,
+            tracker._label(up),
+        )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - the hop stays opaque, as before
         tracker._note(f"{p.expression}: records not matched back ({_short_error(exc)})")
         return False
     if matched is None:
         return False
-    out_rows, in_rows = matched
-    n = int(ki.n)
-    tensor = tensor_from_pairs(out_rows, upstream[ROW].to_numpy()[in_rows], n, up.n)
-    in_cols = tracker._dataset(up).columns
-    same = np.array([[c == u for u in in_cols] for c in cols], dtype=bool)
-    new: np.ndarray = ~np.asarray(same.any(axis=1), dtype=bool)
-    contributing = same | new.reshape(-1, 1)
-    notes = [
-        f"{p.expression}: records matched back to {tracker._label(up)} by the values of "
-        f"{', '.join(common)}"
-    ]
-    if len(out_rows) > n:
-        several = np.unique(out_rows[1:][np.diff(out_rows) == 0])
-        notes.append(
-            f"{p.expression}: {len(several)} record(s) equal several upstream records; "
-            "their lineage lists every one"
-        )
+    tensor, contributing, exact, notes = matched
     ds = tracker.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
     op = tracker._add_operation(
         ds.id, p.method, "transformation", [up.ds_id], [tensor], expression=p.expression,
         warnings=notes, seconds=time.perf_counter() - t0, run=run.id,
         contributing=[contributing], influencing=[np.zeros_like(contributing)],
-        attributes_exact=not bool(new.any()),
+        attributes_exact=exact,
         # the replay rule: what the pandas (or RDD) code did cannot be run again on
         # changed records, and the new DataFrame holds the records as they were
         replay_blocker="its records went through code outside Spark (pandas or an RDD), "
@@ -244,3 +240,43 @@ def capture_hop(
     p.out.cacheable = tracker.materialize != "none"
     tracker._recorded(run, p.out, op.id, notes[1:])
     return True
+
+
+def hop_lineage(
+    hop: Any, upstream: Any, cols: list[str], in_cols: list[str], n: int, n_up: int,
+    expression: str, label: str,
+) -> tuple[Any, np.ndarray, bool, list[str]] | None:  # fmt: skip
+    """The lineage of a hop whose ``n`` records (``hop``, in canonical order) all match
+    records of ``upstream`` (its ``n_up`` records with their ``ROW``) by the values of
+    the columns both have: its tensor, attribute map (``cols`` × ``in_cols``), whether
+    that map is exact, and notes (the first says how records were matched); None when
+    a record matches none.
+
+    >>> import pandas as pd
+    >>> up = pd.DataFrame({ROW: [0, 1, 2], "k": [1, 2, 2]})
+    >>> t, maps, exact, notes = hop_lineage(
+    ...     pd.DataFrame({"k": [2, 1], "x": [0, 0]}), up, ["k", "x"], ["k"], 2, 3, "hop", "up")
+    >>> t.backward([0]).tolist(), maps.tolist(), exact, len(notes)
+    ([1, 2], [[True], [True]], False, 2)
+    """
+    common = [c for c in cols if c in in_cols]
+    if not common:
+        return None
+    matched = match_rows(hop, upstream, common)
+    if matched is None:
+        return None
+    out_rows, in_rows = matched
+    tensor = tensor_from_pairs(out_rows, upstream[ROW].to_numpy()[in_rows], n, n_up)
+    same = np.array([[c == u for u in in_cols] for c in cols], dtype=bool).reshape(
+        len(cols), len(in_cols)
+    )
+    new: np.ndarray = ~np.asarray(same.any(axis=1), dtype=bool)
+    contributing = same | new.reshape(-1, 1)
+    notes = [f"{expression}: records matched back to {label} by the values of {', '.join(common)}"]
+    if len(out_rows) > n:
+        several = np.unique(out_rows[1:][np.diff(out_rows) == 0])
+        notes.append(
+            f"{expression}: {len(several)} record(s) equal several upstream records; "
+            "their lineage lists every one"
+        )
+    return tensor, contributing, not bool(new.any()), notes

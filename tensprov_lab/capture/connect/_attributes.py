@@ -167,6 +167,20 @@ def attribute_maps(
                 m.positional(side, range(n_out))
             else:
                 m.everything()
+    elif kind == "aggregate" and len(in_cols) == 1 and inner.HasField("pivot"):
+        # the grouping columns, then a column per pivot value and aggregate: its value
+        # from the aggregate's arguments, the pivot column deciding which records
+        groups = list(inner.grouping_expressions)
+        aggs = list(inner.aggregate_expressions)
+        spread = n_out - len(groups)
+        if not aggs or spread < 0 or spread % len(aggs):
+            m.everything()
+        else:
+            for o, e in enumerate(groups):
+                m.contribute(o, e)
+            for o in range(len(groups), n_out):
+                m.contribute(o, aggs[(o - len(groups)) % len(aggs)])
+            m.influence(*groups, inner.pivot.col)
     elif kind == "aggregate" and len(in_cols) == 1:
         groups = list(inner.grouping_expressions)
         aggs = list(inner.aggregate_expressions)

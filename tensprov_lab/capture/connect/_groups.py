@@ -15,8 +15,14 @@ import numpy as np
 
 from tensprov_lab.capture._equijoin import value_codes
 from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, key_array
-from tensprov_lab.capture.connect._rewrite import Annotator, Unsupported, plain_groups
+from tensprov_lab.capture.connect._index import GroupIndex, Index, KeyIndex, SetsIndex, key_array
+from tensprov_lab.capture.connect._rewrite import (
+    Annotator,
+    Unsupported,
+    grouping_sets,
+    pivot_of,
+    plain_names,
+)
 from tensprov_lab.store import AllTensor, tensor_from_pairs
 
 __all__ = ["EXACT_GROUP_TYPES", "plain_grouping", "trace_groups"]
@@ -27,16 +33,10 @@ EXACT_GROUP_TYPES = {"int", "bigint", "smallint", "tinyint", "string", "boolean"
 
 def plain_grouping(rel: Any) -> list[str] | None:
     """The columns an aggregate relation groups by when each is a plain column by name
-    (None: an expression, a nested field)."""
-    names = []
-    for e in rel.aggregate.grouping_expressions:
-        if e.WhichOneof("expr_type") != "unresolved_attribute":
-            return None
-        name = e.unresolved_attribute.unparsed_identifier
-        if "." in name or "`" in name or e.unresolved_attribute.HasField("plan_id"):
-            return None
-        names.append(name)
-    return names or None
+    (None: an expression, a nested field, grouping sets)."""
+    if grouping_sets(rel):
+        return None  # a record is in one group per set: its values do not say which
+    return plain_names(rel.aggregate.grouping_expressions) or None
 
 
 def _group_columns(tracker: Any, rel: Any, node: Any) -> list[str] | None:
@@ -45,6 +45,8 @@ def _group_columns(tracker: Any, rel: Any, node: Any) -> list[str] | None:
     classic fused capture's rule); else None (the server groups)."""
     ds = tracker.store.datasets[node.ds_id]  # type: ignore[index]
     lower = [c.lower() for c in ds.columns]
+    if grouping_sets(rel):
+        return None  # a record is in one group per set: the server groups
     if P.kind(rel) == "aggregate":
         names = []
         for e in rel.aggregate.grouping_expressions:
@@ -88,11 +90,15 @@ def _members_by_values(
 
 def _members_by_lists(
     tracker: Any, rel: Any, node: Any, annotator: Annotator
-) -> tuple[np.ndarray, np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None]:
     """Each input record's group, grouped by the server as the user's relation
-    groups: one row per group with the list of its members' keys."""
+    groups: one row per group with the list of its members' keys (and, for grouping
+    sets, each group's ``grouping_id()``)."""
     members_rel, kid = annotator.members(rel)
     table = P.dataframe(tracker.spark, members_rel).toArrow()
+    gid = None
+    if f"{P.KEY_PREFIX}s" in table.column_names:
+        gid = np.asarray(table.column(f"{P.KEY_PREFIX}s").to_numpy(), dtype=np.int64)
     lists = table.column(f"{P.KEY_PREFIX}m").combine_chunks()
     n_groups = len(lists)
     offsets = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
@@ -107,22 +113,27 @@ def _members_by_lists(
     else:
         tuples = np.zeros((len(flat), 0), dtype=np.int64)
     group = np.repeat(np.arange(n_groups), np.diff(offsets))
-    return node.index.lookup(tuples), group, n_groups  # type: ignore[union-attr]
+    return node.index.lookup(tuples), group, n_groups, gid  # type: ignore[union-attr]
 
 
 def trace_groups(
     tracker: Any, p: Any, rel: Any, annotator: Annotator, run: Any
-) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+) -> tuple[int, list[Any], Index, str]:
     """An aggregate or a deduplication: every group with its members, grouped as the
     user's relation groups (by plain values read back with the keys when Arrow tells
-    them apart as Spark does, else by the server itself)."""
+    them apart as Spark does, else by the server itself).  A rollup, cube or grouping
+    sets has one group per set for each record; groups are numbered by smallest member,
+    then by set (``grouping_id()``), as on a classic session."""
     (node,) = p.inputs
     assert node.index is not None
-    plain_groups(rel)  # a rollup's subtotals are not groups of distinct values
+    sets = grouping_sets(rel)
+    if pivot_of(rel) is not None and not plain_names(rel.aggregate.grouping_expressions):
+        raise Unsupported("a pivot grouped by computed values")
     by = _group_columns(tracker, rel, node)
     import pandas as pd
 
     ride = next((r for r in tracker._rides if r.aggregate is p and r.index is node.index), None)
+    gid: np.ndarray | None = None
     if (
         by
         and ride is not None
@@ -137,28 +148,120 @@ def trace_groups(
         member, group, n_groups = _members_by_values(tracker, rel, by, node, annotator)
         run.jobs += 1
     else:
-        member, group, n_groups = _members_by_lists(tracker, rel, node, annotator)
+        member, group, n_groups, gid = _members_by_lists(tracker, rel, node, annotator)
         run.jobs += 1
-    if len(member) != node.index.n or np.any(member < 0):
-        raise Unsupported("groups that do not hold every input record once")
-    seen = np.zeros(node.index.n, dtype=bool)
-    seen[member] = True
-    if not seen.all():
-        raise Unsupported("groups that do not hold every input record once")
+    if sets and gid is None:
+        raise Unsupported("grouping sets whose groups came back without their set")
+    _check_members(member, group, gid, node.index.n)
     smallest = np.full(n_groups, np.iinfo(np.int64).max)
     if len(member):
         # the smallest member of each group: members sorted within their group
         first = np.lexsort((member, group))
         starts = np.flatnonzero(np.r_[True, group[first][1:] != group[first][:-1]])
         smallest[group[first][starts]] = member[first][starts]
-    order = np.argsort(smallest, kind="stable")
+    order = np.lexsort((gid if gid is not None else np.zeros(n_groups), smallest))
     rank = np.empty(n_groups, dtype=np.int64)
     rank[order] = np.arange(n_groups)
-    group_of = np.empty(node.index.n, dtype=np.int64)
-    group_of[member] = rank[group]
     category = "aggregate" if P.kind(rel) == "aggregate" else "dedup"
     grouped = P.kind(rel) == "deduplicate" or len(rel.aggregate.grouping_expressions)
-    if not grouped:
+    if not grouped and not sets:
         return 1, [AllTensor(1, node.index.n)], KeyIndex(np.zeros((1, 0), np.int64)), category
     tensor = tensor_from_pairs(rank[group], member, n_groups, node.index.n)
+    if pivot_of(rel) is not None:
+        tensor = _pivot_tensor(tracker, p, rel, annotator, tensor, rank[group], member)
+        run.jobs += 1
+    if gid is not None:
+        index = SetsIndex(node.index, member, gid[group], rank[group], n_groups)
+        return n_groups, [tensor], index, category
+    group_of = np.empty(node.index.n, dtype=np.int64)
+    group_of[member] = rank[group]
     return n_groups, [tensor], GroupIndex(node.index, group_of, n_groups), category
+
+
+def _check_members(member: np.ndarray, group: np.ndarray, gid: np.ndarray | None, n: int) -> None:
+    """Every input record is a member of one group (of one group per grouping set).
+
+    Raises
+    ------
+    Unsupported
+        When the groups read back do not hold every input record that way.
+    """
+    bad = Unsupported("groups that do not hold every input record once")
+    if np.any(member < 0):
+        raise bad
+    if gid is None:
+        if len(member) != n or not np.all(np.bincount(member, minlength=n) == 1):
+            raise bad
+        return
+    sets = np.unique(gid)
+    set_of = np.searchsorted(sets, gid[group])
+    pairs = set_of * max(n, 1) + member
+    if len(pairs) != len(sets) * n or len(np.unique(pairs)) != len(pairs):
+        raise bad
+
+
+def _pivot_tensor(
+    tracker: Any, p: Any, rel: Any, annotator: Annotator, whole: Any, out: np.ndarray,
+    member: np.ndarray,
+) -> Any:  # fmt: skip
+    """A pivot's tensor: each record from every member of its group, each pivot column
+    from the members with its pivot value (as on a classic session).  Spark names the
+    columns value by value, an aggregate each, after the grouping columns."""
+    import pandas as pd
+
+    from tensprov_lab.store import ColumnsTensor
+
+    (node,) = p.inputs
+    pivot = pivot_of(rel)
+    kid = annotator.annotate(P.children(rel)[0])
+    cols = kid.ids.get(node.ident)
+    if cols is None:
+        raise Unsupported("an input whose records the plan does not carry")
+    at = f"{P.KEY_PREFIX}pv"
+    # (not a wrapper taking the input's plan id: the pivot column may name that plan)
+    read = type(kid.rel)()
+    read.project.input.CopyFrom(kid.rel)
+    read.project.expressions.extend([P.alias(pivot.col, at), *[P.col(k) for k in cols]])
+    P.with_id(read, None)
+    table = P.dataframe(tracker.spark, read).toArrow()
+    if str(table.schema.field(at).type) not in _PIVOT_TYPES:
+        raise Unsupported(f"a pivot over {table.schema.field(at).type} values")
+    values = table.column(at).to_pandas()
+    listed = [_literal(v) for v in pivot.values]
+    if not listed:  # Spark pivots on the distinct values, in order (nulls first)
+        listed = [None] * bool(values.isna().any()) + sorted(values.dropna().unique().tolist())
+    which = np.asarray(pd.Index(listed).get_indexer(values), dtype=np.int64)
+    # each member's pivot value, in the order of ``member``
+    by_record = np.full(node.index.n, -1, dtype=np.int64)
+    by_record[node.index.lookup(key_array(table, cols))] = which
+    picked_of = by_record[member]
+    n_groups, n_in = whole.shape
+    parts = [tensor_from_pairs(out[picked_of == v], member[picked_of == v], n_groups, n_in)
+             for v in range(len(listed))]  # fmt: skip
+    n_by, n_aggs = len(rel.aggregate.grouping_expressions), len(rel.aggregate.aggregate_expressions)
+    width = len(p.out.df.columns)
+    if width != n_by + len(listed) * n_aggs:
+        raise Unsupported("a pivot whose columns are not one per value and aggregate")
+    columns = {n_by + v * n_aggs + a: v for v in range(len(listed)) for a in range(n_aggs)}
+    return ColumnsTensor(whole, parts, columns)
+
+
+#: pivot value types whose equality pandas tells as Spark does
+_PIVOT_TYPES = {"int8", "int16", "int32", "int64", "string", "large_string", "bool", "date32[day]"}
+
+
+def _literal(e: Any) -> Any:
+    """A pivot value listed by the client.
+
+    Raises
+    ------
+    Unsupported
+        For a value of a type pandas may not compare as Spark does.
+    """
+    lit = e.literal if hasattr(e, "literal") else e  # an Expression, or its Literal
+    which = lit.WhichOneof("literal_type")
+    if which in ("integer", "long", "short", "byte", "string", "boolean"):
+        return getattr(lit, which)
+    if which == "null":
+        return None
+    raise Unsupported(f"a pivot value of type {which}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GroupIndex", "KeyIndex", "Unidentifiable", "key_array"]
+__all__ = ["GroupIndex", "Index", "KeyIndex", "SetsIndex", "Unidentifiable", "key_array"]
 
 
 class Unidentifiable(Exception):
@@ -110,7 +110,15 @@ class KeyIndex:
 
 
 class GroupIndex:
-    """An aggregate's records, named by the keys of any of their members."""
+    """An aggregate's records, named by the keys of any of their members.
+
+    >>> ix = GroupIndex(KeyIndex(np.array([[3], [5], [8]])), np.array([0, 1, 0]), 2)
+    >>> ix.lookup(np.array([[8], [5], [-1]])).tolist()
+    [0, 1, -1]
+    >>> GroupIndex(KeyIndex(np.zeros((0, 1), np.int64)), np.zeros(0, np.int64), 0).lookup(
+    ...     np.array([[-1]])).tolist()
+    [-1]
+    """
 
     def __init__(self, members: KeyIndex | GroupIndex, group_of: np.ndarray, n: int) -> None:
         self.members = members
@@ -119,7 +127,48 @@ class GroupIndex:
 
     def lookup(self, tuples: np.ndarray) -> np.ndarray:
         member = self.members.lookup(tuples)
+        if not len(self.group_of):  # no records: nothing is found
+            return np.full(len(member), -1, dtype=np.int64)
         return np.where(member >= 0, self.group_of[np.maximum(member, 0)], -1)
+
+
+class SetsIndex:
+    """A rollup's, cube's or grouping sets' records, named by the keys of any of their
+    members followed by the ``grouping_id()`` of their set.
+
+    >>> members = KeyIndex(np.array([[10], [11], [12]]))
+    >>> # groups: 0 = {0, 2} and 1 = {1} of set 0, 2 = {0, 1, 2} of set 1
+    >>> ix = SetsIndex(members, np.array([0, 2, 1, 0, 1, 2]), np.array([0, 0, 0, 1, 1, 1]),
+    ...                np.array([0, 0, 1, 2, 2, 2]), 3)
+    >>> ix.lookup(np.array([[12, 0], [11, 0], [11, 1], [13, 0], [10, 2]])).tolist()
+    [0, 1, 2, -1, -1]
+    """
+
+    def __init__(
+        self, members: KeyIndex | GroupIndex, member: np.ndarray, gid: np.ndarray,
+        out: np.ndarray, n: int,
+    ) -> None:  # fmt: skip
+        import pandas as pd
+
+        self.members = members
+        self.n = n
+        self._gids = pd.Index(pd.unique(gid))
+        self._width = int(members.n) + 1
+        self._index = pd.Index(self._gids.get_indexer(gid) * self._width + member)
+        self._out = np.asarray(out, dtype=np.int64)
+
+    def lookup(self, tuples: np.ndarray) -> np.ndarray:
+        member = self.members.lookup(tuples[:, :-1])
+        gid = np.asarray(self._gids.get_indexer(tuples[:, -1]), dtype=np.int64)
+        found = np.asarray(self._index.get_indexer(gid * self._width + member), np.int64)
+        ok = (member >= 0) & (gid >= 0) & (found >= 0)
+        if not len(self._out):  # no records: nothing is found
+            return np.full(len(member), -1, dtype=np.int64)
+        return np.where(ok, self._out[np.maximum(found, 0)], -1)
+
+
+#: what names a dataset's records by key tuples
+Index = KeyIndex | GroupIndex | SetsIndex
 
 
 def key_array(table: Any, names: list[str]) -> np.ndarray:

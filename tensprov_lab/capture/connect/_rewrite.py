@@ -28,7 +28,10 @@ __all__ = [
     "STABLE_KINDS",
     "Unsupported",
     "global_aggregate",
-    "plain_groups",
+    "grouping_sets",
+    "pivot_of",
+    "plain_names",
+    "sorted_input",
     "stable",
 ]
 
@@ -45,6 +48,8 @@ _PASS = {"filter", "subquery_alias", "hint", "repartition", "repartition_by_expr
          "with_columns_renamed", "drop", "with_columns"}  # fmt: skip
 #: explodes of one column, and the same with each record's position
 _EXPLODES = {"explode": "posexplode", "explode_outer": "posexplode_outer"}
+#: generators that give each record's position in its input's array
+_POSITIONS = {"posexplode", "posexplode_outer"}
 #: the ``na`` relations: with no column list they act on every column (the keys too)
 _NA = {"drop_na", "fill_na", "replace"}
 
@@ -73,6 +78,12 @@ class Keyed:
     #: a semi or anti join: whether it is anti, and the same join as an inner join
     #: whose rows are the (left, right) pairs that matched, with both sides' keys
     semi: tuple[bool, Any, Keyed, Keyed] | None = None
+    #: Spark gives its records in canonical order (a sort's output, and filters or
+    #: projections of it): what a later sort needs when the keys do not tell that order
+    returned: bool = False
+    #: a join: each side's key columns per dataset (a self-join carries one dataset's
+    #: identity on both sides, under other names on the right)
+    side_ids: list[dict[int, list[str]]] = field(default_factory=list)
 
 
 def stable(rel: Any) -> bool:
@@ -99,21 +110,71 @@ def global_aggregate(rel: Any) -> bool:
     return readable and bool(names & P.AGGREGATES) and not names & P.GENERATORS
 
 
-def plain_groups(rel: Any) -> None:
-    """Refuse an aggregate that is not one group per distinct grouping value: a rollup,
-    cube or grouping sets adds subtotal rows, a pivot spreads groups over columns.
+#: relation kinds that give their input's records in the order they come (a window
+#: function in a projection sorts them by its partitions: checked apart)
+_ORDER_KEEPING = {"filter", "subquery_alias", "hint", "with_columns_renamed", "drop",
+                  "with_columns", "project", "to_df", "drop_na", "fill_na", "replace"}  # fmt: skip
 
-    Raises
-    ------
-    Unsupported
-        For those.
-    """
+
+def _keeps_order(rel: Any) -> bool:
+    """Whether ``rel`` gives its input's records in the order they come."""
+    if P.kind(rel) not in _ORDER_KEEPING:
+        return False
+    for e in P.own_expressions(rel):
+        which = e.WhichOneof("expr_type")
+        if which == "window":
+            return False
+        if which == "expression_string" and "over" in e.expression_string.expression.lower():
+            return False
+    return True
+
+
+def sorted_input(rel: Any) -> bool:
+    """Whether a limit's input is a global sort's output (it keeps the first records in
+    that order)."""
+    child = rel.limit.input
+    return P.kind(child) == "sort" and bool(child.sort.is_global)
+
+
+def grouping_sets(rel: Any) -> bool:
+    """Whether an aggregate relation groups by several grouping sets (a rollup, a cube,
+    grouping sets): one input record is then a member of one group per set, and a
+    group is told apart by its smallest member together with its set's
+    ``grouping_id()``."""
     from pyspark.sql.connect import proto
 
-    if P.kind(rel) == "aggregate" and (
-        rel.aggregate.group_type != proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY
-    ):
-        raise Unsupported("rollup, cube, pivot and grouping sets")
+    if P.kind(rel) != "aggregate":
+        return False
+    return rel.aggregate.group_type not in (
+        proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY,
+        proto.Aggregate.GroupType.GROUP_TYPE_PIVOT,
+    )
+
+
+def pivot_of(rel: Any) -> Any:
+    """An aggregate relation's pivot (its column and listed values), None if it has
+    none."""
+    from pyspark.sql.connect import proto
+
+    if P.kind(rel) != "aggregate":
+        return None
+    if rel.aggregate.group_type != proto.Aggregate.GroupType.GROUP_TYPE_PIVOT:
+        return None
+    return rel.aggregate.pivot
+
+
+def plain_names(exprs: Any) -> list[str] | None:
+    """The names of plain columns (None: an expression, a nested field, a column of a
+    named plan)."""
+    names = []
+    for e in exprs:
+        if e.WhichOneof("expr_type") != "unresolved_attribute":
+            return None
+        name = e.unresolved_attribute.unparsed_identifier
+        if "." in name or "`" in name or e.unresolved_attribute.HasField("plan_id"):
+            return None
+        names.append(name)
+    return names
 
 
 class Annotator:
@@ -187,14 +248,15 @@ class Annotator:
 
     def _pass(self, rel: Any) -> Keyed:
         new, (kid,) = self._kids(rel)
-        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone,
+                     returned=kid.returned and _keeps_order(rel))  # fmt: skip
 
     def _na(self, rel: Any) -> Keyed:
         new, (kid,) = self._kids(rel)
         inner = P.body(new)
         if not inner.cols:  # every column: name the user's, so the keys stay as they are
             inner.cols.extend(self._user_columns(kid.rel))
-        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone, returned=kid.returned)
 
     _drop_na = _fill_na = _replace = _na
 
@@ -211,10 +273,42 @@ class Annotator:
             # one record made of all: nothing tells records apart, none is needed
             return Keyed(new, [], {}, True)
         pos = self._position(rel, kid, exprs)
+        theirs = None if pos else self._their_position(rel, kid, exprs)
         if not stars:
             exprs.extend(P.col(k) for k in kid.keys)
+        if theirs is not None:
+            # the user's own posexplode: its position, copied to a key of its own
+            pos = f"{P.KEY_PREFIX}p{P.plan_id(rel)}"
+            new = P.wrap("project", new, expressions=[P.star(), P.alias(P.col(theirs), pos)])
         keys = list(kid.keys) + ([pos] if pos else [])
-        return Keyed(new, keys, dict(kid.ids), kid.monotone, pos=pos)
+        return Keyed(new, keys, dict(kid.ids), kid.monotone, pos=pos,
+                     returned=kid.returned and _keeps_order(rel))  # fmt: skip
+
+    def _their_position(self, rel: Any, kid: Keyed, exprs: Any) -> str | None:
+        """The column of the select's one ``posexplode`` that holds each record's
+        position (None: no such generator, or its column is not one of a name)."""
+        found = []
+        for e in exprs:
+            fn = e.alias.expr if e.WhichOneof("expr_type") == "alias" else e
+            if fn.WhichOneof("expr_type") == "unresolved_function" and (
+                fn.unresolved_function.function_name.lower() in _POSITIONS
+            ):
+                found.append(e)
+        if len(found) != 1:
+            return None
+        (e,) = found
+        if e.WhichOneof("expr_type") == "alias":
+            if len(e.alias.name) != 2:
+                return None
+            name = e.alias.name[0]
+        else:
+            name = "pos"  # Spark's name for it
+        out = [c.lower() for c in self.columns(rel)]
+        if out.count(name.lower()) != 1 or name.lower() in [
+            c.lower() for c in self.columns(kid.rel)
+        ]:
+            return None
+        return name
 
     def _position(self, rel: Any, kid: Keyed, exprs: Any) -> str | None:
         """Turn the select's ``explode`` of an array into ``posexplode`` (the same
@@ -251,25 +345,45 @@ class Annotator:
         return key
 
     def _sort(self, rel: Any) -> Keyed:
+        """A global sort: ties in the sort order come in input order (DESIGN.md §3),
+        which the keys give when they increase with it; over records sorted before, the
+        input's records come back in their order, so ids given to them there do."""
         new, (kid,) = self._kids(rel)
         if not new.sort.is_global:
             return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
-        if not kid.monotone:
-            raise Unsupported("a sort of a dataset that was sorted before")
-        # ties in the sort order come in input order (DESIGN.md §3)
-        new.sort.order.extend(P.sort_order(P.col(k)) for k in kid.keys)
-        return Keyed(new, list(kid.keys), dict(kid.ids), monotone=False)
+        if kid.monotone:
+            new.sort.order.extend(P.sort_order(P.col(k)) for k in kid.keys)
+            return Keyed(new, list(kid.keys), dict(kid.ids), monotone=False, returned=True)
+        if not kid.returned:
+            raise Unsupported(
+                "a sort of records whose order is neither their keys' nor Spark's (a "
+                "join, union or grouping of sorted records)"
+            )
+        at = f"{P.KEY_PREFIX}q{P.plan_id(rel)}"
+        numbered = P.wrap("project", kid.rel, expressions=[
+            P.star(), P.alias(P.fn("monotonically_increasing_id"), at)
+        ])  # fmt: skip
+        new.sort.input.CopyFrom(numbered)
+        new.sort.order.append(P.sort_order(P.col(at)))
+        out = P.wrap("drop", new, column_names=[at])
+        return Keyed(out, list(kid.keys), dict(kid.ids), monotone=False, returned=True)
 
     def _limit(self, rel: Any) -> Keyed:
         """A limit of a global sort's output keeps its first records in the sort's order
         (ties in input order: the tracker checks that no tie straddles the limit, see
-        ``ConnectTracker._check_limit``); a limit of records in no fixed order keeps
-        whichever Spark reads first, which a rewrite cannot follow."""
+        ``ConnectTracker._check_limit``).  A limit of records in no fixed order keeps
+        whichever Spark reads first: the rewrite (the same plan with keys beside) reads
+        the same ones when Spark reads its input in the same partitions and order every
+        time (the tracker flags it as not deterministic, as the classic capture does);
+        over a shuffle it may read others."""
         child = rel.limit.input
-        if P.kind(child) != "sort" or not child.sort.is_global:
-            raise Unsupported("a limit of records in no fixed order")
+        if not sorted_input(rel) and not stable(child):
+            raise Unsupported(
+                "a limit of records in no fixed order after a shuffle: which records "
+                "Spark keeps can change from one execution to the next (sort first)"
+            )
         new, (kid,) = self._kids(rel)
-        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone, returned=kid.returned)
 
     def _sample(self, rel: Any) -> Keyed:
         """A sample without replacement, seeded, over records Spark reads in the same
@@ -294,8 +408,6 @@ class Annotator:
         from pyspark.sql.connect import proto
 
         sides = [P.plan_id(rel.join.left), P.plan_id(rel.join.right)]
-        if sides[0] is not None and sides[0] == sides[1]:
-            raise Unsupported("a join of a DataFrame with itself")
         new, (left, right) = self._kids(rel)
         clash = [k for k in right.keys if k in left.keys]
         if clash:  # the same source on both sides: the right side's keys get new names
@@ -329,6 +441,7 @@ class Annotator:
             {**left.ids, **right.ids},
             left.monotone and right.monotone,
             sides=sides,
+            side_ids=[dict(left.ids), dict(right.ids)],
         )
 
     def _set_op(self, rel: Any) -> Keyed:
@@ -370,11 +483,13 @@ class Annotator:
     def _aggregate(self, rel: Any) -> Keyed:
         from pyspark.sql.connect import proto
 
-        plain_groups(rel)
+        sets = grouping_sets(rel)
         agg = rel.aggregate
         new, (kid,) = self._kids(rel)
         pid = P.plan_id(rel)
-        if not len(agg.grouping_expressions):
+        if pivot_of(rel) is not None:
+            return self._pivot(rel, new, kid)
+        if not len(agg.grouping_expressions) and not sets:
             # one record: nothing tells records apart, none is needed
             return Keyed(new, [], {}, True)
         rep = f"{P.KEY_PREFIX}r{pid}"
@@ -382,6 +497,9 @@ class Annotator:
             P.alias(P.fn("min", P.fn("struct", *[P.col(k) for k in kid.keys])), rep)
         )
         keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
+        if sets:  # the smallest member is in one group per grouping set
+            keys.append(f"{P.KEY_PREFIX}s{pid}")
+            new.aggregate.aggregate_expressions.append(P.alias(P.fn("grouping_id"), keys[-1]))
         fields = []
         for k, name in zip(kid.keys, keys):
             e = proto.Expression()
@@ -390,6 +508,43 @@ class Annotator:
         out = P.wrap("with_columns", new, aliases=[f.alias for f in fields])
         out = P.wrap("drop", out, column_names=[rep])
         return Keyed(out, keys, {}, kid.monotone)
+
+    def _pivot(self, rel: Any, new: Any, kid: Keyed) -> Keyed:
+        """A pivot: one record per group of its grouping columns, keyed by the group's
+        smallest member, read from a plain grouping of the same records joined to the
+        pivot's records on the grouping values (null-safe)."""
+        from pyspark.sql.connect import proto
+
+        names = plain_names(rel.aggregate.grouping_expressions)
+        if not names:
+            raise Unsupported("a pivot grouped by computed values")
+        pid = P.plan_id(rel)
+        rep = f"{P.KEY_PREFIX}r{pid}"
+        keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
+        same = [f"{P.KEY_PREFIX}pg{pid}_{i}" for i in range(len(names))]
+        least = P.alias(P.fn("min", P.fn("struct", *[P.col(k) for k in kid.keys])), rep)
+        grouped = _pb_aggregate(kid.rel, [P.col(n) for n in names], [least])
+        fields = []
+        for k, name in zip(kid.keys, keys):
+            e = proto.Expression()
+            e.unresolved_attribute.unparsed_identifier = f"{rep}.{k}"
+            fields.append(P.alias(e, name))
+        right = P.wrap("project", grouped, expressions=[
+            *[P.alias(P.col(n), g) for n, g in zip(names, same)], *fields
+        ])  # fmt: skip
+        P.with_id(right, None)
+        P.with_id(new, None)
+        join = proto.Relation()
+        join.join.left.CopyFrom(new)
+        join.join.right.CopyFrom(right)
+        join.join.join_type = proto.Join.JoinType.JOIN_TYPE_INNER
+        cond = [P.fn("<=>", P.col(n), P.col(g)) for n, g in zip(names, same)]
+        while len(cond) > 1:
+            cond = [P.fn("and", cond[0], cond[1]), *cond[2:]]
+        join.join.join_condition.CopyFrom(cond[0])
+        P.with_id(join, None)
+        out = P.wrap("drop", join, column_names=same)
+        return Keyed(P.with_id(out, pid), keys, {}, kid.monotone)
 
     def _deduplicate(self, rel: Any) -> Keyed:
         """As Spark runs it (an aggregate: the subset's columns are the groups, every
@@ -422,7 +577,7 @@ class Annotator:
         full = [c if c.startswith(P.KEY_PREFIX) else next(names) for c in self.columns(kid.rel)]
         del new.to_df.column_names[:]
         new.to_df.column_names.extend(full)
-        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+        return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone, returned=kid.returned)
 
     # -- what a group is made of ----------------------------------------------------------
     def members(self, rel: Any) -> tuple[Any, Keyed]:
@@ -434,6 +589,15 @@ class Annotator:
             P.fn("collect_list", P.fn("struct", *[P.col(k) for k in kid.keys])),
             f"{P.KEY_PREFIX}m",
         )
+        if P.kind(rel) == "aggregate" and grouping_sets(rel):
+            # grouped as the user's relation groups, each group with its set's id
+            sets = type(rel).FromString(rel.SerializeToString())
+            sets.aggregate.input.CopyFrom(kid.rel)
+            del sets.aggregate.aggregate_expressions[:]
+            sets.aggregate.aggregate_expressions.extend(
+                [collect, P.alias(P.fn("grouping_id"), f"{P.KEY_PREFIX}s")]
+            )
+            return P.with_id(sets, None), kid
         if P.kind(rel) == "aggregate":
             grouping = list(rel.aggregate.grouping_expressions)
         else:

@@ -37,11 +37,19 @@ from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
-from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, Unidentifiable, key_array
+from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
+from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
+from tensprov_lab.capture.connect._index import (
+    Index,
+    KeyIndex,
+    Unidentifiable,
+    key_array,
+)
 from tensprov_lab.capture.connect._rewrite import (
     Annotator,
     Unsupported,
     global_aggregate,
+    sorted_input,
     stable,
 )
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
@@ -87,7 +95,7 @@ class CNode:
     run: int | None
     name: str | None = None
     ds_id: int | None = None
-    index: KeyIndex | GroupIndex | None = None
+    index: Index | None = None
     cached: Any = None
     #: the relation keyed as a source (a pinned copy when its order is not stable)
     source: Any = None
@@ -168,6 +176,11 @@ class ConnectTracker(Depth, Waits):
             self.spark.addTag(tag)
         try:
             t0 = time.perf_counter()
+            # named first, so that notes name datasets by their variables
+            if frame is not None:
+                self._name_variables(frame)
+            elif bound is not None:
+                self._name_bound(bound)
             pending, self.pending = self.pending, []
             self._rides = plan_rides(pending, plain_grouping, _relations, _generates)
             annotator = self._annotator()
@@ -182,10 +195,6 @@ class ConnectTracker(Depth, Waits):
                 # spill past the budget as it is reached, not only at the end
                 self.budget.over(self.store, self.nodes.values())
                 self._stop_point()
-            if frame is not None:
-                self._name_variables(frame)
-            elif bound is not None:
-                self._name_bound(bound)
             if self.budget.over(self.store, self.nodes.values()):
                 self._note(self.budget.used_up(self.store, self.nodes.values()))
             run.seconds = time.perf_counter() - t0
@@ -240,9 +249,14 @@ class ConnectTracker(Depth, Waits):
         from pyspark.sql.connect.group import GroupedData
 
         transparent = lambda name, obj: name in _TRANSPARENT  # noqa: E731
+        from pyspark.sql.connect.session import SparkSession
+
         targets = [
             (DataFrame, DATAFRAME_METHODS, transparent),
             (GroupedData, GROUPED_METHODS, None),
+            # hops through pandas (._hops)
+            (DataFrame, ["toPandas"], None),
+            (SparkSession, ["createDataFrame"], None),
         ]
         try:
             patch_methods(self, targets, self._patched)
@@ -256,6 +270,8 @@ class ConnectTracker(Depth, Waits):
     def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
         from pyspark.sql.connect.dataframe import DataFrame
 
+        if record_hop(self, method, obj, args, kwargs, out):
+            return
         if not isinstance(out, DataFrame):
             return
         base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
@@ -268,15 +284,19 @@ class ConnectTracker(Depth, Waits):
         inputs: list[CNode] = []
         for d in [base, *others]:
             node = self.register(d)
-            if all(node is not n for n in inputs):
+            # a DataFrame joined with itself is both of the join's inputs (as on a
+            # classic session); elsewhere one input
+            if method == "join" or all(node is not n for n in inputs):
                 inputs.append(node)
-        assert self._active is not None
-        node = CNode(df=out, ident=ident, run=self._active.id)
-        self.nodes[ident] = node
         parts = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()]
-        self.pending.append(
-            CPending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id)
-        )
+        self.add_pending(method, inputs, out, f"{method}({', '.join(parts)})")
+
+    def add_pending(self, method: str, inputs: list[CNode], out: Any, expression: str) -> None:
+        """Note an operation of the block, to capture at its end."""
+        assert self._active is not None
+        node = CNode(df=out, ident=out._plan._plan_id, run=self._active.id)
+        self.nodes[node.ident] = node
+        self.pending.append(CPending(method, inputs, node, expression, self._active.id))
 
     def register(self, df: Any) -> CNode:
         """The node of an input DataFrame; a new one becomes a source of the block."""
@@ -402,6 +422,11 @@ class ConnectTracker(Depth, Waits):
         warn: list[str] = []
         jobs_before = run.jobs
         try:
+            if p.method == HOP:
+                if capture_hop(self, p, run, annotator, cols, types, t0):
+                    return
+                label = self.store.datasets[p.inputs[0].ds_id].label  # type: ignore[index]
+                raise Unsupported(HOP_REASON.format(upstream=label))
             if any(n.index is None for n in p.inputs):
                 raise Unsupported("an input that was not traced record by record")
             if nondet and kinds - {"project", "with_columns"}:
@@ -421,6 +446,8 @@ class ConnectTracker(Depth, Waits):
             return
         if window:
             category = "window"
+        if P.kind(rel) == "limit" and not sorted_input(rel):
+            nondet = True  # whichever records Spark reads first, as on a classic session
         if nondet:
             warn.append(
                 f"{p.expression} is not deterministic: its records may differ between "
@@ -458,7 +485,7 @@ class ConnectTracker(Depth, Waits):
 
     def _trace_window(
         self, p: CPending, rel: Any, annotator: Annotator, run: RunLog, warn: list[str]
-    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str] | None:
+    ) -> tuple[int, list[Any], Index, str] | None:
         """A withColumn or select of window functions over one input: every record from
         its frames (None: not that shape, or frames the plan does not tell; the caller
         then gives the localized answer with a warning)."""
@@ -484,7 +511,7 @@ class ConnectTracker(Depth, Waits):
 
     def _trace(
         self, p: CPending, rel: Any, kinds: set[str], annotator: Annotator, run: RunLog
-    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+    ) -> tuple[int, list[Any], Index, str]:
         """The records of one operation: output size, tensors, index, category."""
         top = P.kind(rel)
         if top in ("aggregate", "deduplicate") and kinds == {top}:
@@ -502,7 +529,7 @@ class ConnectTracker(Depth, Waits):
             out_cols = list(p.out.df.columns)
             category = _category(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
             return node.index.n, [IdentityTensor(node.index.n)], node.index, category
-        if kinds == {"limit"}:
+        if kinds == {"limit"} and sorted_input(rel):
             self._check_limit(rel, annotator)
             run.jobs += 1
         keyed = annotator.annotate(rel)
@@ -513,8 +540,12 @@ class ConnectTracker(Depth, Waits):
         if keyed.semi is not None:
             return self._trace_semi(p, keyed, keys, position, run)
         idx = []
-        for node in p.inputs:
-            cols = keyed.ids.get(node.ident)
+        twice = len({n.ident for n in p.inputs}) < len(p.inputs)
+        for s, node in enumerate(p.inputs):
+            # a self-join: the input's identity comes from each side in turn
+            ids = keyed.side_ids[s] if twice and len(keyed.side_ids) == len(p.inputs) \
+                else keyed.ids  # fmt: skip
+            cols = ids.get(node.ident)
             if cols is None:
                 raise Unsupported("an input whose records the plan does not carry")
             assert node.index is not None
@@ -582,7 +613,7 @@ class ConnectTracker(Depth, Waits):
 
     def _trace_semi(
         self, p: CPending, keyed: Any, keys: np.ndarray, position: dict[str, int], run: RunLog
-    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+    ) -> tuple[int, list[Any], Index, str]:
         """A semi join keeps left records, and its right tensor lists the right records
         each matched (read from the same join as an inner join); an anti join's none."""
         assert keyed.semi is not None
@@ -610,7 +641,7 @@ class ConnectTracker(Depth, Waits):
 
     def _trace_groups(
         self, p: CPending, rel: Any, annotator: Annotator, run: RunLog
-    ) -> tuple[int, list[Any], KeyIndex | GroupIndex, str]:
+    ) -> tuple[int, list[Any], Index, str]:
         return trace_groups(self, p, rel, annotator, run)
 
     def _opaque(

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._index import GroupIndex, KeyIndex, key_array
+from tensprov_lab.capture.connect._index import Index, key_array
 
 __all__ = ["Unframed", "frame_of", "split", "trace_windows", "windows_in"]
 
@@ -206,7 +206,7 @@ def trace_windows(
     rel: Any,
     kid: Any,
     keys: list[str],
-    index: KeyIndex | GroupIndex,
+    index: Index,
     out_cols: list[str],
 ) -> tuple[Any, list[str], int]:
     """The :class:`~tensprov_lab.store.WindowTensor` of the window operation ``rel``
@@ -283,7 +283,7 @@ def _made_columns(rel: Any, out_cols: list[str]) -> list[tuple[int, Any]]:
 
 
 def _read_frames(
-    spark: Any, kid: Any, keys: list[str], index: KeyIndex | GroupIndex, ws: list[Any]
+    spark: Any, kid: Any, keys: list[str], index: Index, ws: list[Any]
 ) -> tuple[list[Any], list[str]]:
     """The frame tensor of each window expression of ``ws`` (one specification), read
     in one job over ``kid``."""
