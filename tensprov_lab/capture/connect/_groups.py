@@ -154,11 +154,7 @@ def trace_groups(
         raise Unsupported("grouping sets whose groups came back without their set")
     _check_members(member, group, gid, node.index.n)
     smallest = np.full(n_groups, np.iinfo(np.int64).max)
-    if len(member):
-        # the smallest member of each group: members sorted within their group
-        first = np.lexsort((member, group))
-        starts = np.flatnonzero(np.r_[True, group[first][1:] != group[first][:-1]])
-        smallest[group[first][starts]] = member[first][starts]
+    np.minimum.at(smallest, group, member)  # each group's smallest member
     order = np.lexsort((gid if gid is not None else np.zeros(n_groups), smallest))
     rank = np.empty(n_groups, dtype=np.int64)
     rank[order] = np.arange(n_groups)

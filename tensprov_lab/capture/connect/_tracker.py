@@ -34,6 +34,7 @@ from tensprov_lab.capture._nodes import (
     bound_dataframes,
 )
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
@@ -128,6 +129,8 @@ class ConnectTracker(Depth, Waits):
         self.budget.spark = spark
         #: aggregates whose grouping values ride along an earlier read (this capture's)
         self._rides: list[Ride] = []
+        #: the fused reads of the capture running now (._fused)
+        self._fusion: _fused.Fusion | None = None
         self.materialize = "auto"
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
@@ -183,6 +186,7 @@ class ConnectTracker(Depth, Waits):
                 self._name_bound(bound)
             pending, self.pending = self.pending, []
             self._rides = plan_rides(pending, plain_grouping, _relations, _generates)
+            self._fusion = _fused.plan(self, pending, _chain, self._rides)
             annotator = self._annotator()
             for i, item in enumerate(pending):
                 if progress is not None:
@@ -392,8 +396,26 @@ class ConnectTracker(Depth, Waits):
     def _capture_source(self, node: CNode, run: RunLog, annotator: Annotator) -> None:
         note = self._key_source(node, annotator)
         keyed = annotator.annotate(P.relation(node.df))
-        keys = self._keys(keyed.rel, keyed.keys)
+        fusion = self._fusion
+        reads = fusion.reads.get(node.ident) if fusion is not None else None
+        table = None
+        if reads:
+            # the columns its filters and joins need, read with its keys (._fused)
+            read = type(keyed.rel)()
+            read.project.input.CopyFrom(keyed.rel)
+            read.project.expressions.extend(
+                [P.col(k) for k in keyed.keys] + [P.alias(e, n) for n, e in reads.items()]
+            )
+            P.with_id(read, None)
+            try:
+                table = P.dataframe(self.spark, read).toArrow()
+            except Exception:  # noqa: BLE001 - a condition Spark refuses: no fusion here
+                table = None
+        keys = key_array(table, keyed.keys) if table is not None else \
+            self._keys(keyed.rel, keyed.keys)  # fmt: skip
         order = np.argsort(keys[:, 0], kind="stable")
+        if fusion is not None and table is not None:
+            fusion.took(node.ident, table, order)
         node.index = KeyIndex(keys[order])
         cols, types = self._schema(node.df)
         ds = self.store.add_dataset(
@@ -529,6 +551,9 @@ class ConnectTracker(Depth, Waits):
             out_cols = list(p.out.df.columns)
             category = _category(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
             return node.index.n, [IdentityTensor(node.index.n)], node.index, category
+        fused = self._fused(p, kinds)
+        if fused is not None:
+            return fused
         if kinds == {"limit"} and sorted_input(rel):
             self._check_limit(rel, annotator)
             run.jobs += 1
@@ -574,6 +599,28 @@ class ConnectTracker(Depth, Waits):
         for r in rides:  # grouping values in this dataset's record order
             r.values, r.index = [at[n.lower()].take(order) for n in r.names], index
         return len(keys), tensors, index, category
+
+    def _fused(self, p: CPending, kinds: set[str]) -> tuple[int, list[Any], Index, str] | None:
+        """A filter or join whose records come from the block's fused reads (None: not
+        one of those)."""
+        fz, out = self._fusion, p.out.ident
+        if fz is None or not fz.ready(out) or any(n.index is None for n in p.inputs):
+            return None
+        if kinds == {"filter"} and out in fz.scans:
+            (node,) = p.inputs
+            base = self.nodes[fz.scans[out].base].index
+            kept, index = fz.filter(out, node.ident, base)  # type: ignore[arg-type]
+            return len(kept), [make_tensor(kept, node.index.n)], index, "horizontal_reduction"  # type: ignore[union-attr]
+        if kinds == {"join"} and out in fz.joins:
+            left, right = p.inputs
+            bases = [self.nodes[fz.scans[n.ident].base].index for n in p.inputs]
+            li, ri, index = fz.join(out, bases)  # type: ignore[arg-type]
+            for r in self._rides:
+                if r.root == out and id(r) in fz.ride_reads:
+                    r.values, r.index = fz.values(out, fz.ride_reads[id(r)]), index
+            tensors = [make_tensor(li, left.index.n), make_tensor(ri, right.index.n)]  # type: ignore[union-attr]
+            return len(li), tensors, index, "join"
+        return None
 
     def _check_limit(self, rel: Any, annotator: Annotator) -> None:
         """Refuse a limit of sorted records when a tie in the sort straddles it: Spark

@@ -1,0 +1,313 @@
+"""Fused reads over Spark Connect: a source's keys, its filters' conditions and its join
+keys in one job, and filters, equi-joins and the grouping values after them in NumPy.
+
+Without this, every traced dataset takes a job that runs its plan again up to it and
+reads its keys back: a filter re-reads its source, a join re-runs both sides and the
+join itself.  As the classic capture does (:mod:`tensprov_lab.capture._fused`),
+:func:`plan` walks a block's operations before they are captured and, for the shapes
+below, notes per source the columns their rules need.  The source's key read then
+reads those columns too, and:
+
+- a *filter* (one ``filter`` relation, deterministic, naming columns by name) of a
+  source or of such a filter keeps the records whose condition, read on the source, is
+  true;
+- an *equi-join* (inner or outer, ``using`` columns or equalities of plain columns, of
+  types Spark and Arrow compare alike) of two such datasets of different sources
+  pairs their key columns in NumPy (:func:`~tensprov_lab.capture._equijoin.join_pairs`),
+  in canonical (left, right) order;
+- an aggregate whose grouping values ride along that join (:mod:`._rides`) takes them
+  from the sources' columns.
+
+Anything else is traced by its own job as before; the lineage is the same (the Connect
+oracle and operation tests run both paths).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensprov_lab.capture._equijoin import EXACT_KEY_TYPES, join_pairs, key_codes
+from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.connect._index import KeyIndex
+
+__all__ = ["Fusion", "plan"]
+
+#: join types whose pairs :func:`join_pairs` makes: which unmatched records are kept
+_JOINS = {
+    "JOIN_TYPE_INNER": (False, False),
+    "JOIN_TYPE_LEFT_OUTER": (True, False),
+    "JOIN_TYPE_RIGHT_OUTER": (False, True),
+    "JOIN_TYPE_FULL_OUTER": (True, True),
+}
+
+
+@dataclass
+class _Scan:
+    """A dataset of a source's records in scan order: the source, and the filters'
+    flags (columns of the source's read) that keep its records."""
+
+    base: int
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Join:
+    sides: tuple[int, int]
+    keys: tuple[list[str], list[str]]
+    keep: tuple[bool, bool]
+    using: list[str] = field(default_factory=list)
+
+
+class Fusion:
+    """What one block reads with its sources' keys, and the records derived from it."""
+
+    def __init__(self) -> None:
+        self.scans: dict[int, _Scan] = {}
+        self.joins: dict[int, _Join] = {}
+        #: per source ident: the columns to read with its keys (name -> expression)
+        self.reads: dict[int, dict[str, Any]] = {}
+        #: per source ident: the columns read, in the source's canonical order
+        self.columns: dict[int, dict[str, Any]] = {}
+        self._rows: dict[int, np.ndarray] = {}
+        self._n: dict[int, int] = {}
+        #: per fused join: its (left, right) record pairs
+        self._pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: per ride (by ``id``) along a fused join: each grouping column's side and read
+        self.ride_reads: dict[int, list[tuple[int, str]]] = {}
+
+    def _ask(self, base: int, name: str, expr: Any) -> str:
+        self.reads.setdefault(base, {})[name] = expr
+        return name
+
+    # -- after the source's read ----------------------------------------------------------
+    def took(self, base: int, table: Any, order: np.ndarray) -> None:
+        """The source ``base``'s read (``order``: its rows in canonical order)."""
+        import pyarrow as pa
+
+        idx = pa.array(order)
+        self.columns[base] = {n: table.column(n).take(idx) for n in self.reads.get(base, {})}
+        self._n[base] = len(order)
+
+    def ready(self, ident: int) -> bool:
+        """Whether dataset ``ident``'s records come from reads made already."""
+        if ident in self.joins:
+            return all(self.ready(s) for s in self.joins[ident].sides)
+        scan = self.scans.get(ident)
+        return scan is not None and scan.base in self.columns
+
+    def rows(self, ident: int) -> np.ndarray:
+        """The source rows (canonical positions) a scan-ordered dataset holds, in order."""
+        got = self._rows.get(ident)
+        if got is None:
+            scan = self.scans[ident]
+            keep = np.ones(self._n[scan.base], dtype=bool)
+            for flag in scan.flags:
+                col = self.columns[scan.base][flag]
+                keep &= np.asarray(col.fill_null(False).to_numpy(zero_copy_only=False), bool)
+            got = self._rows[ident] = np.flatnonzero(keep)
+        return got
+
+    def filter(self, out: int, inp: int, base_index: KeyIndex) -> tuple[np.ndarray, KeyIndex]:
+        """A filter's kept records (positions in its input) and its key index."""
+        rows, before = self.rows(out), self.rows(inp)
+        kept = rows if len(before) == base_index.n else np.searchsorted(before, rows)
+        return kept, KeyIndex(base_index.table[rows])
+
+    def join(
+        self, out: int, indexes: Sequence[KeyIndex]
+    ) -> tuple[np.ndarray, np.ndarray, KeyIndex]:
+        """A join's (left, right) record pairs in canonical order and its key index."""
+        j = self.joins[out]
+        (lb, rb), (lk, rk) = [self.scans[s].base for s in j.sides], j.keys
+        lrows, rrows = self.rows(j.sides[0]), self.rows(j.sides[1])
+        import pyarrow as pa
+
+        lcols = [self.columns[lb][k].take(pa.array(lrows)) for k in lk]
+        rcols = [self.columns[rb][k].take(pa.array(rrows)) for k in rk]
+        lc, rc = key_codes(lcols, rcols)
+        li, ri = join_pairs(lc, rc, *j.keep)
+        if any(j.keep):  # matched pairs come in (left, right) order, the others after
+            order = np.lexsort((ri, li))
+            li, ri = li[order], ri[order]
+        self._pairs[out] = (li, ri)
+        parts = []
+        for side_rows, at, ix in ((lrows, li, indexes[0]), (rrows, ri, indexes[1])):
+            keys = ix.table[side_rows[np.maximum(at, 0)]] if len(side_rows) else \
+                np.zeros((len(at), ix.table.shape[1]), dtype=np.int64)  # fmt: skip
+            keys[at < 0] = -1
+            parts.append(keys)
+        return li, ri, KeyIndex(np.hstack(parts))
+
+    def values(self, out: int, sources: list[tuple[int, str]]) -> list[Any]:
+        """Columns of a fused join's sides in its record order (``(side, name)``)."""
+        import pyarrow as pa
+
+        j = self.joins[out]
+        li, ri = self._pairs[out]
+        got = []
+        for side, name in sources:
+            ident = j.sides[side]
+            at = li if side == 0 else ri
+            rows = self.rows(ident)
+            pick = pa.array(np.where(at >= 0, rows[np.maximum(at, 0)], 0), mask=at < 0) \
+                if len(rows) else pa.nulls(len(at), pa.int64())  # fmt: skip
+            got.append(self.columns[self.scans[ident].base][name].take(pick))
+        return got
+
+
+def _plain_condition(cond: Any) -> bool:
+    """Whether a filter condition reads columns by name only (so it means the same on
+    the source), deterministically, without subqueries."""
+    refs, _ = P.references(cond)
+    if any(plan is not None for _, plan in refs):
+        return False
+    if P.nondeterministic(cond):
+        return False
+    proto = P._pb()
+    return not any(
+        isinstance(m, proto.Expression) and m.WhichOneof("expr_type") == "subquery_expression"
+        for m in P._messages(cond)
+    )
+
+
+def _equalities(cond: Any, sides: tuple[int, int]) -> tuple[list[str], list[str]] | None:
+    """The key columns of a join condition made only of ``left.a == right.b`` (ANDed),
+    each naming its side's DataFrame (None: any other condition)."""
+    terms, found = [cond], ([], [])  # type: ignore[var-annotated]
+    while terms:
+        e = terms.pop()
+        if e.WhichOneof("expr_type") != "unresolved_function":
+            return None
+        f = e.unresolved_function
+        name = f.function_name.lower()
+        if name == "and" and len(f.arguments) == 2:
+            terms.extend(f.arguments)
+            continue
+        if name != "==" or len(f.arguments) != 2:
+            return None
+        pair = {}
+        for a in f.arguments:
+            if a.WhichOneof("expr_type") != "unresolved_attribute":
+                return None
+            ua = a.unresolved_attribute
+            col = ua.unparsed_identifier
+            if not ua.HasField("plan_id") or "." in col or "`" in col:
+                return None
+            pair[int(ua.plan_id)] = col
+        if set(pair) != set(sides):
+            return None
+        found[0].append(pair[sides[0]])
+        found[1].append(pair[sides[1]])
+    return found if found[0] else None
+
+
+def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()) -> Fusion:
+    """The fused reads of one block's ``pending`` items (``chain(rel, idents)``: the
+    relation kinds of one operation), and of the grouping values of ``rides`` along a
+    fused join."""
+    from pyspark.sql.connect import proto
+
+    fusion = Fusion()
+    made: dict[int, Any] = {}
+    for item in pending:
+        if not hasattr(item, "out"):  # a source of this block
+            if P.kind(P.relation(item.df)) != "sql":
+                fusion.scans[item.ident] = _Scan(item.ident)
+            continue
+        p = item
+        made[p.out.ident] = p
+        rel = P.relation(p.out.df)
+        ids = [n.ident for n in p.inputs]
+        try:
+            kinds = chain(rel, set(ids))
+        except Exception:  # noqa: BLE001 - not fused
+            continue
+        if kinds == {"filter"} and len(ids) == 1 and ids[0] in fusion.scans:
+            cond = rel.filter.condition
+            if P.plan_id(rel.filter.input) != ids[0] or not _plain_condition(cond):
+                continue
+            before = fusion.scans[ids[0]]
+            flag = fusion._ask(before.base, f"{P.KEY_PREFIX}f{p.out.ident}", cond)
+            fusion.scans[p.out.ident] = _Scan(before.base, [*before.flags, flag])
+        elif kinds == {"join"} and len(ids) == 2 and all(i in fusion.scans for i in ids):
+            j = rel.join
+            kind = proto.Join.JoinType.Name(j.join_type)
+            bases = [fusion.scans[i].base for i in ids]
+            if kind not in _JOINS or bases[0] == bases[1]:
+                continue
+            if [P.plan_id(j.left), P.plan_id(j.right)] != ids:
+                continue
+            if len(j.using_columns) and not j.HasField("join_condition"):
+                keys = (list(j.using_columns), list(j.using_columns))
+            elif j.HasField("join_condition") and not len(j.using_columns):
+                found = _equalities(j.join_condition, (ids[0], ids[1]))
+                if found is None:
+                    continue
+                keys = found
+            else:
+                continue
+            if not _exact_keys(tracker, [n for n in p.inputs], keys):
+                continue
+            names = ([], [])  # type: ignore[var-annotated]
+            for s in (0, 1):
+                for k in keys[s]:
+                    names[s].append(fusion._ask(bases[s], f"{P.KEY_PREFIX}j{k}", P.col(k)))
+            fusion.joins[p.out.ident] = _Join(
+                (ids[0], ids[1]), names, _JOINS[kind], list(j.using_columns)
+            )
+    for r in rides:
+        j = fusion.joins.get(r.root)
+        if j is None:
+            continue
+        inputs = [tracker.nodes[s] for s in j.sides]
+        sides = [_side_of(j, inputs, name) for name in r.names]
+        picked = [f for f in sides if f is not None]
+        if len(picked) == len(sides):
+            fusion.ride_reads[id(r)] = [
+                (side, fusion._ask(fusion.scans[j.sides[side]].base, f"{P.KEY_PREFIX}v{name}",
+                                   P.col(name)))
+                for side, name in picked
+            ]  # fmt: skip
+    return fusion
+
+
+def _side_of(j: _Join, inputs: list[Any], name: str) -> tuple[int, str] | None:
+    """Which side of a fused join a column of its output comes from, and its name
+    there, when its values are one side's as they are (of a type Arrow groups as Spark
+    does); None otherwise."""
+    from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES
+
+    low = name.lower()
+    if low in {u.lower() for u in j.using}:
+        if j.keep == (True, True):
+            return None  # a full join's using column: either side's value
+        side = 1 if j.keep == (False, True) else 0
+    else:
+        has = [[f.name.lower() for f in n.df.schema.fields].count(low) for n in inputs]
+        if sorted(has) != [0, 1]:
+            return None
+        side = has.index(1)
+    field_ = next(f for f in inputs[side].df.schema.fields if f.name.lower() == low)
+    if field_.dataType.simpleString() not in EXACT_GROUP_TYPES:
+        return None
+    return side, field_.name
+
+
+def _exact_keys(tracker: Any, inputs: list[Any], keys: tuple[list[str], list[str]]) -> bool:
+    """Whether each key column is one column of its side, of a type Spark and Arrow
+    compare alike, the same on both sides."""
+    types = []
+    for node, names in zip(inputs, keys):
+        fields = {f.name.lower(): f for f in node.df.schema.fields}
+        low = [f.name.lower() for f in node.df.schema.fields]
+        side = []
+        for k in names:
+            if low.count(k.lower()) != 1:
+                return False
+            side.append(fields[k.lower()].dataType.simpleString())
+        types.append(side)
+    return types[0] == types[1] and all(t in EXACT_KEY_TYPES for t in types[0])

@@ -1,0 +1,105 @@
+"""Fused reads over Spark Connect (``capture/connect/_fused.py``): filters, equi-joins and
+the grouping values after them come from their sources' key reads, with the same lineage
+as the capture that reads every dataset by its own job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import tensprov_lab
+from tensprov_lab.capture.connect import _fused
+from tests._connect_session import connect_session
+
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    with connect_session() as session:
+        yield session
+
+
+def _frames(spark: Any) -> tuple[Any, Any]:
+    orders = spark.createDataFrame(
+        [(i, (i * 7) % 11 if i % 9 else None, float(i % 13)) for i in range(60)],
+        "id bigint, cust bigint, amount double",
+    )
+    customers = spark.createDataFrame(
+        [(c, f"r{c % 3}", c % 2) for c in range(0, 12) if c != 4] + [(5, "dup", 1)],
+        "cust bigint, region string, seg int",
+    )
+    return orders, customers
+
+
+def _block(spark: Any, orders: Any, customers: Any) -> tuple[Any, dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    with tensprov_lab.track(spark, name="fused") as run:
+        big = orders.filter("amount > 3")
+        bigger = big.filter(F.col("amount") < 11)
+        joined = bigger.join(customers, "cust")
+        priced = joined.withColumn("eur", F.col("amount") * 0.9)
+        out = priced.groupBy("region", "seg").agg(F.sum("eur").alias("t"))
+        left = big.join(customers, big["cust"] == customers["cust"], "left")
+        full = bigger.join(customers, "cust", "full")
+        by_cust = full.groupBy("cust").count()
+    frames = {"big": big, "bigger": bigger, "joined": joined, "priced": priced, "out": out,
+              "left": left, "full": full, "by_cust": by_cust}  # fmt: skip
+    return run, frames
+
+
+def test_fused_reads_give_the_lineage_of_one_job_per_dataset(spark: Any, monkeypatch) -> None:  # noqa: ANN001
+    orders, customers = _frames(spark)
+    run, frames = _block(spark, orders, customers)
+    ops = {name: run.store.producer(run.dataset(df).id) for name, df in frames.items()}
+    # the filters and joins took no job of their own; the aggregate's values rode along
+    for name in ("big", "bigger", "joined", "left", "full"):
+        assert not ops[name].opaque and ops[name].jobs == 0, name
+    assert ops["out"].jobs == 0
+    # one read per source, and one for by_cust: a full join's using column takes either
+    # side's value, so its grouping values do not come from one source
+    assert ops["by_cust"].jobs == 1
+    assert run._log.jobs == 3
+    fused = {name: run.mapping(orders, df).toarray() for name, df in frames.items()}
+    fused_c = {
+        name: run.mapping(customers, df).toarray()
+        for name, df in frames.items()
+        if name not in ("big", "bigger")
+    }
+    rows = {name: run.rows(df) for name, df in frames.items()}
+    # the same block with nothing fused: every dataset read by a job of its own
+    monkeypatch.setattr(_fused, "plan", lambda *a, **k: _fused.Fusion())
+    slow, frames2 = _block(spark, orders, customers)
+    for name, df in frames2.items():
+        assert (slow.mapping(orders, df).toarray() == fused[name]).all(), name
+        if name in fused_c:
+            assert (slow.mapping(customers, df).toarray() == fused_c[name]).all(), name
+        got = slow.rows(df)
+        assert got.equals(rows[name]), name
+    assert slow._log.jobs > run._log.jobs
+
+
+def test_what_fusion_does_not_cover_is_traced_by_its_own_job(spark: Any) -> None:
+    """A condition naming a DataFrame's columns by plan (``df["x"]``), a join of a source
+    with itself, a join on a computed key: each read by its own job, lineage exact."""
+    from pyspark.sql import functions as F
+
+    orders, customers = _frames(spark)
+    with tensprov_lab.track(spark, name="not-fused") as run:
+        named = orders.filter(orders["amount"] > 5)
+        twice = orders.join(orders.select("id", "cust"), "id")
+        computed = orders.join(customers, orders["cust"] + 0 == customers["cust"])
+        after = named.filter(F.col("id") > 10)
+    for df in (named, twice, computed):
+        op = run.store.producer(run.dataset(df).id)
+        assert not op.opaque and op.jobs == 1
+    kept = [r.id for r in orders.collect() if r.amount > 5]
+    assert run.rows(named)["id"].tolist() == kept
+    assert run.rows(after)["id"].tolist() == [i for i in kept if i > 10]
+    assert run.backward(after, rows=[0], to=orders)[orders].tolist() == [
+        next(i for i in kept if i > 10)
+    ]
+    assert run.dataset(computed).n_rows == computed.count()
