@@ -130,7 +130,8 @@ class Fusion:
         rcols = [self.columns[rb][k].take(pa.array(rrows)) for k in rk]
         lc, rc = key_codes(lcols, rcols)
         li, ri = join_pairs(lc, rc, *j.keep)
-        if any(j.keep):  # matched pairs come in (left, right) order, the others after
+        # matched pairs come in (left, right) order, an outer join's others after them
+        if any(j.keep) or bool(np.any(li[1:] < li[:-1])):
             order = np.lexsort((ri, li))
             li, ri = li[order], ri[order]
         self._pairs[out] = (li, ri)
