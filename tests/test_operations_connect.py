@@ -232,3 +232,35 @@ def test_what_follows_your_own_posexplode_is_traced(spark: Any) -> None:
         {"arrs": [0]}, {"arrs": [0]}, {"arrs": [1]}, {"arrs": [2]},
     ]  # fmt: skip
     assert ops.fwd(run, arrs, 0, twice) == [0, 1]
+
+
+def test_a_sql_statement_is_opaque_from_the_views_it_reads(spark: Any) -> None:
+    """``spark.sql`` over views of tracked DataFrames: an opaque step from the datasets
+    of the views Spark's analyzer says it reads (as they were when it was made), with a
+    warning; what follows it is traced; a statement over no tracked view is a source."""
+    people, sales = ops.people_df(spark), ops.sales_df(spark)
+    with pytest.warns(TensProvWarning, match="a SQL statement") as caught:
+        with tensprov_lab.track(spark, name="sql") as run:
+            big = sales.filter("amount > 1")
+            big.createOrReplaceTempView("tp_big")
+            people.createOrReplaceTempView("tp_people")
+            q = spark.sql(
+                "SELECT b.region, count(*) AS n FROM tp_big b JOIN tp_people p "
+                "ON b.amount = p.id GROUP BY b.region"
+            )
+            after = q.filter("n > 0")
+            plain = spark.sql("SELECT 1 AS one")
+            small = sales.filter("amount < 3")
+            small.createOrReplaceTempView("tp_big")  # replaced: q read `big`
+    op = ops.op_of(run, q)
+    assert op.opaque and op.tensors is None
+    assert sorted(op.inputs) == sorted([run.dataset(big).id, run.dataset(people).id])
+    assert "big" in op.warnings[0] and "people" in op.warnings[0]
+    assert any("a SQL statement" in str(w.message) for w in caught)
+    assert run.dataset(q).n_rows == q.count()
+    follow = ops.check_op(run, after, {"horizontal_reduction"})
+    assert follow.inputs == [run.dataset(q).id]
+    assert ops.records(run, after) == [r for r in ops.records(run, q) if r[1] > 0]
+    made = run.dataset(plain)
+    assert made.role == "source" and run.store.producer(made.id) is None
+    assert ops.records(run, plain) == [(1,)]

@@ -54,6 +54,7 @@ from tensprov_lab.capture.connect._rewrite import (
     stable,
 )
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
+from tensprov_lab.capture.connect._sql import SQL, VIEW_METHODS, record_sql, sql_inputs
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.rules import column_category
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
@@ -109,6 +110,8 @@ class CPending:
     out: CNode
     expression: str
     run: int
+    #: a SQL statement: the tracked views by name when it was made (._sql)
+    views: dict[str, CNode] | None = None
 
 
 class ConnectTracker(Depth, Waits):
@@ -129,6 +132,8 @@ class ConnectTracker(Depth, Waits):
         self.budget.spark = spark
         #: aggregates whose grouping values ride along an earlier read (this capture's)
         self._rides: list[Ride] = []
+        #: views registered from tracked DataFrames, by lower-case name (._sql)
+        self.views: dict[str, CNode] = {}
         #: the fused reads of the capture running now (._fused)
         self._fusion: _fused.Fusion | None = None
         self.materialize = "auto"
@@ -258,9 +263,9 @@ class ConnectTracker(Depth, Waits):
         targets = [
             (DataFrame, DATAFRAME_METHODS, transparent),
             (GroupedData, GROUPED_METHODS, None),
-            # hops through pandas (._hops)
-            (DataFrame, ["toPandas"], None),
-            (SparkSession, ["createDataFrame"], None),
+            # hops through pandas (._hops), views and SQL statements (._sql)
+            (DataFrame, ["toPandas", *VIEW_METHODS], None),
+            (SparkSession, ["createDataFrame", "sql"], None),
         ]
         try:
             patch_methods(self, targets, self._patched)
@@ -275,6 +280,8 @@ class ConnectTracker(Depth, Waits):
         from pyspark.sql.connect.dataframe import DataFrame
 
         if record_hop(self, method, obj, args, kwargs, out):
+            return
+        if record_sql(self, method, obj, args, kwargs, out):
             return
         if not isinstance(out, DataFrame):
             return
@@ -429,6 +436,9 @@ class ConnectTracker(Depth, Waits):
 
     def _capture_operation(self, p: CPending, run: RunLog, annotator: Annotator) -> None:
         t0 = time.perf_counter()
+        if p.method == SQL:
+            self._capture_sql(p, run, annotator, t0)
+            return
         rel = P.relation(p.out.df)
         ids = [n.ident for n in p.inputs]
         kinds = _chain(rel, set(ids))
@@ -504,6 +514,24 @@ class ConnectTracker(Depth, Waits):
             trivial=category == "trivial",
         )  # fmt: skip
         run.operations.append(op.id)
+
+    def _capture_sql(self, p: CPending, run: RunLog, annotator: Annotator, t0: float) -> None:
+        """A SQL statement: opaque, from the tracked views it reads; with none, a
+        source of the block (._sql)."""
+        p.inputs = sql_inputs(self, p)
+        if not p.inputs:
+            self._capture_source(p.out, run, annotator)
+            return
+        cols, types = self._schema(p.out.df)
+        inputs = [self.store.datasets[n.ds_id] for n in p.inputs if n.ds_id is not None]
+        maps = [np.ones((len(cols), len(d.columns)), dtype=np.bool_) for d in inputs]
+        names = ", ".join(d.label for d in inputs)
+        reason = (
+            "sql: a SQL statement, whose plan a Spark Connect client cannot read; its "
+            f"lineage from the views it reads ({names}) is kept at dataset level"
+        )
+        self._opaque(p, run, annotator, cols, types, reason, t0, maps, [m.copy() for m in maps],
+                     False)  # fmt: skip
 
     def _trace_window(
         self, p: CPending, rel: Any, annotator: Annotator, run: RunLog, warn: list[str]
