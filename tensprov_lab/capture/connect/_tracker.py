@@ -215,7 +215,9 @@ class ConnectTracker(Depth, Waits):
                 self.spark.interruptTag(tag)
             raise
         finally:
-            self._active = None
+            # the fused reads' columns and the values that rode along go with the
+            # capture that read them
+            self._active, self._fusion, self._rides = None, None, []
             with contextlib.suppress(Exception):
                 self.spark.removeTag(tag)
             if run.interrupted:
@@ -417,6 +419,7 @@ class ConnectTracker(Depth, Waits):
             try:
                 table = P.dataframe(self.spark, read).toArrow()
             except Exception:  # noqa: BLE001 - a condition Spark refuses: no fusion here
+                self._stop_point()  # (or the capture was cancelled, its job interrupted)
                 table = None
         keys = key_array(table, keyed.keys) if table is not None else \
             self._keys(keyed.rel, keyed.keys)  # fmt: skip
