@@ -29,7 +29,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["SQL", "VIEW_METHODS", "record_sql", "sql_inputs", "views_in"]
+import numpy as np
+
+__all__ = ["SQL", "VIEW_METHODS", "capture_sql", "record_sql", "sql_inputs", "views_in"]
 
 #: the method name of a SQL statement's operation
 SQL = "sql"
@@ -101,3 +103,22 @@ def sql_inputs(tracker: Any, p: Any) -> list[Any]:
         if node is not None and node.ds_id is not None and node not in found:
             found.append(node)
     return found
+
+
+def capture_sql(tracker: Any, p: Any, run: Any, annotator: Any, t0: float) -> None:
+    """Capture a SQL statement: an opaque step from the tracked views it reads; with
+    none, a source of the block."""
+    p.inputs = sql_inputs(tracker, p)
+    if not p.inputs:
+        tracker._capture_source(p.out, run, annotator)
+        return
+    cols, types = tracker._schema(p.out.df)
+    inputs = [tracker.store.datasets[n.ds_id] for n in p.inputs if n.ds_id is not None]
+    maps = [np.ones((len(cols), len(d.columns)), dtype=np.bool_) for d in inputs]
+    names = ", ".join(d.label for d in inputs)
+    reason = (
+        "sql: a SQL statement, whose plan a Spark Connect client cannot read; its "
+        f"lineage from the views it reads ({names}) is kept at dataset level"
+    )
+    influencing = [m.copy() for m in maps]
+    tracker._opaque(p, run, annotator, cols, types, reason, t0, maps, influencing, False)

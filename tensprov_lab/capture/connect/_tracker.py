@@ -46,17 +46,28 @@ from tensprov_lab.capture.connect._index import (
     Unidentifiable,
     key_array,
 )
+from tensprov_lab.capture.connect._operation import (
+    SAME_RECORDS,
+    category_of,
+    chain,
+    check_limit,
+    generates,
+    origin,
+    own_expressions,
+    relations,
+)
 from tensprov_lab.capture.connect._rewrite import (
     Annotator,
     Unsupported,
     global_aggregate,
     sorted_input,
-    stable,
+)
+from tensprov_lab.capture.connect._rewrite import (
+    stable as is_stable,
 )
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
-from tensprov_lab.capture.connect._sql import SQL, VIEW_METHODS, record_sql, sql_inputs
+from tensprov_lab.capture.connect._sql import SQL, VIEW_METHODS, capture_sql, record_sql
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
-from tensprov_lab.capture.rules import column_category
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
@@ -190,8 +201,8 @@ class ConnectTracker(Depth, Waits):
             elif bound is not None:
                 self._name_bound(bound)
             pending, self.pending = self.pending, []
-            self._rides = plan_rides(pending, plain_grouping, _relations, _generates)
-            self._fusion = _fused.plan(self, pending, _chain, self._rides)
+            self._rides = plan_rides(pending, plain_grouping, relations, generates)
+            self._fusion = _fused.plan(self, pending, chain, self._rides)
             annotator = self._annotator()
             for i, item in enumerate(pending):
                 if progress is not None:
@@ -387,7 +398,7 @@ class ConnectTracker(Depth, Waits):
         """Make ``node`` a source of the rewrite: keyed by scan position (pinned first
         when its plan does not give its records in the same order every time)."""
         rel = P.relation(node.df)
-        stable = _stable(rel)
+        stable = is_stable(rel)
         if not stable:
             pinned = node.df.localCheckpoint(eager=True)
             rel = P.relation(pinned)
@@ -430,7 +441,7 @@ class ConnectTracker(Depth, Waits):
         cols, types = self._schema(node.df)
         ds = self.store.add_dataset(
             node.name, columns=cols, dtypes=types, n_rows=node.index.n, role="source",
-            run=run.id, origin=f"{_origin(node.source)}{note}",
+            run=run.id, origin=f"{origin(node.source)}{note}",
         )  # fmt: skip
         node.ds_id = ds.id
         self.by_ds[ds.id] = node
@@ -440,18 +451,18 @@ class ConnectTracker(Depth, Waits):
     def _capture_operation(self, p: CPending, run: RunLog, annotator: Annotator) -> None:
         t0 = time.perf_counter()
         if p.method == SQL:
-            self._capture_sql(p, run, annotator, t0)
+            capture_sql(self, p, run, annotator, t0)
             return
         rel = P.relation(p.out.df)
         ids = [n.ident for n in p.inputs]
-        kinds = _chain(rel, set(ids))
+        kinds = chain(rel, set(ids))
         cols, types = self._schema(p.out.df)
         in_cols = [self.store.datasets[n.ds_id].columns for n in p.inputs if n.ds_id is not None]
         contributing, influencing, exact = attribute_maps(rel, in_cols, cols, ids)
         if len(kinds) != 1:  # several relations in one call: maps of the top one only
             contributing = [np.ones_like(c) for c in contributing]
             exact = False
-        exprs = _own(rel, set(ids))
+        exprs = own_expressions(rel, set(ids))
         nondet = any(P.nondeterministic(e) for e in exprs)
         window = any(e.WhichOneof("expr_type") == "window" for e in exprs)
         warn: list[str] = []
@@ -518,33 +529,15 @@ class ConnectTracker(Depth, Waits):
         )  # fmt: skip
         run.operations.append(op.id)
 
-    def _capture_sql(self, p: CPending, run: RunLog, annotator: Annotator, t0: float) -> None:
-        """A SQL statement: opaque, from the tracked views it reads; with none, a
-        source of the block (._sql)."""
-        p.inputs = sql_inputs(self, p)
-        if not p.inputs:
-            self._capture_source(p.out, run, annotator)
-            return
-        cols, types = self._schema(p.out.df)
-        inputs = [self.store.datasets[n.ds_id] for n in p.inputs if n.ds_id is not None]
-        maps = [np.ones((len(cols), len(d.columns)), dtype=np.bool_) for d in inputs]
-        names = ", ".join(d.label for d in inputs)
-        reason = (
-            "sql: a SQL statement, whose plan a Spark Connect client cannot read; its "
-            f"lineage from the views it reads ({names}) is kept at dataset level"
-        )
-        self._opaque(p, run, annotator, cols, types, reason, t0, maps, [m.copy() for m in maps],
-                     False)  # fmt: skip
-
     def _trace_window(
         self, p: CPending, rel: Any, annotator: Annotator, run: RunLog, warn: list[str]
     ) -> tuple[int, list[Any], Index, str] | None:
         """A withColumn or select of window functions over one input: every record from
         its frames (None: not that shape, or frames the plan does not tell; the caller
         then gives the localized answer with a warning)."""
-        if len(p.inputs) != 1 or len(_relations(rel, {p.inputs[0].ident})) != 1:
+        if len(p.inputs) != 1 or len(relations(rel, {p.inputs[0].ident})) != 1:
             return None
-        if _generates(rel, p):
+        if generates(rel, p):
             return None
         (node,) = p.inputs
         assert node.index is not None
@@ -574,19 +567,19 @@ class ConnectTracker(Depth, Waits):
             assert node.index is not None
             one = KeyIndex(np.zeros((1, 0), np.int64))
             return 1, [AllTensor(1, node.index.n)], one, "aggregate"
-        if kinds <= _SAME_RECORDS and len(p.inputs) == 1 and not _generates(rel, p):
+        if kinds <= SAME_RECORDS and len(p.inputs) == 1 and not generates(rel, p):
             # the input's records, one for one and in order: no job
             (node,) = p.inputs
             assert node.index is not None
             in_cols = self.store.datasets[node.ds_id].columns  # type: ignore[index]
             out_cols = list(p.out.df.columns)
-            category = _category(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
+            category = category_of(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
             return node.index.n, [IdentityTensor(node.index.n)], node.index, category
         fused = self._fused(p, kinds)
         if fused is not None:
             return fused
         if kinds == {"limit"} and sorted_input(rel):
-            self._check_limit(rel, annotator)
+            check_limit(self.spark, rel, annotator)
             run.jobs += 1
         keyed = annotator.annotate(rel)
         rides, along = self._along(p) if keyed.semi is None else ([], [])
@@ -624,7 +617,7 @@ class ConnectTracker(Depth, Waits):
         tensors = [make_tensor(i[order], n.index.n) for i, n in zip(idx, p.inputs)]  # type: ignore[union-attr]
         in_cols = self.store.datasets[p.inputs[0].ds_id].columns  # type: ignore[index]
         out_cols = list(p.out.df.columns)
-        category = _category(kinds, rel, p.inputs[0].index.n, len(keys), in_cols, out_cols)  # type: ignore[union-attr]
+        category = category_of(kinds, rel, p.inputs[0].index.n, len(keys), in_cols, out_cols)  # type: ignore[union-attr]
         index = KeyIndex(keys[order])
         at = {c.lower(): v for c, v in zip(along, values)}
         for r in rides:  # grouping values in this dataset's record order
@@ -652,42 +645,6 @@ class ConnectTracker(Depth, Waits):
             tensors = [make_tensor(li, left.index.n), make_tensor(ri, right.index.n)]  # type: ignore[union-attr]
             return len(li), tensors, index, "join"
         return None
-
-    def _check_limit(self, rel: Any, annotator: Annotator) -> None:
-        """Refuse a limit of sorted records when a tie in the sort straddles it: Spark
-        then keeps whichever of the tied records it meets first, so the records it keeps
-        could be others than the ones the rewrite (ties in input order) keeps.
-
-        Raises
-        ------
-        Unsupported
-            For such a tie, or a sort value Arrow does not compare as Spark orders
-            (NaN).
-        """
-        k = int(rel.limit.limit)
-        sort = rel.limit.input
-        kid = annotator.annotate(sort)
-        top = P.wrap("limit", kid.rel, limit=k + 1)
-        P.with_id(top, None)
-        names = [f"{P.KEY_PREFIX}sv{i}" for i in range(len(sort.sort.order))]
-        read = P.wrap("project", top, expressions=[
-            P.alias(o.child, n) for o, n in zip(sort.sort.order, names)
-        ])  # fmt: skip
-        P.with_id(read, None)
-        rows = P.dataframe(self.spark, read).toArrow().to_pylist()
-        if len(rows) <= k or k == 0:
-            return
-        last, after = rows[k - 1], rows[k]
-
-        def same(a: Any, b: Any) -> bool:
-            nan = isinstance(a, float) and isinstance(b, float) and a != a and b != b
-            return bool(a == b or nan)
-
-        if all(same(last[n], after[n]) for n in names):
-            raise Unsupported(
-                "a limit that cuts through records tied in the sort order: which of them "
-                "Spark keeps cannot be traced exactly (sort by more columns to break ties)"
-            )
 
     def _trace_semi(
         self, p: CPending, keyed: Any, keys: np.ndarray, position: dict[str, int], run: RunLog
@@ -815,79 +772,3 @@ class ConnectTracker(Depth, Waits):
 
     def replayable(self, ds_id: int) -> bool:
         return False
-
-
-def _relations(rel: Any, inputs: set[int]) -> list[Any]:
-    """The relations of one operation: from ``rel`` down to its inputs (excluded)."""
-    found: list[Any] = []
-    stack = [rel]
-    while stack:
-        r = stack.pop()
-        if P.plan_id(r) in inputs:
-            continue
-        found.append(r)
-        stack.extend(P.children(r))
-    return found
-
-
-def _chain(rel: Any, inputs: set[int]) -> set[str]:
-    """The kinds of the relations of one operation."""
-    return {P.kind(r) for r in _relations(rel, inputs)}
-
-
-def _own(rel: Any, inputs: set[int]) -> list[Any]:
-    """Every expression of one operation's relations."""
-    return [e for r in _relations(rel, inputs) for e in P.own_expressions(r)]
-
-
-#: relation kinds that keep their input's records one for one, in order
-_SAME_RECORDS = {"project", "with_columns", "with_columns_renamed", "drop", "to_df",
-                 "subquery_alias", "hint", "repartition", "repartition_by_expression",
-                 "fill_na", "replace"}  # fmt: skip
-
-
-def _generates(rel: Any, p: CPending) -> bool:
-    """Whether the operation may not keep its input's records one for one: it calls a
-    generator (an explode), an aggregate function outside a window, a Python UDF, or
-    holds what the client cannot read (a SQL string may do any of these)."""
-    inputs = {n.ident for n in p.inputs}
-    names, readable = P.calls(*[e for r in _relations(rel, inputs) for e in P.top_expressions(r)])
-    return not readable or bool(names & (P.GENERATORS | P.AGGREGATES))
-
-
-def _stable(rel: Any) -> bool:
-    """Whether Spark gives ``rel``'s records in the same order every time."""
-    return stable(rel)
-
-
-def _origin(rel: Any) -> str:
-    leaf = rel
-    while P.children(leaf):
-        leaf = P.children(leaf)[0]
-    kind = P.kind(leaf)
-    if kind == "read":
-        read = leaf.read
-        if read.HasField("data_source"):
-            paths = ", ".join(read.data_source.paths)
-            return f"{read.data_source.format or 'file'} {paths}".strip()
-        return f"table {read.named_table.unparsed_identifier}"
-    return kind.replace("_", " ")
-
-
-def _category(kinds: set[str], rel: Any, n_in: int, n_out: int, in_cols: list[str],
-              out_cols: list[str]) -> str:  # fmt: skip
-    """The operation's category (the paper's seven, plus sort, explode), as the classic
-    capture names it."""
-    if "set_op" in kinds:
-        return "append"
-    if "join" in kinds:
-        return "join"
-    if P.kind(rel) == "sort" and rel.sort.is_global:
-        return "sort"
-    if kinds & {"filter", "drop_na", "limit", "offset", "sample"}:
-        return "horizontal_reduction"
-    if n_out != n_in:
-        return "explode"
-    if kinds <= {"subquery_alias", "hint", "repartition", "repartition_by_expression", "sort"}:
-        return "trivial"
-    return column_category(len(in_cols), in_cols, out_cols)
