@@ -215,10 +215,7 @@ def _pivot_tensor(
         raise Unsupported("an input whose records the plan does not carry")
     at = f"{P.KEY_PREFIX}pv"
     # (not a wrapper taking the input's plan id: the pivot column may name that plan)
-    read = type(kid.rel)()
-    read.project.input.CopyFrom(kid.rel)
-    read.project.expressions.extend([P.alias(pivot.col, at), *[P.col(k) for k in cols]])
-    P.with_id(read, None)
+    read = P.select(kid.rel, [P.alias(pivot.col, at), *[P.col(k) for k in cols]])
     table = P.dataframe(tracker.spark, read).toArrow()
     if str(table.schema.field(at).type) not in _PIVOT_TYPES:
         raise Unsupported(f"a pivot over {table.schema.field(at).type} values")

@@ -26,7 +26,7 @@ from typing import Any
 __all__ = [
     "AGGREGATES", "GENERATORS", "KEY_PREFIX", "alias", "calls", "children", "col",
     "dataframe", "fn", "fresh_id", "kind", "nondeterministic", "null_long", "references",
-    "relation", "star", "with_id",
+    "relation", "select", "star", "with_id",
 ]  # fmt: skip
 
 #: prefix of the columns capture adds to a plan (record keys, a union's side)
@@ -132,6 +132,16 @@ def wrap(kind_: str, child: Any, **fields: Any) -> Any:
 
 
 # -- expressions ---------------------------------------------------------------------------
+
+
+def select(child: Any, expressions: list[Any]) -> Any:
+    """A projection of ``expressions`` over ``child`` with a fresh plan id of its own
+    (unlike :func:`wrap`, ``child`` keeps its id, so expressions that name its plan
+    still resolve)."""
+    out = _pb().Relation()
+    out.project.input.CopyFrom(child)
+    out.project.expressions.extend(expressions)
+    return with_id(out, None)
 
 
 def col(name: str, plan: int | None = None) -> Any:

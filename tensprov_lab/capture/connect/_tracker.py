@@ -421,12 +421,8 @@ class ConnectTracker(Depth, Waits):
         table = None
         if reads:
             # the columns its filters and joins need, read with its keys (._fused)
-            read = type(keyed.rel)()
-            read.project.input.CopyFrom(keyed.rel)
-            read.project.expressions.extend(
-                [P.col(k) for k in keyed.keys] + [P.alias(e, n) for n, e in reads.items()]
-            )
-            P.with_id(read, None)
+            wanted = [P.alias(e, n) for n, e in reads.items()]
+            read = P.select(keyed.rel, [P.col(k) for k in keyed.keys] + wanted)
             try:
                 table = P.dataframe(self.spark, read).toArrow()
             except Exception:  # noqa: BLE001 - a condition Spark refuses: no fusion here
