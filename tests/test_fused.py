@@ -111,6 +111,49 @@ def test_filter_join_withcolumn_aggregate(spark: Any, data: Any) -> None:
     assert len(rows) == 1
 
 
+def test_reads_are_released_once_no_operation_needs_them(
+    spark: Any, data: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture of each operation sees only the reads it and later operations still
+    need: the orders' read (flag and join key) goes once the join's pairs are known, the
+    join's pairs once the aggregate has its groups; the lineage stays the same."""
+    from tensprov_lab.capture import _fused
+    from tensprov_lab.capture._record_rules import RecordRules
+
+    orders, customers = data
+    seen: list[tuple[str, int, int, int]] = []
+    fused_rule = RecordRules._fused_rule
+
+    def spy(self: Any, rw: Any, occ: Any, out_ident: int, fusion: Any, rule: Any) -> Any:
+        seen.append((rule.kind, len(fusion.tables), len(fusion._pairs), len(fusion._positions)))
+        return fused_rule(self, rw, occ, out_ident, fusion, rule)
+
+    monkeypatch.setattr(RecordRules, "_fused_rule", spy)
+    after: list[_fused.Fusion] = []
+    release = _fused.Fusion.release
+
+    def spy_release(self: Any, done: int) -> None:
+        release(self, done)
+        after.append(self)
+
+    monkeypatch.setattr(_fused.Fusion, "release", spy_release)
+
+    def body() -> None:
+        big = orders.filter("amount > 20")
+        joined = big.join(customers, "cust_id")
+        priced = joined.withColumn("eur", joined.amount * 0.92)
+        priced.groupBy("region", "segment").agg({"eur": "sum", "*": "count"})
+
+    run = _compare(spark, body, ["filter", "join", "agg"])
+    assert run._log.jobs == 2
+    # (kind, tables held, join pairs held, positions held) as each rule starts
+    assert [s[:2] for s in seen] == [("filter", 2), ("join", 2), ("group", 1)]
+    assert seen[-1][2] == 1  # the aggregate reads the join's pairs …
+    assert seen[-1][3] == 0  # … not the filter's survivors, gone with the orders' read
+    fusion = after[-1]
+    assert not fusion.tables and not fusion._pairs and not fusion._positions
+
+
 @pytest.mark.parametrize("how", ["inner", "left", "right", "full"])
 def test_outer_joins_and_groups_from_both_sides(spark: Any, data: Any, how: str) -> None:
     orders, customers = data

@@ -457,6 +457,28 @@ def test_csr_constructor_canonicalises(
     check_against_dense(t, dense_from_pairs(pairs, n_out, n_in), data)
 
 
+@SETTINGS
+@given(n_out=st.integers(1, 300), n_in=st.integers(0, 60), data=st.data())
+def test_csr_from_groups_is_the_grouping_of_its_pairs(
+    n_out: int, n_in: int, data: st.DataObject
+) -> None:
+    # every input row in one group (n_out above 256 takes the 16-bit sort)
+    group = data.draw(st.lists(st.integers(0, n_out - 1), min_size=n_in, max_size=n_in))
+    t = CSRTensor.from_groups(group, n_out)
+    pairs = [(g, i) for i, g in enumerate(group)]
+    check_against_dense(t, dense_from_pairs(pairs, n_out, n_in), data)
+    ref = CSRTensor.from_pairs(group, list(range(n_in)), n_out, n_in)
+    assert t.indptr.tolist() == ref.indptr.tolist() and t.indptr.dtype == ref.indptr.dtype
+    assert t.indices.tolist() == ref.indices.tolist() and t.indices.dtype == ref.indices.dtype
+
+
+def test_csr_from_groups_rejects_a_group_out_of_range() -> None:
+    with pytest.raises(ValueError, match="group must lie in 0..1"):
+        CSRTensor.from_groups([0, 2], n_out=2)
+    with pytest.raises(ValueError, match="group must lie"):
+        CSRTensor.from_groups([-1], n_out=2)
+
+
 def test_csr_small_dtypes() -> None:
     t = CSRTensor.from_pairs([0, 0, 1], [10, 300, 7], n_out=2, n_in=1000)
     assert t.indices.dtype == np.uint16 and t.indptr.dtype == np.uint8

@@ -113,7 +113,10 @@ def _integer_codes(left: Any, right: Any) -> np.ndarray | None:
     low, high = lo_hi["min"].as_py(), lo_hi["max"].as_py()
     if high - low >= 2**62:
         return None
-    codes = np.asarray(pc.fill_null(both, low).to_numpy(), dtype=np.int64) - low
+    codes = np.asarray(pc.fill_null(both, low).to_numpy(), dtype=np.int64)
+    # in place when the values were copied out of Arrow (a read-only view is not):
+    # one array of both sides' keys less, 128 MB at 16M keys
+    codes = np.subtract(codes, low, out=codes) if codes.flags.writeable else codes - low
     if both.null_count:
         codes[np.asarray(both.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = -1
     return codes

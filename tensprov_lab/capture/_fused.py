@@ -43,7 +43,7 @@ from tensprov_lab.capture._equijoin import (
 )
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import key_name
-from tensprov_lab.capture._keys import KeyError_
+from tensprov_lab.capture._keys import KeyError_, row_dtype
 
 __all__ = ["Fusion", "plan"]
 
@@ -104,6 +104,10 @@ class Fusion:
         #: checked against it)
         self.size_of: Any = lambda ident: None
         self._pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: the records of each read (kept after its table is released)
+        self._rows: dict[int, int] = {}
+        #: the rules whose capture is over (their reads may be released)
+        self._done: set[int] = set()
 
     # -- planning --------------------------------------------------------------------
     def _out_ids(self, ident: int, plan: JObject) -> set[int]:
@@ -261,7 +265,8 @@ class Fusion:
     def _read_one(self, ident: int, df: Any, to_arrow: Any) -> None:
         t0 = time.perf_counter()
         try:
-            self.tables[ident] = to_arrow(df)
+            table = self.tables[ident] = to_arrow(df)
+            self._rows[ident] = int(table.num_rows)
         except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
             pass
         self.seconds[ident] = time.perf_counter() - t0
@@ -272,10 +277,10 @@ class Fusion:
 
     def size(self, ident: int) -> int | None:
         """The number of records of a source whose columns were read (None: not read)."""
-        table, scan = self.tables.get(ident), self.scans.get(ident)
-        if table is None or scan is None or scan.parent is not None:
+        rows, scan = self._rows.get(ident), self.scans.get(ident)
+        if rows is None or scan is None or scan.parent is not None:
             return None
-        return int(table.num_rows)
+        return rows
 
     def positions(self, ident: int) -> np.ndarray | None:
         """Where the records of a scan-ordered dataset are among its source's (None: they
@@ -329,6 +334,8 @@ class Fusion:
                 order = np.lexsort((ri, li))
                 li, ri = li[order], ri[order]
             got = self._pairs[ident] = (li, ri)
+            # the join's key columns are not read again once its pairs are known
+            self._prune()
         return got
 
     def groups(self, ident: int) -> tuple[np.ndarray, int]:
@@ -353,7 +360,66 @@ class Fusion:
         expected = self.size_of(src)
         if expected is not None and len(parent) != expected:
             raise KeyError_(f"a fused aggregate has {len(parent)} members of {expected} records")
-        return parent.astype(np.int64), len(uniq)
+        return parent.astype(row_dtype(len(uniq)), copy=False), len(uniq)
+
+    # -- releasing -----------------------------------------------------------------------
+    def release(self, done: int) -> None:
+        """Note that the capture of rule ``done`` is over and drop the tables, positions
+        and join pairs no rule still to capture needs: at 20M records each is 100 to
+        300 MB that would otherwise stay held until the block's capture ends."""
+        self._done.add(done)
+        self._prune()
+
+    def _prune(self) -> None:
+        keep: set[tuple[str, int]] = set()
+        for out in self.rules:
+            if out not in self._done:
+                self._needs(out, keep)
+        held: list[tuple[str, dict[int, Any]]] = [
+            ("table", self.tables), ("pos", self._positions), ("pairs", self._pairs)
+        ]  # fmt: skip
+        for kind, found in held:
+            for ident in [i for i in found if (kind, i) not in keep]:
+                del found[ident]
+
+    def _needs(self, out: int, got: set[tuple[str, int]]) -> None:
+        """Add to ``got`` what rule ``out`` still reads: tables, and the positions and
+        join pairs already derived that spare it reading more."""
+        rule = self.rules[out]
+        if rule.kind == "filter":
+            scan = self.scans[out]
+            assert scan.parent is not None and scan.flag is not None
+            self._column_needs(scan.parent, scan.flag, got)
+        elif rule.kind == "join":
+            if out in self._pairs:
+                got.add(("pairs", out))
+                return
+            for ident, cols in zip(rule.inputs, rule.columns):
+                for read in cols:
+                    self._column_needs(ident, read, got)
+        else:
+            (src,) = rule.inputs
+            join = self.composite.get(src)
+            parts = [src]
+            if join is not None:
+                self._needs(join, got)
+                parts = self.rules[join].inputs
+            for read, side in zip(rule.columns[0], rule.sides):
+                self._column_needs(parts[side], read, got)
+
+    def _column_needs(self, ds: int, read: tuple[int, str], got: set[tuple[str, int]]) -> None:
+        got.add(("table", read[0]))
+        if read[0] == ds:
+            return
+        # the positions of ``ds`` among its source's records (see positions)
+        while ds not in self._positions:
+            scan = self.scans[ds]
+            if scan.parent is None:
+                return
+            if scan.flag is not None:
+                self._column_needs(scan.parent, scan.flag, got)
+            ds = scan.parent
+        got.add(("pos", ds))
 
 
 def _to_arrow(df: Any) -> Any:

@@ -25,9 +25,10 @@ from tensprov_lab.capture._keys import (
     MappedKeyIndex,
     RangeKeyIndex,
     ScanKeyIndex,
+    row_dtype,
 )
 from tensprov_lab.capture._nodes import Node, _short_error
-from tensprov_lab.capture.rules.aggregate import groups
+from tensprov_lab.capture.rules.aggregate import partition_groups
 from tensprov_lab.capture.rules.join import semi_tensors
 from tensprov_lab.store import IdentityTensor, make_tensor
 
@@ -96,7 +97,18 @@ class RecordRules:
         what capture counted (then it takes a job of its own)."""
         fusion = self._fusion
         rule = fusion.rules.get(out_ident) if fusion is not None else None
-        if fusion is None or rule is None or rw.sort or rw.semi is not None or rw.n_branches:
+        if fusion is None or rule is None:
+            return None
+        try:
+            return self._fused_rule(rw, occ, out_ident, fusion, rule)
+        finally:
+            # what no later rule reads goes now, not when the block's capture ends
+            fusion.release(out_ident)
+
+    def _fused_rule(
+        self, rw: Rewrite, occ: list[Node], out_ident: int, fusion: _fused.Fusion, rule: Any
+    ) -> tuple[int, list[Any], KeyIndex] | None:
+        if rw.sort or rw.semi is not None or rw.n_branches:
             return None
         try:
             self._index_deferred(occ)
@@ -105,8 +117,7 @@ class RecordRules:
                 if g is None or g.kind != "aggregate" or g.gid_col is not None or len(occ) != 1:
                     return None
                 parent, n_groups = fusion.groups(out_ident)
-                members = np.arange(len(parent), dtype=np.int64)
-                got = groups(occ[0], members, parent, n_groups, ordered=True)
+                got = partition_groups(occ[0], parent, n_groups)
                 self._fused_done.add(out_ident)
                 return got
             if rw.group is not None or any(b.kind != "input" for b in rw.blocks):
@@ -222,7 +233,7 @@ class RecordRules:
             assert parent.n is not None and parent.ki is not None
             if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=parent.n).max()) > 1):
                 raise KeyError_("an output record does not map to exactly one input record")
-            in_to_out = np.full(parent.n, -1, dtype=np.int64)
+            in_to_out = np.full(parent.n, -1, dtype=row_dtype(m))
             in_to_out[idx] = np.arange(m)
             return m, tensors, MappedKeyIndex(parent.ki, in_to_out, m)
         if lazy and fits:

@@ -115,6 +115,41 @@ class CSRTensor(Tensor):
         ip, ix = _canonical_csr(o, i, n_out, n_in)
         return cls(n_out, n_in, ip, ix)
 
+    @classmethod
+    def from_groups(cls, group: ArrayLike, n_out: int) -> CSRTensor:
+        """Build from the group of every input row: input row ``i`` is in output row
+        ``group[i]`` (every input row in exactly one; ``n_in = len(group)``).
+
+        A grouping's tensor without its pairs: the rows of each group come out of a
+        stable sort by group, already in canonical order.  No ``(out, in)`` pair array
+        is made, so a grouping of ``n`` records takes about ``n`` small ints of working
+        memory where :meth:`from_pairs` takes several int64 arrays of ``n``.
+
+        Raises
+        ------
+        ValueError
+            If a group lies outside ``0..n_out-1``.
+
+        Examples
+        --------
+        >>> t = CSRTensor.from_groups([1, 0, 1, 1], n_out=2)
+        >>> t.backward([1]).tolist(), t.forward([1]).tolist()
+        ([0, 2, 3], [0])
+        """
+        n_out = _check_size(n_out, "n_out")
+        g = _as_int_array(group, "group")
+        if g.size and (int(g.min()) < 0 or int(g.max()) >= n_out):
+            raise ValueError(f"group must lie in 0..{n_out - 1}")
+        counts = np.bincount(g, minlength=n_out)
+        # a stable sort keeps each group's rows ascending: the canonical order; for
+        # fewer than 2^16 groups numpy sorts 16-bit keys by radix, in linear time
+        narrow = g.astype(_uint_dtype(max(n_out - 1, 0)), copy=False)
+        indices = np.argsort(narrow, kind="stable").astype(
+            _uint_dtype(max(len(g) - 1, 0)), copy=False
+        )
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(_uint_dtype(len(g)))
+        return cls._stored(n_out, len(g), indptr, indices)
+
     @property
     def nnz(self) -> int:
         return len(self.indices)

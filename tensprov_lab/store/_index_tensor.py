@@ -175,10 +175,12 @@ class IndexTensor(Tensor):
             raise ValueError(f"the {form!r} form needs a non-decreasing idx")
         width = n_in.bit_length()
         planned = None
+        # one shifted copy for every form that stores idx + 1 (at 16M rows, 128 MB each)
+        a1 = a + 1
         if form == "pfor":
             if not n_out:
                 raise ValueError("the 'pfor' form needs at least one row")
-            planned = PatchedInts.layout(a + 1, n_in, sample=False)
+            planned = PatchedInts.layout(a1, n_in, sample=False)
             if planned is None:
                 raise ValueError(f"{n_out} rows of {n_in} are too many for the 'pfor' form")
         if form is None:
@@ -187,20 +189,20 @@ class IndexTensor(Tensor):
                 nbytes["sorted"] = (n_in + 2) * _uint_dtype(n_out).itemsize
                 nbytes["ef"] = min(_ef_index_layouts(a, n_in).values())[0]
             else:
-                planned = PatchedInts.layout(a + 1, n_in)
+                planned = PatchedInts.layout(a1, n_in)
                 if planned is not None:
                     nbytes["pfor"] = planned[0]
             form = min(nbytes, key=nbytes.__getitem__)  # dicts keep order: ties go first
         if form == "pfor":
             assert planned is not None
-            patched = PatchedInts.from_plan(a + 1, n_in, planned[1])
+            patched = PatchedInts.from_plan(a1, n_in, planned[1])
             return cls(n_out, n_in, patched=patched, nnz=int(np.count_nonzero(a >= 0)))
         if form == "sorted":
-            offsets = np.searchsorted(a + 1, np.arange(n_in + 2, dtype=np.int64))
+            offsets = np.searchsorted(a1, np.arange(n_in + 2, dtype=np.int64))
             return cls(n_out, n_in, offsets=offsets.astype(_uint_dtype(n_out)))
         if form == "ef":
             return cls._build_ef(a, n_in)
-        values = PackedInts.from_array(a + 1, width=width)
+        values = PackedInts.from_array(a1, width=width)
         return cls(n_out, n_in, values=values, nnz=int(np.count_nonzero(a >= 0)))
 
     @classmethod

@@ -31,7 +31,13 @@ import numpy as np
 
 from tensprov_lab.capture._exprs import Expr, Lin, exprs, ids
 from tensprov_lab.capture._keyed import Block, Group, Pivot, Rewrite, Unsupported, key_name
-from tensprov_lab.capture._keys import GroupSetKeyIndex, KeyIndex, MappedKeyIndex, arrow_keys
+from tensprov_lab.capture._keys import (
+    GroupSetKeyIndex,
+    KeyIndex,
+    MappedKeyIndex,
+    arrow_keys,
+    row_dtype,
+)
 from tensprov_lab.capture.rules._base import (
     Captured,
     PlanNode,
@@ -43,7 +49,7 @@ from tensprov_lab.capture.rules._base import (
     attrs,
     single,
 )
-from tensprov_lab.store import tensor_from_pairs
+from tensprov_lab.store import AllTensor, CSRTensor, tensor_from_pairs
 
 __all__ = ["Aggregate", "Grouping", "every_record", "group_plan", "groups", "number_groups"]
 
@@ -382,18 +388,34 @@ def groups(
     if gid is not None:
         ki = GroupSetKeyIndex(node.ki, member, gid, out_rows, n_groups)
     else:
-        in_to_out = np.full(node.n, -1, dtype=np.int64)
+        in_to_out = np.full(node.n, -1, dtype=row_dtype(n_groups))
         in_to_out[member] = out_rows
         ki = MappedKeyIndex(node.ki, in_to_out, n_groups, null_row)
     return n_groups, [tensor], ki
 
 
+def partition_groups(node: Any, parent: np.ndarray, n_groups: int) -> Captured:
+    """The tensor and key index of a grouping in which every record of ``node`` is a
+    member of group ``parent[i]``, groups numbered by smallest member already (a fused
+    read's grouping, see ``Fusion.groups``): :func:`groups` with every record a member,
+    without a member array or the pairs of a CSR built from them."""
+    assert node.ki is not None and node.n is not None
+    if len(parent) != node.n:
+        raise ValueError(f"{len(parent)} group numbers for {node.n} records")
+    tensor: Any = CSRTensor.from_groups(parent, n_groups)
+    if n_groups == 1 and node.n:
+        tensor = AllTensor(1, node.n)
+    # numbered by smallest member: no group is empty, so no row has a null key
+    return n_groups, [tensor], MappedKeyIndex(node.ki, parent, n_groups)
+
+
 def every_record(node: Any) -> Captured:
     """One output record made from every record of ``node``: its size, tensor and keys."""
     assert node.ki is not None and node.n is not None
-    member = np.arange(node.n, dtype=np.int64)
-    everything = np.zeros(node.n, dtype=np.int64)
-    tensor = tensor_from_pairs(everything, member, 1, node.n)
+    everything = np.zeros(node.n, dtype=row_dtype(1))
+    tensor: Any = CSRTensor.from_groups(everything, 1)
+    if node.n:
+        tensor = AllTensor(1, node.n)
     return 1, [tensor], MappedKeyIndex(node.ki, everything, 1, 0 if not node.n else None)
 
 
