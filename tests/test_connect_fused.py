@@ -103,3 +103,31 @@ def test_what_fusion_does_not_cover_is_traced_by_its_own_job(spark: Any) -> None
         next(i for i in kept if i > 10)
     ]
     assert run.dataset(computed).n_rows == computed.count()
+
+
+def test_a_source_read_by_partition_has_the_ids_spark_gives(spark: Any, tmp_path: Any) -> None:
+    """The fused read gives a source's records by the partition each came from, not by
+    ``monotonically_increasing_id()``; the ids made of them are those Spark gives the
+    records (a later operation's own job translates its records by them)."""
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    path = str(tmp_path / "parts")
+    spark.range(0, 400).select("id", (F.col("id") * 37 % 101).alias("v")).repartition(
+        4
+    ).write.parquet(path)
+    src = spark.read.parquet(path)
+    with tensprov_lab.track(spark, name="by-partition") as run:
+        kept = src.filter("v > 30")
+        ranked = kept.orderBy(F.col("v").desc(), "id")  # its own job: raw ids translated
+    assert run.store.producer(run.dataset(kept).id).jobs == 0
+    node = run._tracker.by_ds[run.dataset(src).id]
+    ids = src.select(F.monotonically_increasing_id().alias("m")).toArrow().column("m")
+    expected = np.sort(np.asarray(ids.to_numpy(), dtype=np.int64))
+    assert len(np.unique(expected >> 33)) > 1  # several partitions
+    assert node.index.table[:, 0].tolist() == expected.tolist()
+    rows = src.toPandas()
+    order = rows[rows.v > 30].sort_values(["v", "id"], ascending=[False, True])
+    assert run.rows(ranked)["id"].tolist() == order["id"].tolist()
+    first = run.backward(ranked, rows=[0], to=src)[src].tolist()
+    assert rows.iloc[first]["id"].tolist() == [int(order["id"].iloc[0])]

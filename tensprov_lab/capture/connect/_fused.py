@@ -84,13 +84,18 @@ class Fusion:
         return name
 
     # -- after the source's read ----------------------------------------------------------
-    def took(self, base: int, table: Any, order: np.ndarray) -> None:
-        """The source ``base``'s read (``order``: its rows in canonical order)."""
+    def took(self, base: int, table: Any, order: np.ndarray | None) -> None:
+        """The source ``base``'s read (``order``: its rows in canonical order; None: in
+        that order already)."""
         import pyarrow as pa
 
-        idx = pa.array(order)
-        self.columns[base] = {n: table.column(n).take(idx) for n in self.reads.get(base, {})}
-        self._n[base] = len(order)
+        names = self.reads.get(base, {})
+        if order is None:
+            self.columns[base] = {n: table.column(n) for n in names}
+        else:
+            idx = pa.array(order)
+            self.columns[base] = {n: table.column(n).take(idx) for n in names}
+        self._n[base] = table.num_rows
 
     def ready(self, ident: int) -> bool:
         """Whether dataset ``ident``'s records come from reads made already."""
@@ -144,7 +149,10 @@ class Fusion:
         return li, ri, KeyIndex(np.hstack(parts))
 
     def values(self, out: int, sources: list[tuple[int, str]]) -> list[Any]:
-        """Columns of a fused join's sides in its record order (``(side, name)``)."""
+        """Columns of a fused join's sides in its record order (``(side, name)``), as
+        Arrow dictionary arrays: each side's values are encoded once over its source's
+        records (a dimension table's few) and only their codes follow the join's
+        records, not a string a record."""
         import pyarrow as pa
 
         j = self.joins[out]
@@ -154,9 +162,16 @@ class Fusion:
             ident = j.sides[side]
             at = li if side == 0 else ri
             rows = self.rows(ident)
-            pick = pa.array(np.where(at >= 0, rows[np.maximum(at, 0)], 0), mask=at < 0) \
-                if len(rows) else pa.nulls(len(at), pa.int64())  # fmt: skip
-            got.append(self.columns[self.scans[ident].base][name].take(pick))
+            column = self.columns[self.scans[ident].base][name]
+            if hasattr(column, "chunks"):
+                column = column.combine_chunks()
+            encoded = column.dictionary_encode()
+            codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+            picked = codes[rows][np.maximum(at, 0)] if len(rows) else \
+                np.full(len(at), -1, dtype=codes.dtype)  # fmt: skip
+            # a missing record (an outer join's other side) or a null value: null
+            indices = pa.array(picked, mask=(at < 0) | (picked < 0))
+            got.append(pa.DictionaryArray.from_arrays(indices, encoded.dictionary))
         return got
 
 

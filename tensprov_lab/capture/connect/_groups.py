@@ -143,6 +143,9 @@ def trace_groups(
         # the values came with the keys of the records this aggregate groups
         combined, _ = value_codes(ride.values)
         group, uniq = pd.factorize(combined)
+        if len(group) == node.index.n and not sets and pivot_of(rel) is None:
+            # every record once, groups numbered in order of first member already
+            return _partition(node, group, len(uniq), rel)
         member, group, n_groups = np.arange(node.index.n), group.astype(np.int64), len(uniq)
     elif by:
         member, group, n_groups = _members_by_values(tracker, rel, by, node, annotator)
@@ -172,6 +175,21 @@ def trace_groups(
     group_of = np.empty(node.index.n, dtype=np.int64)
     group_of[member] = rank[group]
     return n_groups, [tensor], GroupIndex(node.index, group_of, n_groups), category
+
+
+def _partition(
+    node: Any, group: np.ndarray, n_groups: int, rel: Any
+) -> tuple[int, list[Any], Index, str]:
+    """A grouping of every record of ``node`` in which record ``i`` is in group
+    ``group[i]``, groups numbered by smallest member already (``pd.factorize`` numbers
+    them by first appearance): its tensor without (group, member) pairs."""
+    from tensprov_lab.store import CSRTensor
+
+    category = "aggregate" if P.kind(rel) == "aggregate" else "dedup"
+    tensor: Any = CSRTensor.from_groups(group, n_groups)
+    if n_groups == 1 and node.index.n:
+        tensor = AllTensor(1, node.index.n)
+    return n_groups, [tensor], GroupIndex(node.index, group, n_groups), category
 
 
 def _check_members(member: np.ndarray, group: np.ndarray, gid: np.ndarray | None, n: int) -> None:

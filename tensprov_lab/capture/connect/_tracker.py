@@ -41,10 +41,12 @@ from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_groupi
 from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
 from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
 from tensprov_lab.capture.connect._index import (
+    PARTITION,
     Index,
     KeyIndex,
     Unidentifiable,
     key_array,
+    scan_keys,
 )
 from tensprov_lab.capture.connect._operation import (
     SAME_RECORDS,
@@ -419,21 +421,31 @@ class ConnectTracker(Depth, Waits):
         fusion = self._fusion
         reads = fusion.reads.get(node.ident) if fusion is not None else None
         table = None
+        keys = None
         if reads:
-            # the columns its filters and joins need, read with its keys (._fused)
+            # the columns its filters and joins need, read with its keys (._fused): the
+            # scan-order key (one) as the partition of each record (see scan_keys)
             wanted = [P.alias(e, n) for n, e in reads.items()]
-            read = P.select(keyed.rel, [P.col(k) for k in keyed.keys] + wanted)
+            compact = len(keyed.keys) == 1
+            lead = [P.alias(P.fn("spark_partition_id"), PARTITION)] if compact else \
+                [P.col(k) for k in keyed.keys]  # fmt: skip
+            read = P.select(keyed.rel, lead + wanted)
             try:
                 table = P.dataframe(self.spark, read).toArrow()
+                keys = scan_keys(table.column(PARTITION).to_numpy()) if compact else \
+                    key_array(table, keyed.keys)  # fmt: skip
             except Exception:  # noqa: BLE001 - a condition Spark refuses: no fusion here
                 self._stop_point()  # (or the capture was cancelled, its job interrupted)
                 table = None
-        keys = key_array(table, keyed.keys) if table is not None else \
-            self._keys(keyed.rel, keyed.keys)  # fmt: skip
-        order = np.argsort(keys[:, 0], kind="stable")
+        if keys is None:
+            keys = self._keys(keyed.rel, keyed.keys)
+        first = keys[:, 0]
+        # read in scan order, as Spark returns a source: no sort, no copy of its columns
+        order = None if bool(np.all(first[1:] > first[:-1])) else \
+            np.argsort(first, kind="stable")  # fmt: skip
         if fusion is not None and table is not None:
             fusion.took(node.ident, table, order)
-        node.index = KeyIndex(keys[order])
+        node.index = KeyIndex(keys if order is None else keys[order])
         cols, types = self._schema(node.df)
         ds = self.store.add_dataset(
             node.name, columns=cols, dtypes=types, n_rows=node.index.n, role="source",
