@@ -49,7 +49,7 @@ def key_nbytes(ki: Any) -> int:
 
     >>> from tensprov_lab.capture._keys import MappedKeyIndex, RangeKeyIndex
     >>> key_nbytes(MappedKeyIndex(RangeKeyIndex(1000), np.arange(1000), 1000))
-    8000
+    4000
     """
     return sum(int(a.nbytes) for _, a in _arrays(ki) if not isinstance(a, np.memmap))
 

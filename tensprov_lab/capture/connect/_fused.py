@@ -122,10 +122,8 @@ class Fusion:
         kept = rows if len(before) == base_index.n else np.searchsorted(before, rows)
         return kept, KeyIndex(base_index.table[rows])
 
-    def join(
-        self, out: int, indexes: Sequence[KeyIndex]
-    ) -> tuple[np.ndarray, np.ndarray, KeyIndex]:
-        """A join's (left, right) record pairs in canonical order and its key index."""
+    def join(self, out: int) -> tuple[np.ndarray, np.ndarray]:
+        """A join's (left, right) record pairs in canonical order (-1: none)."""
         j = self.joins[out]
         (lb, rb), (lk, rk) = [self.scans[s].base for s in j.sides], j.keys
         lrows, rrows = self.rows(j.sides[0]), self.rows(j.sides[1])
@@ -140,13 +138,7 @@ class Fusion:
             order = np.lexsort((ri, li))
             li, ri = li[order], ri[order]
         self._pairs[out] = (li, ri)
-        parts = []
-        for side_rows, at, ix in ((lrows, li, indexes[0]), (rrows, ri, indexes[1])):
-            keys = ix.table[side_rows[np.maximum(at, 0)]] if len(side_rows) else \
-                np.zeros((len(at), ix.table.shape[1]), dtype=np.int64)  # fmt: skip
-            keys[at < 0] = -1
-            parts.append(keys)
-        return li, ri, KeyIndex(np.hstack(parts))
+        return li, ri
 
     def values(self, out: int, sources: list[tuple[int, str]]) -> list[Any]:
         """Columns of a fused join's sides in its record order (``(side, name)``), as

@@ -20,6 +20,7 @@ __all__ = [
     "PARTITION",
     "GroupIndex",
     "Index",
+    "JoinedKeyIndex",
     "KeyIndex",
     "SetsIndex",
     "Unidentifiable",
@@ -180,6 +181,44 @@ class SetsIndex:
 Index = KeyIndex | GroupIndex | SetsIndex
 
 
+class JoinedKeyIndex(KeyIndex):
+    """A join's records, named by the keys of the records it pairs side by side (-1: a
+    side without a record), from each side's index and the pairs.  The table of keys is
+    built when first asked for (a later operation reads the join's keys); until then
+    only the pairs are held, in the narrowest integers.
+
+    >>> ix = JoinedKeyIndex([KeyIndex(np.array([[7], [8]])), KeyIndex(np.array([[1]]))],
+    ...                     [np.array([0, 1]), np.array([0, -1])])
+    >>> ix.table.tolist(), ix.lookup(np.array([[8, -1], [7, 1]])).tolist()
+    ([[7, 1], [8, -1]], [1, 0])
+    """
+
+    def __init__(self, sides: list[KeyIndex], rows: list[np.ndarray]) -> None:
+        self._sides = sides
+        self.n = len(rows[0])
+        dtype = np.int32 if max((s.n for s in sides), default=0) < 2**31 else np.int64
+        # arrays of their own (not in a list): the memory budget counts and spills them
+        self._left: np.ndarray | None = rows[0].astype(dtype)
+        self._right: np.ndarray | None = rows[1].astype(dtype)
+        self._table: np.ndarray | None = None
+        self._index = None
+
+    @property
+    def table(self) -> np.ndarray:  # type: ignore[override]
+        if self._table is None:
+            assert self._left is not None and self._right is not None
+            parts = []
+            for side, at in zip(self._sides, (self._left, self._right)):
+                width = side.table.shape[1]
+                keys = side.table[np.maximum(at, 0)] if side.n else \
+                    np.zeros((len(at), width), dtype=np.int64)  # fmt: skip
+                keys[at < 0] = -1
+                parts.append(keys)
+            self._table = np.hstack(parts)
+            self._left = self._right = None
+        return self._table
+
+
 #: the column a source's fused read gives its records' partitions in (see scan_keys)
 PARTITION = "__tp_partition"
 
@@ -195,18 +234,20 @@ def scan_keys(partitions: Any) -> np.ndarray:
     >>> scan_keys(np.array([0, 0, 2, 2, 2], dtype=np.int32))[:, 0].tolist()
     [0, 1, 17179869184, 17179869185, 17179869186]
     """
-    pid = np.asarray(partitions, dtype=np.int64)
+    pid = np.asarray(partitions)
     n = len(pid)
     if n == 0:
         return np.zeros((0, 1), dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, pid[1:] != pid[:-1]])
-    if bool(np.any(pid[starts[1:]] <= pid[starts[:-1]])) or int(pid[0]) < 0:
+    starts = np.concatenate([[0], np.flatnonzero(pid[1:] != pid[:-1]) + 1, [n]])
+    first = pid[starts[:-1]].astype(np.int64)
+    if bool(np.any(first[1:] <= first[:-1])) or int(first[0]) < 0:
         raise ValueError("a read's partitions did not come in order")
-    place = np.arange(n, dtype=np.int64)
-    place -= np.repeat(starts, np.diff(np.r_[starts, n]))
-    pid <<= 33
-    pid += place
-    return pid.reshape(n, 1)
+    # one array, changed in place run by run (a read has few partitions): every
+    # temporary of n records is fresh memory, slower to touch than to compute
+    ids = np.arange(n, dtype=np.int64)
+    for part, lo, hi in zip(first.tolist(), starts[:-1].tolist(), starts[1:].tolist()):
+        ids[lo:hi] += (part << 33) - lo
+    return ids.reshape(n, 1)
 
 
 def key_array(table: Any, names: list[str]) -> np.ndarray:

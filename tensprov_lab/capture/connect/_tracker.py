@@ -43,6 +43,7 @@ from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
 from tensprov_lab.capture.connect._index import (
     PARTITION,
     Index,
+    JoinedKeyIndex,
     KeyIndex,
     Unidentifiable,
     key_array,
@@ -643,10 +644,12 @@ class ConnectTracker(Depth, Waits):
             base = self.nodes[fz.scans[out].base].index
             kept, index = fz.filter(out, node.ident, base)  # type: ignore[arg-type]
             return len(kept), [make_tensor(kept, node.index.n)], index, "horizontal_reduction"  # type: ignore[union-attr]
-        if kinds == {"join"} and out in fz.joins:
+        sides = [n.index for n in p.inputs]
+        if kinds == {"join"} and out in fz.joins and all(isinstance(s, KeyIndex) for s in sides):
             left, right = p.inputs
-            bases = [self.nodes[fz.scans[n.ident].base].index for n in p.inputs]
-            li, ri, index = fz.join(out, bases)  # type: ignore[arg-type]
+            li, ri = fz.join(out)
+            # the join's keys (both sides' side by side) only if a later operation asks
+            index = JoinedKeyIndex(sides, [li, ri])  # type: ignore[arg-type]
             for r in self._rides:
                 if r.root == out and id(r) in fz.ride_reads:
                     r.values, r.index = fz.values(out, fz.ride_reads[id(r)]), index
