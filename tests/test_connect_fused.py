@@ -131,3 +131,30 @@ def test_a_source_read_by_partition_has_the_ids_spark_gives(spark: Any, tmp_path
     assert run.rows(ranked)["id"].tolist() == order["id"].tolist()
     first = run.backward(ranked, rows=[0], to=src)[src].tolist()
     assert rows.iloc[first]["id"].tolist() == [int(order["id"].iloc[0])]
+
+
+@pytest.mark.parametrize("offset", [-(2**31), 2**31])
+def test_bigint_join_keys_read_as_int_where_they_fit(spark: Any, offset: int) -> None:
+    """A fused read takes bigint join keys as int (half the bytes through gRPC); keys
+    past an int's range send the join to its own job, never a wrong match: from
+    ``-2**31`` they all fit (the range's lower edge), from ``2**31`` none does."""
+    left = spark.createDataFrame(
+        [(i, offset + i % 5 if i % 7 else None) for i in range(40)], "id bigint, k bigint"
+    )
+    right = spark.createDataFrame(
+        [(offset + j, f"v{j}") for j in (0, 1, 3, 3, 9)], "k bigint, v string"
+    )
+    with tensprov_lab.track(spark, name="wide") as run:
+        joined = left.join(right, "k", "left")
+    op = run.store.producer(run.dataset(joined).id)
+    assert not op.opaque
+    assert op.jobs == (0 if offset < 0 else 1)
+    expect = sorted(
+        (i, v)
+        for i in range(40)
+        for v in ([f"v{j}" for j in (0, 1, 3, 3, 9) if i % 7 and j == i % 5] or [None])
+    )
+    got = run.rows(joined)
+    assert sorted(zip(got["id"].tolist(), got["v"].tolist()), key=str) == sorted(expect, key=str)
+    back = run.backward(joined, rows=list(range(len(got))), to=left)[left]
+    assert sorted(back.tolist()) == list(range(40))

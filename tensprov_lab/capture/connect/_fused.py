@@ -60,6 +60,28 @@ class _Join:
     keys: tuple[list[str], list[str]]
     keep: tuple[bool, bool]
     using: list[str] = field(default_factory=list)
+    #: per key read as int instead of bigint (see _narrowed): its side and the column
+    #: that says which records' keys did not fit
+    wide: list[tuple[int, str]] = field(default_factory=list)
+
+
+class Wide(Exception):
+    """A join key read as int did not fit one: the join takes its own job."""
+
+
+#: the range of int: a bigint key in it is read in half the bytes
+_INT = (-(2**31), 2**31 - 1)
+
+
+def _narrowed(key: Any) -> tuple[Any, Any]:
+    """A bigint key as int where it fits (null elsewhere), and whether it did not fit
+    (true: the read cannot be used).  Keys through gRPC cost by their bytes: at 5M
+    records, a bigint key read in 1.53 s, as int in 1.29 s.  The cast is evaluated only
+    where the value fits, so it never fails, with or without ANSI mode."""
+    fits = P.fn("and", P.fn(">=", key, P.literal(_INT[0])), P.fn("<=", key, P.literal(_INT[1])))
+    value = P.fn("when", fits, P.cast(key, "int"))
+    wide = P.fn("and", P.fn("isnotnull", key), P.fn("not", fits))
+    return value, wide
 
 
 class Fusion:
@@ -126,6 +148,11 @@ class Fusion:
         """A join's (left, right) record pairs in canonical order (-1: none)."""
         j = self.joins[out]
         (lb, rb), (lk, rk) = [self.scans[s].base for s in j.sides], j.keys
+        import pyarrow.compute as pc
+
+        for side, name in j.wide:
+            if pc.any(self.columns[(lb, rb)[side]][name]).as_py():
+                raise Wide("a join key does not fit an int")
         lrows, rrows = self.rows(j.sides[0]), self.rows(j.sides[1])
         import pyarrow as pa
 
@@ -258,14 +285,20 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
                 keys = found
             else:
                 continue
-            if not _exact_keys(tracker, [n for n in p.inputs], keys):
+            types = _exact_keys(tracker, [n for n in p.inputs], keys)
+            if types is None:
                 continue
             names = ([], [])  # type: ignore[var-annotated]
+            wide = []
             for s in (0, 1):
-                for k in keys[s]:
-                    names[s].append(fusion._ask(bases[s], f"{P.KEY_PREFIX}j{k}", P.col(k)))
+                for k, t in zip(keys[s], types):
+                    expr = P.col(k)
+                    if t == "bigint":
+                        expr, over = _narrowed(expr)
+                        wide.append((s, fusion._ask(bases[s], f"{P.KEY_PREFIX}w{s}{k}", over)))
+                    names[s].append(fusion._ask(bases[s], f"{P.KEY_PREFIX}j{k}", expr))
             fusion.joins[p.out.ident] = _Join(
-                (ids[0], ids[1]), names, _JOINS[kind], list(j.using_columns)
+                (ids[0], ids[1]), names, _JOINS[kind], list(j.using_columns), wide
             )
     for r in rides:
         j = fusion.joins.get(r.root)
@@ -305,9 +338,11 @@ def _side_of(j: _Join, inputs: list[Any], name: str) -> tuple[int, str] | None:
     return side, field_.name
 
 
-def _exact_keys(tracker: Any, inputs: list[Any], keys: tuple[list[str], list[str]]) -> bool:
-    """Whether each key column is one column of its side, of a type Spark and Arrow
-    compare alike, the same on both sides."""
+def _exact_keys(
+    tracker: Any, inputs: list[Any], keys: tuple[list[str], list[str]]
+) -> list[str] | None:
+    """The keys' types, when each key column is one column of its side, of a type Spark
+    and Arrow compare alike, the same on both sides (else None)."""
     types = []
     for node, names in zip(inputs, keys):
         fields = {f.name.lower(): f for f in node.df.schema.fields}
@@ -315,7 +350,9 @@ def _exact_keys(tracker: Any, inputs: list[Any], keys: tuple[list[str], list[str
         side = []
         for k in names:
             if low.count(k.lower()) != 1:
-                return False
+                return None
             side.append(fields[k.lower()].dataType.simpleString())
         types.append(side)
-    return types[0] == types[1] and all(t in EXACT_KEY_TYPES for t in types[0])
+    if types[0] != types[1] or not all(t in EXACT_KEY_TYPES for t in types[0]):
+        return None
+    return types[0]

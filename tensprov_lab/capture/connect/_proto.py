@@ -185,6 +185,14 @@ def literal(value: int | str | bool) -> Any:
     return e
 
 
+def cast(expr: Any, type_str: str) -> Any:
+    """``CAST(expr AS type_str)``."""
+    e = _pb().Expression()
+    e.cast.expr.CopyFrom(expr)
+    e.cast.type_str = type_str
+    return e
+
+
 def null_long() -> Any:
     """A null of type bigint (the key of a record that is not there)."""
     e = _pb().Expression()

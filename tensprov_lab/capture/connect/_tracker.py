@@ -647,7 +647,10 @@ class ConnectTracker(Depth, Waits):
         sides = [n.index for n in p.inputs]
         if kinds == {"join"} and out in fz.joins and all(isinstance(s, KeyIndex) for s in sides):
             left, right = p.inputs
-            li, ri = fz.join(out)
+            try:
+                li, ri = fz.join(out)
+            except _fused.Wide:  # keys past an int: its own job reads them as they are
+                return None
             # the join's keys (both sides' side by side) only if a later operation asks
             index = JoinedKeyIndex(sides, [li, ri])  # type: ignore[arg-type]
             for r in self._rides:
