@@ -106,3 +106,31 @@ def test_with_watermark_on_a_batch_dataframe_keeps_records(spark) -> None:  # no
     assert not ops["withWatermark"].opaque and ops["withWatermark"].category == "trivial"
     assert run.mapping(df, out).toarray().tolist() == [[0, 1]]
     assert [r.k for r in out.collect()] == [2]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("join_first", [False, True])
+def test_an_aggregate_rewrite_makes_its_expressions_without_the_analyzer(
+    spark,
+    monkeypatch,
+    join_first: bool,  # noqa: ANN001
+) -> None:
+    """The aggregate rule builds its smallest-member and member-list expressions
+    directly (``min``, or ``min_by`` over several keys): the analysed-DataFrame path is
+    only the fallback, and the groups are the same."""
+    from tensprov_lab.capture.rules import aggregate
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the aggregate's expressions went through the analyzer")
+
+    monkeypatch.setattr(aggregate, "_analyzed_group_plan", refuse)
+    df = spark.createDataFrame([(i, i % 3) for i in range(12)], "k int, g int")
+    other = spark.createDataFrame([(g, f"n{g}") for g in range(3)], "g int, name string")
+    with tensprov_lab.track(spark, name=f"rules-agg-{join_first}") as run:
+        src = df.join(other, "g") if join_first else df
+        out = src.groupBy("g").count().orderBy("g")
+    assert not [o for o in run.operations if o.opaque]
+    mapping = run.mapping(df, out).toarray()
+    assert [sorted(row.nonzero()[0].tolist()) for row in mapping] == [
+        [k for k in range(12) if k % 3 == g] for g in range(3)
+    ]

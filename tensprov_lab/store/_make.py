@@ -20,7 +20,7 @@ from tensprov_lab.store._tensors import (
     _check_size,
 )
 
-__all__ = ["make_tensor", "tensor_from_pairs"]
+__all__ = ["make_tensor", "tensor_from_groups", "tensor_from_pairs"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,6 +78,24 @@ def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
     if n_valid == n_out and (n_out <= 1 or bool(np.all(a[1:] > a[:-1]))):
         return MaskTensor.from_kept(a, n_in)
     return IndexTensor.from_index(a, n_in)
+
+
+def tensor_from_groups(group: ArrayLike, n_out: int) -> Tensor:
+    """The cheapest exact tensor of a grouping in which input row ``i`` is in output row
+    ``group[i]`` (every input row in one): :class:`AllTensor` for one group of every
+    row, else :meth:`CSRTensor.from_groups`.
+
+    Examples
+    --------
+    >>> tensor_from_groups([0, 0, 0], n_out=1).kind
+    'all'
+    >>> tensor_from_groups([1, 0, 1], n_out=2).backward([1]).tolist()
+    [0, 2]
+    """
+    t = CSRTensor.from_groups(group, n_out)
+    if t.n_out == 1 and t.n_in:
+        return AllTensor(1, t.n_in)
+    return t
 
 
 def tensor_from_pairs(out_rows: ArrayLike, in_rows: ArrayLike, n_out: int, n_in: int) -> Tensor:

@@ -23,7 +23,7 @@ from tensprov_lab.capture.connect._rewrite import (
     pivot_of,
     plain_names,
 )
-from tensprov_lab.store import AllTensor, tensor_from_pairs
+from tensprov_lab.store import AllTensor, tensor_from_groups, tensor_from_pairs
 
 __all__ = ["EXACT_GROUP_TYPES", "plain_grouping", "trace_groups"]
 
@@ -183,12 +183,8 @@ def _partition(
     """A grouping of every record of ``node`` in which record ``i`` is in group
     ``group[i]``, groups numbered by smallest member already (``pd.factorize`` numbers
     them by first appearance): its tensor without (group, member) pairs."""
-    from tensprov_lab.store import CSRTensor
-
     category = "aggregate" if P.kind(rel) == "aggregate" else "dedup"
-    tensor: Any = CSRTensor.from_groups(group, n_groups)
-    if n_groups == 1 and node.index.n:
-        tensor = AllTensor(1, node.index.n)
+    tensor = tensor_from_groups(group, n_groups)
     return n_groups, [tensor], GroupIndex(node.index, group, n_groups), category
 
 

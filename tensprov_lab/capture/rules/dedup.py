@@ -46,7 +46,7 @@ class _Dedup(Grouping):
         block = input_block(blocks, "dropDuplicates")
         if rw.info.group is not None:
             raise Unsupported("two grouping steps in one operation")
-        agg, reps, list_alias, members = group_plan(rw, child, blocks)
+        agg, reps, list_alias, members = group_plan(rw, child, blocks, plan=True)
         members_plan = jvm.copy(
             agg, groupingExpressions=jvm.seq(keys), aggregateExpressions=jvm.seq([list_alias])
         )
