@@ -69,11 +69,22 @@ def _execute(path: Path) -> Any:
 
 
 def _text(cell: Any) -> str:
-    """Everything a cell showed, as text (stream output, plain and HTML representations)."""
+    """Everything a cell showed, as text (stream output, plain and HTML representations).
+
+    Consecutive pieces of one stream are one text, as a notebook shows them: the kernel
+    flushes a stream whenever another thread publishes a display (the background
+    capture's summary), which may fall between the writes of one ``print``."""
     parts = []
+    stream = None
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
-            parts.append(out.get("text", ""))
+            if stream == out.get("name") and parts:
+                parts[-1] += out.get("text", "")
+            else:
+                parts.append(out.get("text", ""))
+            stream = out.get("name")
+            continue
+        stream = None
         data = out.get("data", {})
         for mime in ("text/plain", "text/html"):
             if mime in data:
