@@ -278,3 +278,38 @@ def test_operations_after_a_fused_join_translate_its_keys(spark: Any, data: Any,
     want = plain.rows(joins[0], rows=picked)
     assert got.attrs.get("recomputed") is True
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))
+
+
+def test_operations_after_a_fused_filter_translate_its_keys(spark: Any, data: Any) -> None:
+    """A fused filter's key index is made only when a later operation first translates a
+    key through it (a sort and a union read the filter's record keys back): the tensors
+    must be the per-operation capture's, and an index nothing translated is not made."""
+    orders, customers = data
+    kept: list[Any] = []
+
+    def body() -> None:
+        big = orders.filter("amount > 20")
+        kept.append(big)
+        big.orderBy("amount", "order_id")
+        big.union(big.filter("cust_id % 3 = 0"))
+
+    fused = _compare(spark, body, ["filter", "filter"], fewer_jobs=False)
+    node = fused._tracker.node_of(kept[0])
+    assert node is not None and node.ki is not None
+    assert node.ki._in_to_out is not None  # made by the sort's and the union's lookups
+    # the output row of each input row, as the filter's tensor says
+    tensor = fused.operations[0].tensors[0]
+    n_out, n_in = tensor.shape
+    out, rows = tensor.backward_pairs(np.arange(n_out))
+    want = np.full(n_in, -1)
+    want[rows] = out
+    assert 0 < n_out < n_in
+    assert np.array_equal(node.ki.in_to_out, want)
+
+    def alone() -> None:
+        kept.append(orders.filter("amount > 30").join(customers, "cust_id"))
+
+    run = _compare(spark, alone, ["filter", "join"])
+    big = run._tracker.by_ds[run.operations[0].output]
+    assert big.ki is not None and big.ki._in_to_out is None  # nothing translated a key
+    assert big.ki.nbytes == 0

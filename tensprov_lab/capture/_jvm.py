@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from importlib import resources
 from typing import Any, NamedTuple
 
+from tensprov_lab.capture._batches import large_batches
+
 __all__ = ["Jvm", "quiet_analysis_errors"]
 
 JObject = Any
@@ -57,11 +59,6 @@ class Shape(NamedTuple):
     deterministic: bool
     #: the ``ident`` of each child
     kids: tuple[int, ...]
-
-
-#: records per Arrow batch of capture's reads (see ``Jvm.to_arrow``)
-_READ_BATCH_ROWS = 1 << 20
-_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 class Jvm:
@@ -477,21 +474,9 @@ class Jvm:
         except Exception:  # noqa: BLE001 - another Spark build: assume so
             return True
 
-    @contextlib.contextmanager
-    def large_batches(self) -> Iterator[None]:
-        """Reads inside take Arrow batches of a million records (the session's setting
-        restored after; kept when it cannot be read)."""
-        conf = self.spark.conf
-        try:
-            previous = conf.get(_BATCH_CONF)
-        except Exception:  # noqa: BLE001 - another Spark build: keep its setting
-            yield
-            return
-        conf.set(_BATCH_CONF, str(_READ_BATCH_ROWS))
-        try:
-            yield
-        finally:
-            conf.set(_BATCH_CONF, previous)
+    def large_batches(self) -> Any:
+        """Reads inside take Arrow batches of a million records (see :mod:`._batches`)."""
+        return large_batches(self.spark)
 
     @functools.cached_property
     def _dataset(self) -> JObject:

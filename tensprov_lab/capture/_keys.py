@@ -247,28 +247,46 @@ class LazyScanKeyIndex(ScanKeyIndex):
 
 
 class MappedKeyIndex(KeyIndex):
-    """Keys pass through from one input; ``in_to_out`` maps input rows to output rows."""
+    """Keys pass through from one input; ``in_to_out`` maps input rows to output rows.
+
+    ``in_to_out`` may be given as a function that makes it: it is then made when a key
+    is first translated (a fused filter's index, which most captures never look up,
+    costs no time and no memory until then).
+    """
 
     def __init__(
         self,
         parent: KeyIndex,
-        in_to_out: np.ndarray | None,
+        in_to_out: np.ndarray | Callable[[], np.ndarray] | None,
         n: int,
         null_row: int | None = None,
     ) -> None:
         self.parent = parent
         self.width = parent.width
-        self.in_to_out = None if in_to_out is None else in_to_out.astype(row_dtype(n), copy=False)
+        self._make: Callable[[], np.ndarray] | None = None
+        self._in_to_out: np.ndarray | None = None
+        if callable(in_to_out):
+            self._make = in_to_out
+        elif in_to_out is not None:
+            self._in_to_out = in_to_out.astype(row_dtype(n), copy=False)
         self.n = n
         #: the output row whose key is null: a global aggregate over no rows
         self.null_row = null_row
 
+    @property
+    def in_to_out(self) -> np.ndarray | None:
+        if self._make is not None:
+            self._in_to_out = self._make().astype(row_dtype(self.n), copy=False)
+            self._make = None
+        return self._in_to_out
+
     def lookup(self, raw: np.ndarray) -> np.ndarray:
         idx = self.parent.lookup(raw)
-        if self.in_to_out is None:
+        in_to_out = self.in_to_out
+        if in_to_out is None:
             return idx
-        if self.in_to_out.size:
-            out = np.where(idx < 0, -1, self.in_to_out[np.maximum(idx, 0)])
+        if in_to_out.size:
+            out = np.where(idx < 0, -1, in_to_out[np.maximum(idx, 0)])
         else:
             out = np.full(len(idx), -1, dtype=np.int64)
         if self.null_row is not None:
@@ -278,18 +296,20 @@ class MappedKeyIndex(KeyIndex):
 
     def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
         rows = np.asarray(rows, dtype=np.int64)
-        if self.in_to_out is None:
+        in_to_out = self.in_to_out
+        if in_to_out is None:
             return self.parent.column_values(rows)
         # every input record mapped to one of the rows (a group's members: the group's
         # key is one of theirs)
-        got = self.parent.column_values(np.flatnonzero(member(self.in_to_out, rows)))
+        got = self.parent.column_values(np.flatnonzero(member(in_to_out, rows)))
         if got is None or self.null_row is None or self.null_row not in rows:
             return got
         return {c: np.append(v, -1) for c, v in got.items()}
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.in_to_out is None else self.in_to_out.nbytes
+        # not made yet: nothing held (the function keeps what the tensor holds anyway)
+        return 0 if self._in_to_out is None else self._in_to_out.nbytes
 
 
 class RangeKeyIndex(KeyIndex):

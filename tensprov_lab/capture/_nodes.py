@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import time
 import uuid as uuid_module
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tensprov_lab.capture._keyed import Annotated
 from tensprov_lab.capture._keys import KeyIndex
 
-__all__ = ["ROW", "Capturing", "Node", "Pending", "RunLog", "TensProvWarning", "first_consumers"]
+__all__ = [
+    "ROW",
+    "Capturing",
+    "Node",
+    "Pending",
+    "Persisting",
+    "RunLog",
+    "TensProvWarning",
+    "first_consumers",
+    "persisted",
+]
 
 #: name of the column holding the canonical row index in record tables
 ROW = "_row"
@@ -18,6 +29,28 @@ ROW = "_row"
 
 class TensProvWarning(UserWarning):
     """Capture could not trace something exactly, or found something worth knowing."""
+
+
+class Persisting:
+    """A DataFrame capture persists in its worker thread (``Node.cached`` until it is
+    needed): registering a result with Spark's cache plans its query, 0.03 s a dataset,
+    which capture need not wait for (the cache fills on first use anyway)."""
+
+    def __init__(self, future: Future[Any]) -> None:
+        self.future = future
+
+    def result(self) -> Any:
+        """The persisted DataFrame (None: the persist failed, the dataset is then
+        recomputed from its plan, which gives the same records)."""
+        try:
+            return self.future.result()
+        except Exception:  # noqa: BLE001 - a cache is an optimisation
+            return None
+
+
+def persisted(cached: Any) -> Any:
+    """``Node.cached`` as a DataFrame (a persist still running is waited for)."""
+    return cached.result() if isinstance(cached, Persisting) else cached
 
 
 @dataclass
@@ -32,7 +65,8 @@ class Node:
     ki: KeyIndex | None = None
     n: int | None = None
     name: str | None = None
-    #: the persisted annotated DataFrame when the dataset is materialized
+    #: the persisted annotated DataFrame when the dataset is materialized (a
+    #: :class:`Persisting` while the persist runs: see :func:`persisted`)
     cached: Any = None
     #: a small materialized dataset's records once a replay read it whole, kept in the
     #: driver (replay._replay.replay_records): a what-if reads an aggregate's old

@@ -230,12 +230,20 @@ class RecordRules:
         if len(all_parts) == 1 and branch_col is None:
             idx = ordered(all_parts[0])
             parent = occ[input_blocks[0].pos]
-            assert parent.n is not None and parent.ki is not None
-            if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=parent.n).max()) > 1):
+            n_in = parent.n
+            assert n_in is not None and parent.ki is not None
+            if lazy:
+                # distinct rows in order (a fused filter's survivors): nothing to check,
+                # and the index is made from the tensor if a key is ever translated
+                tensor = tensors[input_blocks[0].pos]
+                return (
+                    m,
+                    tensors,
+                    MappedKeyIndex(parent.ki, lambda: _in_to_out(_input_rows(tensor, m), n_in), m),
+                )
+            if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=n_in).max()) > 1):
                 raise KeyError_("an output record does not map to exactly one input record")
-            in_to_out = np.full(parent.n, -1, dtype=row_dtype(m))
-            in_to_out[idx] = np.arange(m)
-            return m, tensors, MappedKeyIndex(parent.ki, in_to_out, m)
+            return m, tensors, MappedKeyIndex(parent.ki, _in_to_out(idx, n_in), m)
         if lazy and fits:
             blocks_tensors = [tensors[b.pos] for b in input_blocks]
 
@@ -266,6 +274,14 @@ _PYTHON_MARKERS = (
     "PythonUDTF",
     "python.",
 )
+
+
+def _in_to_out(idx: np.ndarray, n_in: int) -> np.ndarray:
+    """The output row of each of ``n_in`` input rows (-1: none), given the input row
+    ``idx`` of each output row."""
+    in_to_out = np.full(n_in, -1, dtype=row_dtype(len(idx)))
+    in_to_out[idx] = np.arange(len(idx))
+    return in_to_out
 
 
 def _input_rows(t: Any, m: int) -> np.ndarray:

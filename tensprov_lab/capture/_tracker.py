@@ -41,10 +41,12 @@ from tensprov_lab.capture._keys import (
 from tensprov_lab.capture._nodes import (
     Node,
     Pending,
+    Persisting,
     RunLog,
     TensProvWarning,
     _short_error,
     first_consumers,
+    persisted,
 )
 from tensprov_lab.capture._record_rules import RecordRules
 from tensprov_lab.capture._recording import (
@@ -300,12 +302,20 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             if node is None or node.ann is None or node.cached is not None:
                 continue
             df = self._kept.pop(node.ident, None)
-            if df is None:
+            if df is None and why == "not deterministic":
+                # cached now: running it again would give other records
                 df = self.jvm.to_df(node.ann.plan).persist()
-                if why == "not deterministic":
-                    df.count()
+                df.count()
+            elif df is None:
+                # deterministic: the cache fills on first use, and registering it
+                # (planning the query) need not hold the block
+                df = Persisting(self._worker().submit(self._persist, node.ann.plan))
             node.cached = df
             store.datasets[d].materialized = why
+
+    def _persist(self, plan: Any) -> Any:
+        with self.quiet():
+            return self.jvm.to_df(plan).persist()
 
     def abort(self) -> None:
         """Undo patching without capturing (used when patching itself failed)."""
@@ -365,9 +375,10 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         problems: list[str] = []
         # Spark caches by plan: a dataset still tracked may share its cache entry with
         # a dropped one (same result), and must keep it
-        kept = [n.cached for n in self.nodes.values() if n.cached is not None] + keep
+        kept = [persisted(n.cached) for n in self.nodes.values() if n.cached is not None]
+        kept = [k for k in kept + [persisted(k) for k in keep] if k is not None]
         for node in nodes:
-            df, node.cached = node.cached, None
+            df, node.cached = persisted(node.cached), None
             try:
                 if df is not None and not any(_same_result(df, k) for k in kept):
                     df.unpersist()

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensprov_lab.capture._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
+from tensprov_lab.capture._nodes import persisted
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -99,7 +100,10 @@ def _cached(tracker: Tracker, ds_id: int) -> bool:
     sources and opaque outputs cached for recomputation are still read by key."""
     node = tracker.by_ds.get(ds_id)
     op = tracker.store.producer(ds_id)
-    return node is not None and node.cached is not None and op is not None and not op.opaque
+    if node is None or node.cached is None or op is None or op.opaque:
+        return False
+    persisted(node.cached)  # a persist still running: the replay is to read its cache
+    return True
 
 
 def frontier(tracker: Tracker, ds_id: int, stop_at_cached: bool = True) -> list[int]:
@@ -334,7 +338,9 @@ def _local(
     for d in front:
         fnode = _node(tracker, d)
         assert fnode.ann is not None and fnode.ki is not None
-        if _cached(tracker, d) or d in whole or fnode.cached is None or len(fnode.ann.keys) != 1:
+        if _cached(tracker, d) or d in whole or persisted(fnode.cached) is None:
+            return None
+        if len(fnode.ann.keys) != 1:
             return None
         keep = back.get(d, np.zeros(0, dtype=np.int64))
         values = np.sort(fnode.ki.values(np.asarray(keep, dtype=np.int64)))  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ import numpy as np
 
 from tensprov_lab.capture._equijoin import value_codes
 from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._index import GroupIndex, Index, KeyIndex, SetsIndex, key_array
 from tensprov_lab.capture.connect._rewrite import (
     Annotator,
@@ -81,7 +82,7 @@ def _members_by_values(
     values = [P.alias(P.col(c), f"{P.KEY_PREFIX}v{i}") for i, c in enumerate(by)]
     read = P.wrap("project", kid.rel, expressions=[*values, *[P.col(k) for k in cols]])
     P.with_id(read, None)
-    table = P.dataframe(tracker.spark, read).toArrow()
+    table = read_arrow(tracker.spark, read)
     combined, _ = value_codes([table.column(f"{P.KEY_PREFIX}v{i}") for i in range(len(by))])
     group, uniq = pd.factorize(combined)
     keys = key_array(table, cols)
@@ -230,7 +231,7 @@ def _pivot_tensor(
     at = f"{P.KEY_PREFIX}pv"
     # (not a wrapper taking the input's plan id: the pivot column may name that plan)
     read = P.select(kid.rel, [P.alias(pivot.col, at), *[P.col(k) for k in cols]])
-    table = P.dataframe(tracker.spark, read).toArrow()
+    table = read_arrow(tracker.spark, read)
     if str(table.schema.field(at).type) not in _PIVOT_TYPES:
         raise Unsupported(f"a pivot over {table.schema.field(at).type} values")
     values = table.column(at).to_pandas()

@@ -36,6 +36,7 @@ from tensprov_lab.capture._nodes import (
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
 from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
@@ -432,7 +433,7 @@ class ConnectTracker(Depth, Waits):
                 [P.col(k) for k in keyed.keys]  # fmt: skip
             read = P.select(keyed.rel, lead + wanted)
             try:
-                table = P.dataframe(self.spark, read).toArrow()
+                table = read_arrow(self.spark, read)
                 keys = scan_keys(table.column(PARTITION).to_numpy()) if compact else \
                     key_array(table, keyed.keys)  # fmt: skip
             except Exception:  # noqa: BLE001 - a condition Spark refuses: no fusion here
