@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import tensprov_lab
@@ -158,3 +159,59 @@ def test_bigint_join_keys_read_as_int_where_they_fit(spark: Any, offset: int) ->
     assert sorted(zip(got["id"].tolist(), got["v"].tolist()), key=str) == sorted(expect, key=str)
     back = run.backward(joined, rows=list(range(len(got))), to=left)[left]
     assert sorted(back.tolist()) == list(range(40))
+
+
+def test_which_reads_run_python_code(spark: Any) -> None:
+    """A read takes large Arrow batches only when its plan surely runs no Python code;
+    the client tells from the plan's messages, or leaves it to the server (None)."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.connect import _proto as P
+    from tensprov_lab.capture.connect._arrow import python_code, runs_python
+
+    ids = spark.range(10)
+    plain = ids.filter("id > 2 AND abs(id) IN (3, 4)").select((F.col("id") + 1).alias("x"))
+    assert python_code(P.relation(plain)) is False
+
+    def same(it: Any) -> Any:
+        yield from it
+
+    assert python_code(P.relation(ids.mapInPandas(same, "id long"))) is True
+    udf = F.udf(lambda x: x, "long")
+    assert python_code(P.relation(ids.select(udf("id")))) is True
+    # a name the client does not know (a UDF registered by name, say) is the server's to say
+    assert python_code(P.relation(ids.filter("my_func(id) > 2"))) is None
+    ids.createOrReplaceTempView("tp_ids")
+    try:
+        by_name = spark.table("tp_ids")
+        assert python_code(P.relation(by_name)) is None
+        assert runs_python(by_name) is False
+        assert runs_python(by_name.select(udf("id"))) is True
+    finally:
+        spark.catalog.dropTempView("tp_ids")
+
+
+def test_a_read_that_runs_python_keeps_the_sessions_batches(spark: Any) -> None:
+    """A pandas UDF sees its input in the session's Arrow batches: the fused read of a
+    filter on such a UDF must see the same batches as the user's own run, or the records
+    it keeps would be others (here: the UDF gives each record its batch's size)."""
+    from pyspark.sql import functions as F
+
+    @F.pandas_udf("long")  # type: ignore[call-overload]
+    def batch_size(s: pd.Series) -> pd.Series:
+        return pd.Series([len(s)] * len(s))
+
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(conf)
+    spark.conf.set(conf, "4")
+    try:
+        ids = spark.range(0, 18, 1, 1)  # one partition: batches of 4, 4, 4, 4, 2
+        with tensprov_lab.track(spark, name="python batches") as run:
+            kept = ids.filter(batch_size("id") == 4)
+        assert sorted(r.id for r in kept.collect()) == list(range(16))
+        op = run.store.producer(run.dataset(kept).id)
+        assert not op.opaque
+        assert run.backward(kept)[ids].tolist() == list(range(16))
+        assert spark.conf.get(conf) == "4"
+    finally:
+        spark.conf.set(conf, before)

@@ -4,18 +4,53 @@ Over gRPC every Arrow batch is a message of its own: a 5M-record source read in
 Spark's default batches of 10,000 records takes 1.22 s, in batches of a million 0.72 s
 (the engine bench's orders: ``spark_partition_id``, a flag and an int key; medians of 5
 on 2 cores).  The session's batch size is kept for a plan that runs
-Python code (see :mod:`tensprov_lab.capture._batches`); telling costs one plan analysis
-(25-50 ms), so only reads that may be large (a source's fused read) ask.
+Python code (see :mod:`tensprov_lab.capture._batches`).  The client tells from the plan's
+messages when it can (:func:`python_code`); a plan it cannot read whole (a table by
+name, a SQL string, a function it does not know) is asked of the server, whose
+physical plan says (an explain: 0.15-0.2 s for a source's first read, so not for all).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 
 from tensprov_lab.capture._batches import large_batches
 from tensprov_lab.capture.connect import _proto as P
 
-__all__ = ["read_arrow", "runs_python"]
+__all__ = ["python_code", "read_arrow", "runs_python"]
+
+#: relations whose own work is Spark's (their expressions and inputs are looked at too)
+_SPARK_RELATIONS = {
+    "read", "project", "filter", "join", "set_op", "sort", "limit", "aggregate",
+    "local_relation", "sample", "offset", "deduplicate", "range", "subquery_alias",
+    "repartition", "to_df", "with_columns_renamed", "drop", "tail", "with_columns", "hint",
+    "unpivot", "to_schema", "repartition_by_expression", "collect_metrics",
+    "cached_local_relation", "chunked_cached_local_relation", "as_of_join", "fill_na",
+    "drop_na", "replace", "sample_by", "with_relations",
+}  # fmt: skip
+#: relations that run Python code (mapInPandas, applyInPandas, Python UDTFs and data
+#: sources, ...)
+_PYTHON_RELATIONS = {
+    "map_partitions", "group_map", "co_group_map", "apply_in_pandas_with_state",
+    "common_inline_user_defined_table_function", "common_inline_user_defined_data_source",
+}  # fmt: skip
+#: expressions whose own work is Spark's
+_SPARK_EXPRESSIONS = {
+    "literal", "unresolved_attribute", "unresolved_function", "unresolved_star", "alias",
+    "cast", "unresolved_regex", "sort_order", "lambda_function", "window",
+    "unresolved_extract_value", "update_fields", "unresolved_named_lambda_variable",
+    "named_argument_expression", "subquery_expression", "common_inline_user_defined_function",
+}  # fmt: skip
+#: file formats Spark reads itself (a Python data source has a name of its own)
+_SPARK_FORMATS = {"parquet", "csv", "json", "orc", "text", "avro", "binaryfile", "xml", ""}
+#: what the client's Column operators call (pyspark.sql.connect.column)
+_OPERATORS = {
+    "==", "!=", "<", "<=", ">", ">=", "<=>", "+", "-", "*", "/", "%", "^", "&", "|", "~",
+    "!", "and", "or", "not", "negative", "power", "contains", "startswith", "endswith",
+    "like", "ilike", "rlike", "isnan", "isnull", "isnotnull", "in", "substr",
+}  # fmt: skip
 
 #: physical plan nodes that run Python code: ArrowEvalPython, BatchEvalPython(UDTF),
 #: MapInPandas, (Python)MapInArrow, FlatMap(Co)GroupsIn{Pandas,Arrow}, AggregateInPandas,
@@ -36,6 +71,86 @@ def runs_python(df: Any) -> bool:
     return any(marker in text for marker in _PYTHON_NODES)
 
 
+#: a call in a SQL string: a name (quoted or not) and an opening parenthesis
+_SQL_CALL = re.compile(r"(`[^`]*`|[A-Za-z_][A-Za-z0-9_.]*)\s*\(")
+_SQL_QUERY = re.compile(r"\bselect\b", re.IGNORECASE)
+#: keywords written like calls in a SQL expression
+_SQL_KEYWORDS = {"in", "cast", "try_cast", "and", "or", "not"}
+
+
+def _spark_sql(text: str, builtin: frozenset[str]) -> bool:
+    """Whether SQL expression ``text`` calls only Spark's functions (a subquery, or any
+    other name before a parenthesis, even inside a string literal, says no)."""
+    if _SQL_QUERY.search(text):
+        return False
+    return all(
+        name.strip("`").lower() in builtin or name.lower() in _SQL_KEYWORDS
+        for name in _SQL_CALL.findall(text)
+    )
+
+
+@functools.cache
+def _builtin_names() -> frozenset[str]:
+    """Functions the client calls by a name of Spark's own (pyspark's function names;
+    one it calls otherwise is asked of the server)."""
+    from pyspark.sql import functions as F
+
+    return frozenset(n.lower() for n in dir(F) if not n.startswith("_")) | _OPERATORS
+
+
+def python_code(rel: Any) -> bool | None:
+    """Whether relation ``rel`` runs Python code: True (a Python UDF, mapInPandas, ...),
+    False (every relation, expression and function is Spark's), None (the client cannot
+    tell: a table by name, a SQL query, a function of another name, also in a SQL
+    expression string).
+
+    A Python UDF registered under the name of one of Spark's functions would be taken for
+    Spark's; a read in other batches then changes its results only if they depend on
+    how records are batched, which Spark leaves open anyway.
+
+    >>> from pyspark.sql.connect import proto
+    >>> ids = proto.Relation(range=proto.Range(end=10))
+    >>> python_code(P.select(ids, [P.fn("+", P.col("id"), P.literal(1))]))
+    False
+    >>> python_code(P.select(ids, [P.fn("my_udf", P.col("id"))])) is None
+    True
+    >>> sql = proto.Expression(expression_string=proto.Expression.ExpressionString(
+    ...     expression="abs(id) > 2 AND id IN (1, 2)"))
+    >>> python_code(P.select(ids, [sql]))
+    False
+    >>> sql.expression_string.expression = "my_udf(id) > 2"
+    >>> python_code(P.select(ids, [sql])) is None
+    True
+    """
+    from pyspark.sql.connect import proto
+
+    builtin = _builtin_names()
+    unknown = False
+    for m in P.messages(rel):
+        if isinstance(m, proto.Relation):
+            rel_kind = m.WhichOneof("rel_type")
+            if rel_kind in _PYTHON_RELATIONS:
+                return True
+            unknown |= rel_kind not in _SPARK_RELATIONS
+        elif isinstance(m, proto.Expression):
+            expr_kind = m.WhichOneof("expr_type")
+            if expr_kind == "common_inline_user_defined_function":
+                if m.common_inline_user_defined_function.WhichOneof("function") == "python_udf":
+                    return True
+            elif expr_kind == "unresolved_function":
+                unknown |= m.unresolved_function.function_name.lower() not in builtin
+            elif expr_kind == "expression_string":
+                unknown |= not _spark_sql(m.expression_string.expression, builtin)
+            else:
+                unknown |= expr_kind not in _SPARK_EXPRESSIONS
+        elif isinstance(m, proto.Read):
+            if m.WhichOneof("read_type") != "data_source":
+                unknown = True
+            else:
+                unknown |= m.data_source.format.lower() not in _SPARK_FORMATS
+    return None if unknown else False
+
+
 def read_arrow(spark: Any, rel: Any) -> Any:
     """The records of relation ``rel`` as an Arrow table, in batches of a million
     records unless its plan runs Python code.
@@ -45,7 +160,8 @@ def read_arrow(spark: Any, rel: Any) -> Any:
     >>> table = read_arrow(spark, P.relation(df))  # doctest: +SKIP
     """
     df = P.dataframe(spark, rel)
-    if runs_python(df):
+    python = python_code(rel)
+    if python or (python is None and runs_python(df)):
         return df.toArrow()
     with large_batches(spark):
         return df.toArrow()

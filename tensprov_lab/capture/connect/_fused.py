@@ -205,7 +205,7 @@ def _plain_condition(cond: Any) -> bool:
     proto = P._pb()
     return not any(
         isinstance(m, proto.Expression) and m.WhichOneof("expr_type") == "subquery_expression"
-        for m in P._messages(cond)
+        for m in P.messages(cond)
     )
 
 

@@ -25,7 +25,8 @@ from typing import Any
 
 __all__ = [
     "AGGREGATES", "GENERATORS", "KEY_PREFIX", "alias", "calls", "children", "col",
-    "dataframe", "fn", "fresh_id", "kind", "nondeterministic", "null_long", "references",
+    "dataframe", "fn", "fresh_id", "kind", "messages", "nondeterministic", "null_long",
+    "references",
     "relation", "select", "star", "with_id",
 ]  # fmt: skip
 
@@ -218,7 +219,7 @@ def _repeated(field: Any) -> bool:
     return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
 
 
-def _messages(msg: Any) -> Iterator[Any]:
+def messages(msg: Any) -> Iterator[Any]:
     """``msg`` and every message below it (expressions inside expressions), in the
     order they are written."""
     stack = [msg]
@@ -247,17 +248,17 @@ def references(*exprs: Any) -> tuple[list[tuple[str, int | None]], bool]:
     found: list[tuple[str, int | None]] = []
     exact = True
     for e in exprs:
-        messages = [m for m in _messages(e) if isinstance(m, proto.Expression)]
+        found_exprs = [m for m in messages(e) if isinstance(m, proto.Expression)]
         # count(*) counts records: its star reads no column
         counted = {
             id(a)
-            for m in messages
+            for m in found_exprs
             if m.WhichOneof("expr_type") == "unresolved_function"
             and m.unresolved_function.function_name.lower() == "count"
             for a in m.unresolved_function.arguments
             if a.WhichOneof("expr_type") == "unresolved_star"
         }
-        for m in messages:
+        for m in found_exprs:
             if id(m) in counted:
                 continue
             which = m.WhichOneof("expr_type")
@@ -287,7 +288,7 @@ def nondeterministic(msg: Any) -> bool:
     """Whether an expression (or a relation's expressions) calls a function whose result
     differs between runs, or a Python UDF (which may)."""
     proto = _pb()
-    for m in _messages(msg):
+    for m in messages(msg):
         if isinstance(m, proto.Expression):
             which = m.WhichOneof("expr_type")
             if which == "unresolved_function":
@@ -313,7 +314,7 @@ def own_expressions(rel: Any) -> list[Any]:
             continue
         items = value if _repeated(field) else [value]
         for item in items:
-            out.extend(m for m in _messages(item) if isinstance(m, proto.Expression))
+            out.extend(m for m in messages(item) if isinstance(m, proto.Expression))
     return out
 
 
