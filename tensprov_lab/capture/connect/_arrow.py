@@ -19,7 +19,7 @@ from typing import Any
 from tensprov_lab.capture._batches import large_batches
 from tensprov_lab.capture.connect import _proto as P
 
-__all__ = ["arrow_table", "python_code", "read_arrow", "runs_python"]
+__all__ = ["python_code", "read_arrow", "runs_python"]
 
 #: relations whose own work is Spark's (their expressions and inputs are looked at too)
 _SPARK_RELATIONS = {
@@ -151,21 +151,6 @@ def python_code(rel: Any) -> bool | None:
     return None if unknown else False
 
 
-def arrow_table(df: Any) -> Any:
-    """``df``'s records as the Arrow table the server sends (its own Arrow types).
-
-    ``toArrow()`` first asks the server for the schema (an analysis of the plan, 0.02 to
-    0.2 s a new plan) to give every column pyspark's Arrow type; capture's key, flag and
-    code columns need no such cast.  Values a user sees or compares with pandas are read
-    by ``toArrow()`` still.
-    """
-    to_table = getattr(df, "_to_table", None)
-    if to_table is None:  # another pyspark: its public way
-        return df.toArrow()
-    table, _ = to_table()
-    return table
-
-
 def read_arrow(spark: Any, rel: Any) -> Any:
     """The records of relation ``rel`` as an Arrow table, in batches of a million
     records unless its plan runs Python code.
@@ -177,6 +162,6 @@ def read_arrow(spark: Any, rel: Any) -> Any:
     df = P.dataframe(spark, rel)
     python = python_code(rel)
     if python or (python is None and runs_python(df)):
-        return arrow_table(df)
+        return df.toArrow()
     with large_batches(spark):
-        return arrow_table(df)
+        return df.toArrow()

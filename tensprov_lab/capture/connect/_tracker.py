@@ -36,7 +36,7 @@ from tensprov_lab.capture._nodes import (
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._arrow import arrow_table, read_arrow
+from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._attributes import attribute_maps
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
 from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
@@ -378,7 +378,7 @@ class ConnectTracker(Depth, Waits):
             n = df.count()
             return np.zeros((n, 0), dtype=np.int64), []
         cols = [F.col(f"`{k}`") for k in names] + [F.col(f"`{c}`") for c in along]
-        table = arrow_table(df.select(*cols))
+        table = df.select(*cols).toArrow()
         return key_array(table, names), [table.column(c) for c in along]
 
     def _along(self, p: CPending) -> tuple[list[Ride], list[str]]:

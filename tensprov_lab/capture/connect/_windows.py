@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._arrow import arrow_table
 from tensprov_lab.capture.connect._index import Index, key_array
 
 __all__ = ["Unframed", "frame_of", "split", "trace_windows", "windows_in"]
@@ -324,7 +323,7 @@ def _read_frames(
             exprs.append(P.alias(_over(count, parts, orders, ("range", 0, 0)), ties))
     read = P.wrap("project", kid.rel, expressions=exprs)
     P.with_id(read, None)
-    table = arrow_table(P.dataframe(spark, read))
+    table = P.dataframe(spark, read).toArrow()
     rows = index.lookup(key_array(table, keys))
     struct = table.column(rep).combine_chunks()
     part_of = index.lookup(
