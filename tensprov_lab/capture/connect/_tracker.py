@@ -60,6 +60,7 @@ from tensprov_lab.capture.connect._operation import (
     own_expressions,
     relations,
 )
+from tensprov_lab.capture.connect._records import read_records
 from tensprov_lab.capture.connect._rewrite import (
     Annotator,
     Unsupported,
@@ -734,50 +735,9 @@ class ConnectTracker(Depth, Waits):
         plan = getattr(df, "_plan", None)
         return None if plan is None else self.nodes.get(plan._plan_id)
 
-    def _keyed_frame(self, ds_id: int) -> tuple[Any, list[str], CNode]:
-        node = self.by_ds.get(ds_id)
-        label = self.store.datasets[ds_id].label
-        if node is None or node.index is None:
-            raise LookupError(f"cannot read the records of {label}: it was not traced record "
-                              "by record")  # fmt: skip
-        annotator = self._annotator()
-        keyed = annotator.annotate(P.relation(node.df))
-        return P.dataframe(self.spark, keyed.rel), keyed.keys, node
-
     def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
         """Records of ``ds_id`` (its plan run again with its keys), with their ``_row``."""
-        df, names, node = self._keyed_frame(ds_id)
-        shared = isinstance(node.index, KeyIndex) and not node.index.unique
-        if where is not None:
-            if shared:
-                raise LookupError(
-                    f"where= over {self.store.datasets[ds_id].label}: its records share "
-                    "their keys (an explode) and are told apart by their order, which a "
-                    "predicate changes; read them by rows= instead"
-                )
-            try:
-                df = df.where(where)
-                df.schema  # noqa: B018 - analysed now so a bad predicate fails here
-            except Exception as exc:
-                ds = self.store.datasets[ds_id]
-                raise ValueError(
-                    f"where={where!r} is not a valid predicate over {ds.label} "
-                    f"(columns: {', '.join(ds.columns)}): {_short_error(exc)}"
-                ) from None
-        table = df.toArrow()
-        raw = key_array(table, names)
-        assert node.index is not None
-        idx = node.index.occurrences(raw) if shared else node.index.lookup(raw)  # type: ignore[union-attr]
-        # by position: a join's output may name two columns alike
-        user = [i for i, c in enumerate(table.column_names) if not c.startswith(P.KEY_PREFIX)]
-        pdf = table.select(user).to_pandas()
-        pdf.insert(0, ROW, idx)
-        if rows is not None:
-            pdf = pdf[np.isin(idx, rows)]
-        pdf = pdf.sort_values(ROW, kind="stable").reset_index(drop=True)
-        op = self.store.producer(ds_id)
-        pdf.attrs["recomputed"] = op is not None and not op.opaque
-        return pdf
+        return read_records(self, ds_id, rows, where)
 
     def select_rows(self, ds_id: int, where: str) -> np.ndarray:
         return np.unique(self.records(ds_id, None, where)[ROW].to_numpy())
