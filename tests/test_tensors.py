@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -585,6 +587,45 @@ def test_make_tensor_is_exact(case: tuple[list[int], int], data: st.DataObject) 
     idx, n_in = case
     t = make_tensor(np.asarray(idx, dtype=np.int64), n_in)
     check_against_dense(t, dense_from_index(idx, n_in), data)
+
+
+@SETTINGS
+@given(
+    case=functional_case(),
+    form=st.sampled_from([None, "packed", "sorted", "ef", "pfor"]),
+    data=st.data(),
+)
+def test_int32_rows_give_the_tensors_of_int64_rows(
+    case: tuple[list[int], int], form: str | None, data: st.DataObject
+) -> None:
+    """Capture hands row numbers over as int32 below 2**31 rows (half the memory): the
+    tensors must be the very ones int64 rows give, in kind, form and bytes."""
+    idx, n_in = case
+    wide, narrow = np.asarray(idx, dtype=np.int64), np.asarray(idx, dtype=np.int32)
+    a, b = make_tensor(wide, n_in), make_tensor(narrow, n_in)
+
+    def shape(t: Any) -> tuple[str, str | None, int]:
+        return t.kind, getattr(t, "form", None), t.nbytes
+
+    assert shape(a) == shape(b)
+    check_against_dense(b, dense_from_index(idx, n_in), data)
+    try:
+        c = IndexTensor.from_index(wide, n_in, form=form)
+    except ValueError as exc:  # a form this idx cannot take: int32 says the same
+        with pytest.raises(ValueError, match=str(exc)[:20]):
+            IndexTensor.from_index(narrow, n_in, form=form)
+        return
+    d = IndexTensor.from_index(narrow, n_in, form=form)
+    assert (c.form, c.nbytes) == (d.form, d.nbytes)
+    assert np.array_equal(c.to_index(), d.to_index())
+
+
+def test_packing_int32_values_is_packing_their_int64_selves() -> None:
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 63, 64, 65, 700_001):
+        v = rng.integers(0, 1 << 20, n)
+        wide, narrow = PackedInts.from_array(v), PackedInts.from_array(v.astype(np.int32))
+        assert wide.width == narrow.width and np.array_equal(wide.words, narrow.words)
 
 
 # ---------------------------------------------------------------------------------------------

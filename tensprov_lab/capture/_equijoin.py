@@ -148,7 +148,9 @@ def join_pairs(
         # dense codes, each right code at most once (a key the right side is unique on,
         # the usual dimension table): one scatter and one gather, no sort at all
         keyed = right >= 0
-        at = np.full(top, -1, dtype=np.int64)
+        # row numbers in int32 below 2**31 records (at 16M join rows, 64 MB a side saved)
+        rows = np.dtype(np.int32 if max(len(left), len(right)) < 2**31 - 1 else np.int64)
+        at: np.ndarray = np.full(top, -1, dtype=rows)
         at[right[keyed]] = np.flatnonzero(keyed)
         if int(np.count_nonzero(at >= 0)) == int(np.count_nonzero(keyed)):
             # (every pass over the left codes counts: 20M of them in the engine bench)
@@ -160,7 +162,7 @@ def join_pairs(
             matched = hit >= 0
             if int(np.count_nonzero(matched)) == len(left):
                 # every left record matches once (a foreign key): no gather of the pairs
-                return np.arange(len(left), dtype=np.int64), hit
+                return np.arange(len(left), dtype=rows), hit
             if not keep_left:
                 li = np.flatnonzero(matched)
                 return li, hit[li]

@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 from tensprov_lab.store._codes import (
     PackedInts,
     PatchedInts,
-    _as_int_array,
+    _as_rows,
     _ef_layout,
     _EliasFano,
     _uint_dtype,
@@ -164,7 +164,9 @@ class IndexTensor(Tensor):
             ``idx``.
         """
         n_in = _check_size(n_in, "n_in")
-        a = _as_int_array(idx, "idx").astype(np.int64, copy=False)
+        a = _as_rows(idx, "idx")
+        if a.dtype == np.int32 and n_in >= np.iinfo(np.int32).max:
+            a = a.astype(np.int64)  # idx + 1 is taken below
         n_out = len(a)
         if n_out and (int(a.min()) < -1 or int(a.max()) >= n_in):
             raise ValueError(f"idx values must be -1 or lie in 0..{n_in - 1}")
@@ -201,7 +203,7 @@ class IndexTensor(Tensor):
             offsets = np.searchsorted(a1, np.arange(n_in + 2, dtype=np.int64))
             return cls(n_out, n_in, offsets=offsets.astype(_uint_dtype(n_out)))
         if form == "ef":
-            return cls._build_ef(a, n_in)
+            return cls._build_ef(a.astype(np.int64, copy=False), n_in)
         values = PackedInts.from_array(a1, width=width)
         return cls(n_out, n_in, values=values, nnz=int(np.count_nonzero(a >= 0)))
 

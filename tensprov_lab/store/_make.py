@@ -7,7 +7,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tensprov_lab.store._codes import (
-    _as_int_array,
+    _as_rows,
 )
 from tensprov_lab.store._csr_tensor import CSRTensor
 from tensprov_lab.store._index_tensor import IndexTensor
@@ -60,7 +60,7 @@ def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
     'index'
     """
     n_in = _check_size(n_in, "n_in")
-    a = _as_int_array(idx, "idx").astype(np.int64, copy=False)
+    a = _as_rows(idx, "idx")
     n_out = len(a)
     if n_out and (int(a.min()) < -1 or int(a.max()) >= n_in):
         raise ValueError(f"idx values must be -1 or lie in 0..{n_in - 1}")
@@ -68,9 +68,16 @@ def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
     # a count, not the positions: at 16M join rows those are 128 MB of fresh memory
     n_valid = int(np.count_nonzero(is_valid))
     if n_valid == n_in:
-        # every input row appears: identity or block if they appear as one contiguous run
+        # every input row appears: identity or block if they appear as one contiguous run,
+        # i.e. n_in strictly increasing rows from 0 to n_in - 1 (no arange to compare with)
         offset = int(np.argmax(is_valid)) if n_valid else 0
-        run = n_valid == 0 or bool(np.array_equal(a[offset : offset + n_in], np.arange(n_in)))
+        seg = a[offset : offset + n_in]
+        run = n_valid == 0 or (
+            len(seg) == n_in
+            and int(seg[0]) == 0
+            and int(seg[-1]) == n_in - 1
+            and bool(np.all(seg[1:] > seg[:-1]))
+        )
         if run:
             if n_out == n_in:
                 return IdentityTensor(n_in)
