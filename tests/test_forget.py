@@ -10,6 +10,7 @@ import pytest
 
 import tensprov_lab
 from tensprov_lab import _registry
+from tensprov_lab.capture._nodes import persisted
 from tensprov_lab.store import CSRTensor, IdentityTensor, MaskTensor, Store, StoreError
 
 # -- the store (no JVM) -----------------------------------------------------------------
@@ -102,7 +103,8 @@ def _kept_in_spark(run: Any) -> tuple[list[Any], list[Any]]:
     """The DataFrames capture persisted for the run's datasets, and the RDDs it pinned."""
     tracker = run._tracker
     nodes = [tracker.by_ds[d.id] for d in run.datasets if d.id in tracker.by_ds]
-    cached = [n.cached for n in nodes if n.cached is not None]
+    # a persist capture still runs in its worker thread is waited for
+    cached = [persisted(n.cached) for n in nodes if n.cached is not None]
     pinned = [n.ann.plan.rdd() for n in nodes if n.pinned]
     return cached, pinned
 

@@ -234,7 +234,8 @@ class RecordRules:
             assert n_in is not None and parent.ki is not None
             if lazy:
                 # distinct rows in order (a fused filter's survivors): nothing to check,
-                # and the index is made from the tensor if a key is ever translated
+                # and the index is made from the tensor if a key is ever translated (the
+                # function keeps that tensor, a mask: at most a bit per input row, alive)
                 tensor = tensors[input_blocks[0].pos]
                 return (
                     m,
