@@ -317,7 +317,13 @@ class Fusion:
         scan = self.scans[ident]
         assert scan.parent is not None and scan.flag is not None
         flag = self.column(scan.parent, scan.flag)
-        return np.flatnonzero(np.asarray(flag.fill_null(False).to_numpy(), dtype=bool))
+        rows = np.flatnonzero(np.asarray(flag.fill_null(False).to_numpy(), dtype=bool))
+        if self.scans[scan.parent].parent is None:
+            # a filter of the source itself: these are its positions among the source's
+            # records too, which a later join's read of the source takes (kept only
+            # while a rule needs them, see _prune)
+            self._positions[ident] = rows
+        return rows
 
     def pairs(self, ident: int) -> tuple[np.ndarray, np.ndarray]:
         """A join's (left row, right row) pairs in canonical order (-1: no record)."""
