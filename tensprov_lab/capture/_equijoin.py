@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture._keys import row_dtype
+
 __all__ = [
     "arrow_codes",
     "combine_codes",
@@ -149,7 +151,7 @@ def join_pairs(
         # the usual dimension table): one scatter and one gather, no sort at all
         keyed = right >= 0
         # row numbers in int32 below 2**31 records (at 16M join rows, 64 MB a side saved)
-        rows = np.dtype(np.int32 if max(len(left), len(right)) < 2**31 - 1 else np.int64)
+        rows = row_dtype(max(len(left), len(right)))
         at: np.ndarray = np.full(top, -1, dtype=rows)
         at[right[keyed]] = np.flatnonzero(keyed)
         if int(np.count_nonzero(at >= 0)) == int(np.count_nonzero(keyed)):
