@@ -9,6 +9,7 @@ and the block runs fewer Spark jobs.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -313,3 +314,44 @@ def test_operations_after_a_fused_filter_translate_its_keys(spark: Any, data: An
     big = run._tracker.by_ds[run.operations[0].output]
     assert big.ki is not None and big.ki._in_to_out is None  # nothing translated a key
     assert big.ki.nbytes == 0
+
+
+def test_a_source_read_through_a_projection_is_not_counted(
+    spark: Any, data: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter of a projection of a source (COMPAS: select, then dropna) reads every
+    record of the source in scan order: the source's size comes from that read, and the
+    count started while the block ran is cancelled before the reads begin (a count still
+    running would take cores from them)."""
+    from tensprov_lab.capture import _fused
+    from tensprov_lab.capture._keys import LazyScanKeyIndex
+
+    orders, _ = data
+    tracker = _tracker(spark)
+    at_fetch: list[dict[int, bool]] = []
+    fetch = _fused.Fusion.fetch
+
+    def watched(self: Any, count_jobs: Any) -> None:
+        at_fetch.append({i: f is not None for i, (_, f) in tracker._early.items()})
+        fetch(self, count_jobs)
+
+    monkeypatch.setattr(_fused.Fusion, "fetch", watched)
+    kept: list[Any] = []
+    folder = os.path.dirname(orders.inputFiles()[0])
+
+    def body() -> None:
+        # a source new to each block (a block counts only its new sources early)
+        picked = spark.read.parquet(folder).select("order_id", "amount", "day")
+        kept.append(picked.dropna().withColumn("cents", picked.amount * 100))
+
+    # (one job either way: the per-operation capture's dropna reads its keys in one)
+    fused = _compare(spark, body, ["dropna"], fewer_jobs=False)
+    assert fused._log.jobs == 1
+    # the fused run's counts: started at the select, cancelled before its read
+    assert at_fetch[-1] and not any(at_fetch[-1].values())
+    source = fused._tracker.by_ds[fused.operations[0].inputs[0]]
+    assert isinstance(source.ki, LazyScanKeyIndex) and source.ki._count is not None
+    assert source.ki.n == orders.count()
+    # a raw key translated later counts it then, and the lineage still reads back
+    rows = fused.rows(kept[0], rows=[0])
+    assert len(rows) == 1

@@ -275,12 +275,33 @@ class Fusion:
         """The reads the capture of operation ``out`` runs (the first one that needs them)."""
         return [t for t, o in self.owner.items() if o == out]
 
+    def _whole(self, ident: int) -> list[int]:
+        """The reads over a source's every record in scan order: of the source itself,
+        or of a projection of it (no filter on the way)."""
+        scan = self.scans.get(ident)
+        if scan is None or scan.parent is not None:
+            return []
+        found = []
+        for target in self.reads:
+            # up through projections only: a filter's records are fewer
+            up, step = target, self.scans.get(target)
+            while step is not None and step.flag is None and step.parent is not None:
+                up, step = step.parent, self.scans.get(step.parent)
+            if up == ident:
+                found.append(target)
+        return found
+
+    def reads_whole(self, ident: int) -> bool:
+        """Whether a source is to be read whole in scan order (its :meth:`size` known
+        once the read has run)."""
+        return bool(self._whole(ident))
+
     def size(self, ident: int) -> int | None:
-        """The number of records of a source whose columns were read (None: not read)."""
-        rows, scan = self._rows.get(ident), self.scans.get(ident)
-        if rows is None or scan is None or scan.parent is not None:
-            return None
-        return rows
+        """The number of records of a source read whole (None: not read)."""
+        for target in self._whole(ident):
+            if target in self._rows:
+                return self._rows[target]
+        return None
 
     def positions(self, ident: int) -> np.ndarray | None:
         """Where the records of a scan-ordered dataset are among its source's (None: they

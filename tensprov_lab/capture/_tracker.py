@@ -200,7 +200,6 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             self._fusion = self._fuse(pending, progress)
             if self._fusion is not None:
                 run.jobs += sum(self._fusion.jobs.values())
-                self._cancel_early(self._fusion)
                 # the reads' keys arrive before any operation: spill what earlier runs
                 # hold if they do not fit beside them
                 self.budget.over(self.store, self.nodes.values())
@@ -250,14 +249,14 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
                 self.forget([run.id])
         return run
 
-    def _cancel_early(self, fusion: _fused.Fusion) -> None:
-        """Cancel the early counts of the sources the fused reads read whole in scan
+    def _cancel_early(self, whole: Callable[[int], bool]) -> None:
+        """Cancel the early counts of the sources the fused reads read ``whole`` in scan
         order: those are counted only if a raw key of theirs is ever translated (see
         ``LazyScanKeyIndex``), and a count still running would compete with the
         block's capture for the cores (COMPAS: a second scan of its CSV)."""
         sc = self.spark.sparkContext
         for ident, (ann, future) in list(self._early.items()):
-            if future is None or fusion.size(ident) is None:
+            if future is None or not whole(ident):
                 continue
             if not future.cancel():  # running: stop its Spark job
                 with contextlib.suppress(Exception):
@@ -441,6 +440,9 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         try:
             fusion = _fused.plan(self.jvm, pending, Pending)
             fusion.size_of = lambda ident: self.nodes[ident].n if ident in self.nodes else None
+            # before the reads start: a count still running would compete with them
+            # for the cores (a read that fails then counts its source at the end)
+            self._cancel_early(fusion.reads_whole)
             if fusion.reads and progress is not None:
                 progress(0, len(pending), "reading sources")
             fusion.fetch(self._jobs)
