@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
-from tensprov_lab.capture._equijoin import join_pairs, key_codes
+from tensprov_lab.capture._equijoin import (
+    arrow_codes,
+    first_appearance,
+    groups_through,
+    join_pairs,
+    key_codes,
+)
 from tests._numpy_joins import numpy_joins
 
 keys = st.lists(st.one_of(st.none(), st.integers(-3, 3)), max_size=12)
@@ -127,6 +133,47 @@ def _expected_map(pairs: list, n_out: int, n_in: int, side: int) -> np.ndarray:
         if p[side] >= 0:
             m[r, p[side]] = True
     return m
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_groups_through_a_side_match_grouping_the_join_records(data) -> None:  # noqa: ANN001
+    """Grouping a join's records by one side's columns, numbered over that side first,
+    gives the grouping of the gathered values themselves (a -1 record: every value
+    null, the same group as a record whose values are all null)."""
+    n_side = data.draw(st.integers(0, 8))
+    region = data.draw(st.lists(st.one_of(st.none(), st.sampled_from("xyz")), min_size=n_side,
+                                max_size=n_side))  # fmt: skip
+    level = data.draw(st.lists(st.one_of(st.none(), st.integers(0, 2)), min_size=n_side,
+                               max_size=n_side))  # fmt: skip
+    at = np.array(data.draw(st.lists(st.integers(-1, n_side - 1), max_size=30)), dtype=np.int64)
+    columns = [arrow_codes(pa.array(region, pa.string())), arrow_codes(pa.array(level, pa.int64()))]
+    parent, n = groups_through(columns, at)
+    # oracle: the values of each picked record as a tuple, numbered by first appearance
+    picked = [(region[a], level[a]) if a >= 0 else (None, None) for a in at.tolist()]
+    numbers: dict = {}
+    want = [numbers.setdefault(v, len(numbers)) for v in picked]
+    assert parent.tolist() == want and n == len(numbers)
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=300), st.integers(0, 3))
+def test_first_appearance_numbers_as_factorize(codes, extra) -> None:  # noqa: ANN001
+    import pandas as pd
+
+    values = np.array(codes, dtype=np.int16)
+    parent, n = first_appearance(values, 7 + extra)
+    want, uniq = pd.factorize(values)
+    assert parent.tolist() == want.tolist() and n == len(uniq)
+
+
+def test_first_appearance_past_its_first_block() -> None:
+    """A code first seen far past the first block (65,536 codes) is still found."""
+    values = np.zeros(300_000, dtype=np.int16)
+    values[200_000] = 3
+    values[250_000:] = 1
+    parent, n = first_appearance(values, 5)
+    assert n == 3 and parent[0] == 0 and parent[200_000] == 1 and parent[-1] == 2
 
 
 @pytest.mark.spark

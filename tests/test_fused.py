@@ -163,10 +163,11 @@ def test_outer_joins_and_groups_from_both_sides(spark: Any, data: Any, how: str)
         j = orders.join(customers, orders.cust_id == customers.cust_id, how)
         j.groupBy("day").count()
         j.groupBy("region", "day").count()
+        j.groupBy("region", "segment").count()  # one side's: numbered over that side
 
     # the grouping columns are gathered from the side each comes from (null where an
     # outer join has no record on that side)
-    _compare(spark, body, ["join", "count", "count"])
+    _compare(spark, body, ["join", "count", "count", "count"])
 
 
 def test_filter_chains_and_projections(spark: Any, data: Any) -> None:

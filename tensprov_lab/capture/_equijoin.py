@@ -28,6 +28,7 @@ __all__ = [
     "JOIN_TYPES",
     "EquiJoin",
     "find_equi_join",
+    "groups_through",
     "join_pairs",
     "key_codes",
     "value_codes",
@@ -278,3 +279,59 @@ def combine_codes(parts: list[tuple[np.ndarray, int]]) -> np.ndarray:
             combined = pd.factorize(combined)[0].astype(np.int64)
         combined = combined * width + codes
     return combined
+
+
+def groups_through(columns: list[tuple[np.ndarray, int]], at: np.ndarray) -> tuple[np.ndarray, int]:
+    """The groups of the records ``at`` picks from one side of a join, by the grouping
+    columns' codes over that side's records (``(codes, width)`` each, as
+    :func:`arrow_codes` gives them); ``at`` is -1 where the join has no record on that
+    side, which groups as every value null.  Groups are numbered by smallest member.
+
+    The values are combined and numbered over the side's records (a dimension table's
+    few), and only a small code follows each of the join's records: one gather, where
+    numbering the join's records themselves hashes each of them.
+
+    Examples
+    --------
+    >>> region = (np.array([1, 2, 1, 0]), 3)  # records 0..3 of the side; 0: null
+    >>> parent, n = groups_through([region], np.array([1, 3, 0, -1, 2, 1]))
+    >>> parent.tolist(), n
+    ([0, 1, 2, 1, 2, 0], 3)
+    """
+    import pandas as pd
+
+    # one more record, every value null: the one a -1 picks
+    combined = combine_codes([(np.append(codes, 0), width) for codes, width in columns])
+    local, uniq = pd.factorize(combined)
+    n_local = len(uniq)
+    small = np.int16 if n_local < 2**15 else row_dtype(n_local)
+    codes = local.astype(small)[at]  # (at = -1 picks the appended record)
+    return first_appearance(codes, n_local)
+
+
+def first_appearance(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, int]:
+    """``codes`` (in ``0..n_codes-1``) renumbered by first appearance, as
+    ``pd.factorize`` numbers values, and the number of codes that appear.
+
+    The first appearances are looked for in blocks that double in size, until every
+    code that appears has been seen: the few groups of an aggregate are usually all
+    there in its first block.
+
+    >>> parent, n = first_appearance(np.array([4, 2, 4, 0, 2]), 5)
+    >>> parent.tolist(), n
+    ([0, 1, 0, 2, 1], 3)
+    """
+    n = len(codes)
+    present = int(np.count_nonzero(np.bincount(codes, minlength=n_codes)))
+    first = np.full(n_codes, n, dtype=np.int64)
+    start, step, seen = 0, 1 << 16, 0
+    while start < n and seen < present:
+        stop = min(n, start + step)
+        np.minimum.at(first, codes[start:stop], np.arange(start, stop, dtype=np.int64))
+        seen = int(np.count_nonzero(first < n))
+        start, step = stop, step * 2
+    found = np.flatnonzero(first < n)
+    order = found[np.argsort(first[found], kind="stable")]
+    rank = np.full(n_codes, -1, dtype=row_dtype(len(order)))
+    rank[order] = np.arange(len(order), dtype=rank.dtype)
+    return rank[codes], len(order)

@@ -38,6 +38,7 @@ from tensprov_lab.capture._equijoin import (
     arrow_codes,
     combine_codes,
     find_equi_join,
+    groups_through,
     join_pairs,
     key_codes,
 )
@@ -374,6 +375,13 @@ class Fusion:
         join = self.composite.get(src)
         index = self.pairs(join) if join is not None else None
         parts = self.rules[join].inputs if join is not None else [src]
+        if index is not None and len(set(rule.sides)) == 1:
+            # every grouping column from one side: numbered over that side's records
+            side = rule.sides[0]
+            codes = [arrow_codes(self.column(parts[side], read)) for read in rule.columns[0]]
+            parent, n_groups = groups_through(codes, index[side])
+            self._check_members(src, len(parent))
+            return parent, n_groups
         columns = []
         for read, side in zip(rule.columns[0], rule.sides):
             codes, width = arrow_codes(self.column(parts[side], read))
@@ -384,10 +392,13 @@ class Fusion:
         combined = combine_codes(columns)
         # factorize numbers values in order of first appearance: by smallest member
         parent, uniq = pd.factorize(combined)
-        expected = self.size_of(src)
-        if expected is not None and len(parent) != expected:
-            raise KeyError_(f"a fused aggregate has {len(parent)} members of {expected} records")
+        self._check_members(src, len(parent))
         return parent.astype(row_dtype(len(uniq)), copy=False), len(uniq)
+
+    def _check_members(self, src: int, members: int) -> None:
+        expected = self.size_of(src)
+        if expected is not None and members != expected:
+            raise KeyError_(f"a fused aggregate has {members} members of {expected} records")
 
     # -- releasing -----------------------------------------------------------------------
     def release(self, done: int) -> None:
