@@ -378,8 +378,8 @@ class Fusion:
         if index is not None and len(set(rule.sides)) == 1:
             # every grouping column from one side: numbered over that side's records
             side = rule.sides[0]
-            codes = [arrow_codes(self.column(parts[side], read)) for read in rule.columns[0]]
-            parent, n_groups = groups_through(codes, index[side])
+            coded = [arrow_codes(self.column(parts[side], read)) for read in rule.columns[0]]
+            parent, n_groups = groups_through(coded, index[side])
             self._check_members(src, len(parent))
             return parent, n_groups
         columns = []
