@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import tensprov_lab
 from tensprov_lab.capture._equijoin import (
     arrow_codes,
+    dense_pairs,
     first_appearance,
     groups_through,
     join_pairs,
@@ -133,6 +134,44 @@ def _expected_map(pairs: list, n_out: int, n_in: int, side: int) -> np.ndarray:
         if p[side] >= 0:
             m[r, p[side]] = True
     return m
+
+
+@settings(deadline=None)
+@given(st.data(), st.booleans())
+def test_dense_pairs_match_the_general_path(data, keep_left) -> None:  # noqa: ANN001
+    """The foreign-key path gives join_pairs' pairs over the same records (chunked
+    columns, records picked by ascending positions), or declines (None) when the keys
+    are not a foreign key's: nulls, negatives, a key twice on the right, a wide range."""
+    left_keys = data.draw(st.lists(st.one_of(st.integers(0, 12), st.none()), max_size=40))
+    right_keys = data.draw(st.lists(st.one_of(st.integers(0, 12), st.none()), max_size=12))
+    if data.draw(st.booleans()):  # a wide range or a negative key
+        right_keys.append(data.draw(st.sampled_from([-1, 10**6])))
+    cut = data.draw(st.integers(0, len(left_keys)))
+    left = pa.chunked_array([left_keys[:cut], left_keys[cut:]], pa.int64())
+    right = pa.array(right_keys, pa.int64())
+    lrows = data.draw(st.one_of(st.none(), st.sets(st.integers(0, max(len(left_keys) - 1, 0)))))
+    rrows = data.draw(st.one_of(st.none(), st.sets(st.integers(0, max(len(right_keys) - 1, 0)))))
+    if lrows is not None:
+        lrows = np.array(sorted(i for i in lrows if i < len(left_keys)), dtype=np.int64)
+    if rrows is not None:
+        rrows = np.array(sorted(i for i in rrows if i < len(right_keys)), dtype=np.int64)
+    got = dense_pairs(left, lrows, right, rrows, keep_left)
+    lsel = left if lrows is None else left.take(lrows)
+    rsel = right if rrows is None else right.take(rrows)
+    want = join_pairs(*key_codes([lsel], [rsel]), keep_left, False)
+    # it declines exactly when the columns read (all their records: nulls and the key
+    # range are looked at over them) are not a foreign key's
+    present = [k for k in left_keys + right_keys if k is not None]
+    picked = rsel.to_pylist()
+    declines = bool(
+        left.null_count or right.null_count or len(rsel) == 0 or len(left_keys) == 0
+        or len(picked) != len(set(picked))
+        or min(present) < 0 or max(present) >= 2 * (len(lsel) + len(rsel)) + 1024
+    )  # fmt: skip
+    assert (got is None) == declines
+    if got is None:
+        return
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]
 
 
 @settings(deadline=None)

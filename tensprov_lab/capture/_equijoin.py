@@ -24,6 +24,7 @@ from tensprov_lab.capture._keys import row_dtype
 __all__ = [
     "arrow_codes",
     "combine_codes",
+    "dense_pairs",
     "EXACT_KEY_TYPES",
     "JOIN_TYPES",
     "EquiJoin",
@@ -212,6 +213,81 @@ def join_pairs(
         parts_l.append(np.full(len(lonely), -1, dtype=np.int64))
         parts_r.append(lonely)
     return np.concatenate(parts_l), np.concatenate(parts_r)
+
+
+def dense_pairs(
+    left: Any,
+    left_rows: np.ndarray | None,
+    right: Any,
+    right_rows: np.ndarray | None,
+    keep_left: bool = False,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`join_pairs` of a foreign-key join on one integer key, straight from the
+    key columns: ``left`` and ``right`` are Arrow columns over some records, of which
+    ``left_rows`` / ``right_rows`` (ascending, ``None``: all) are the join's sides.
+
+    Where the keys are non-negative, not null, in a range about as small as the records
+    and unique on the right (a dimension table's key), each right record is written at
+    its key and each left record reads it there, chunk by chunk: no copy of the left
+    keys is made, only the pairs.  ``None`` when the keys are not like that (then
+    :func:`key_codes` and :func:`join_pairs` take them).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> left = pa.chunked_array([[3, 1, 7], [3, 0]])
+    >>> li, ri = dense_pairs(left, np.array([0, 1, 2, 3]), pa.array([0, 3, 1]), None)
+    >>> li.tolist(), ri.tolist()
+    ([0, 1, 3], [1, 2, 1])
+    >>> dense_pairs(left, None, pa.array([3, 3]), None) is None  # not unique on the right
+    True
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = left.type
+    if not pa.types.is_integer(kind) or kind != right.type:
+        return None
+    if left.null_count or right.null_count:
+        return None
+    n_left = len(left) if left_rows is None else len(left_rows)
+    n_right = len(right) if right_rows is None else len(right_rows)
+    if n_right == 0 or len(left) == 0:
+        return None
+    bounds = [pc.min_max(left), pc.min_max(right)]
+    low = min(b["min"].as_py() for b in bounds)
+    high = max(b["max"].as_py() for b in bounds)
+    # (the same "dense" bound as join_pairs: a table of the key range is no bigger
+    # than the records)
+    if low < 0 or high >= 2 * (n_left + n_right) + 1024:
+        return None
+    rows = row_dtype(max(n_left, n_right))
+    keys = np.concatenate([np.asarray(c.to_numpy(), dtype=np.int64) for c in _chunks(right)])
+    if right_rows is not None:
+        keys = keys[right_rows]
+    at: np.ndarray = np.full(high + 1, -1, dtype=rows)
+    at[keys] = np.arange(n_right, dtype=rows)
+    if int(np.count_nonzero(at >= 0)) != n_right:
+        return None  # a key twice on the right: not a foreign key
+    hit = np.empty(n_left, dtype=rows)
+    done, offset = 0, 0
+    for chunk in _chunks(left):
+        values = chunk.to_numpy()  # (no nulls: a view of Arrow's buffer)
+        if left_rows is None:
+            picked = values
+        else:
+            a, b = np.searchsorted(left_rows, [offset, offset + len(values)])
+            picked = values[left_rows[a:b] - offset]
+        hit[done : done + len(picked)] = at[picked]
+        done += len(picked)
+        offset += len(values)
+    matched = hit >= 0
+    if int(np.count_nonzero(matched)) == n_left:
+        return np.arange(n_left, dtype=rows), hit
+    li = np.flatnonzero(matched)
+    if keep_left:  # matched pairs first, then the unmatched left records
+        li = np.concatenate([li, np.flatnonzero(~matched)])
+    return li.astype(rows, copy=False), hit[li]
 
 
 class EquiJoin:

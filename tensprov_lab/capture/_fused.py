@@ -37,6 +37,7 @@ from tensprov_lab.capture._annotate import STABLE_LEAVES
 from tensprov_lab.capture._equijoin import (
     arrow_codes,
     combine_codes,
+    dense_pairs,
     find_equi_join,
     groups_through,
     join_pairs,
@@ -334,6 +335,18 @@ class Fusion:
             raise KeyError_(f"a fused read has {len(col)} records where {expected} were counted")
         return col
 
+    def _raw(self, ds: int, read: tuple[int, str]) -> tuple[Any, np.ndarray | None]:
+        """The Arrow column ``read`` as read, and where dataset ``ds``'s records are in
+        it (ascending; None: all of them), for :func:`dense_pairs` (see :meth:`column`)."""
+        target, name = read
+        col = self.tables[target].column(name)
+        pos = self.positions(ds) if target != ds else None
+        expected = self.size_of(ds)
+        got = len(col) if pos is None else len(pos)
+        if expected is not None and got != expected:
+            raise KeyError_(f"a fused read has {got} records where {expected} were counted")
+        return col, pos
+
     def survivors(self, ident: int) -> np.ndarray:
         """A filter's surviving input rows."""
         scan = self.scans[ident]
@@ -352,13 +365,20 @@ class Fusion:
         got = self._pairs.get(ident)
         if got is None:
             rule = self.rules[ident]
-            left, right = (
-                [self.column(i, r) for r in cols] for i, cols in zip(rule.inputs, rule.columns)
-            )
-            li, ri = join_pairs(*key_codes(left, right), *rule.keep)
-            # an inner join's pairs come in canonical order already (join_pairs sorts
-            # matches by left, then right row); an outer join's unmatched rows follow
-            if any(rule.keep) or bool(np.any(li[1:] < li[:-1])):
+            dense = None
+            if len(rule.columns[0]) == 1 and not rule.keep[1]:
+                (lds, rds), ((lread,), (rread,)) = rule.inputs, rule.columns
+                dense = dense_pairs(*self._raw(lds, lread), *self._raw(rds, rread), rule.keep[0])
+            if dense is not None:
+                li, ri = dense
+            else:
+                left, right = (
+                    [self.column(i, r) for r in cols] for i, cols in zip(rule.inputs, rule.columns)
+                )
+                li, ri = join_pairs(*key_codes(left, right), *rule.keep)
+            # an inner join's pairs come in canonical order already (both sort matches
+            # by left, then right row); an outer join's unmatched rows follow
+            if any(rule.keep) or (dense is None and bool(np.any(li[1:] < li[:-1]))):
                 order = np.lexsort((ri, li))
                 li, ri = li[order], ri[order]
             got = self._pairs[ident] = (li, ri)
