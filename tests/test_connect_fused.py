@@ -83,6 +83,49 @@ def test_fused_reads_give_the_lineage_of_one_job_per_dataset(spark: Any, monkeyp
     assert slow._log.jobs > run._log.jobs
 
 
+def test_a_foreign_key_join_reads_its_pairs_from_the_key_columns(spark: Any, monkeypatch) -> None:  # noqa: ANN001
+    """A join on one key that is unique on the right and never null takes its pairs
+    straight from the key columns (``dense_pairs``): the same lineage as reading every
+    dataset by its own job."""
+    from tensprov_lab.capture import _equijoin
+
+    orders = spark.createDataFrame(
+        [(i, (i * 7) % 11, float(i % 13)) for i in range(60)],
+        "id bigint, cust bigint, amount double",
+    )
+    customers = spark.createDataFrame(
+        [(c, f"r{c % 3}") for c in (9, 0, 4, 2, 7, 1, 3, 8, 5, 6)], "cust bigint, region string"
+    )  # no customer 10: the orders of customer 10 match nothing
+    used: list[bool] = []
+    dense = _equijoin.dense_pairs
+
+    def watched(*args: Any) -> Any:
+        got = dense(*args)
+        used.append(got is not None)
+        return got
+
+    monkeypatch.setattr(_fused, "dense_pairs", watched)
+
+    def block() -> tuple[Any, dict[str, Any]]:
+        with tensprov_lab.track(spark, name="fk") as run:
+            big = orders.filter("amount > 3")
+            inner = big.join(customers, "cust")
+            left = big.join(customers, "cust", "left")
+            by_region = inner.groupBy("region").count()
+        return run, {"inner": inner, "left": left, "by_region": by_region}
+
+    run, frames = block()
+    assert used == [True, True]
+    fused = {k: (run.mapping(orders, df).toarray(), run.mapping(customers, df).toarray())
+             for k, df in frames.items()}  # fmt: skip
+    monkeypatch.setattr(_fused, "plan", lambda *a, **k: _fused.Fusion())
+    slow, frames2 = block()
+    for name, df in frames2.items():
+        assert (slow.mapping(orders, df).toarray() == fused[name][0]).all(), name
+        assert (slow.mapping(customers, df).toarray() == fused[name][1]).all(), name
+    assert slow._log.jobs > run._log.jobs
+
+
 def test_what_fusion_does_not_cover_is_traced_by_its_own_job(spark: Any) -> None:
     """A condition naming a DataFrame's columns by plan (``df["x"]``), a join of a source
     with itself, a join on a computed key: each read by its own job, lineage exact."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._equijoin import EXACT_KEY_TYPES, join_pairs, key_codes
+from tensprov_lab.capture._equijoin import EXACT_KEY_TYPES, dense_pairs, join_pairs, key_codes
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex
 
@@ -156,12 +156,19 @@ class Fusion:
         lrows, rrows = self.rows(j.sides[0]), self.rows(j.sides[1])
         import pyarrow as pa
 
-        lcols = [self.columns[lb][k].take(pa.array(lrows)) for k in lk]
-        rcols = [self.columns[rb][k].take(pa.array(rrows)) for k in rk]
-        lc, rc = key_codes(lcols, rcols)
-        li, ri = join_pairs(lc, rc, *j.keep)
+        dense = None
+        if len(lk) == 1 and not j.keep[1]:
+            left, right = self.columns[lb][lk[0]], self.columns[rb][rk[0]]
+            dense = dense_pairs(left, lrows, right, rrows, j.keep[0])
+        if dense is not None:
+            li, ri = dense
+        else:
+            lcols = [self.columns[lb][k].take(pa.array(lrows)) for k in lk]
+            rcols = [self.columns[rb][k].take(pa.array(rrows)) for k in rk]
+            lc, rc = key_codes(lcols, rcols)
+            li, ri = join_pairs(lc, rc, *j.keep)
         # matched pairs come in (left, right) order, an outer join's others after them
-        if any(j.keep) or bool(np.any(li[1:] < li[:-1])):
+        if any(j.keep) or (dense is None and bool(np.any(li[1:] < li[:-1]))):
             order = np.lexsort((ri, li))
             li, ri = li[order], ri[order]
         self._pairs[out] = (li, ri)
