@@ -30,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._equijoin import EXACT_KEY_TYPES, dense_pairs, join_pairs, key_codes
+from tensprov_lab.capture._equijoin import (
+    EXACT_KEY_TYPES,
+    arrow_codes,
+    dense_pairs,
+    groups_through,
+    join_pairs,
+    key_codes,
+)
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex
 
@@ -173,6 +180,23 @@ class Fusion:
             li, ri = li[order], ri[order]
         self._pairs[out] = (li, ri)
         return li, ri
+
+    def groups(self, out: int, sources: list[tuple[int, str]]) -> tuple[np.ndarray, int] | None:
+        """The groups of a fused join's records by columns ``sources`` (``(side,
+        name)``) that all come from one side, numbered by first appearance (None: from
+        both sides), numbered over that side's records (:func:`groups_through`)."""
+        sides = {side for side, _ in sources}
+        if len(sides) != 1:
+            return None
+        (side,) = sides
+        ident = self.joins[out].sides[side]
+        rows = self.rows(ident)
+        columns = self.columns[self.scans[ident].base]
+        coded = []
+        for _, name in sources:
+            codes, width = arrow_codes(columns[name])
+            coded.append((codes[rows], width))
+        return groups_through(coded, self._pairs[out][side])
 
     def values(self, out: int, sources: list[tuple[int, str]]) -> list[Any]:
         """Columns of a fused join's sides in its record order (``(side, name)``), as

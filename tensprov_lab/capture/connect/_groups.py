@@ -138,16 +138,21 @@ def trace_groups(
     if (
         by
         and ride is not None
-        and ride.values is not None
+        and (ride.values is not None or ride.groups is not None)
         and ([b.lower() for b in by] == [n.lower() for n in ride.names])
     ):
-        # the values came with the keys of the records this aggregate groups
-        combined, _ = value_codes(ride.values)
-        group, uniq = pd.factorize(combined)
+        # the values (or their groups) came with the keys of the records this
+        # aggregate groups, numbered by first appearance
+        if ride.groups is not None:
+            group, n_groups = ride.groups
+        else:
+            combined, _ = value_codes(ride.values)
+            group, uniq = pd.factorize(combined)
+            n_groups = len(uniq)
         if len(group) == node.index.n and not sets and pivot_of(rel) is None:
             # every record once, groups numbered in order of first member already
-            return _partition(node, group, len(uniq), rel)
-        member, group, n_groups = np.arange(node.index.n), group.astype(np.int64), len(uniq)
+            return _partition(node, group, n_groups, rel)
+        member, group = np.arange(node.index.n), group.astype(np.int64)
     elif by:
         member, group, n_groups = _members_by_values(tracker, rel, by, node, annotator)
         run.jobs += 1

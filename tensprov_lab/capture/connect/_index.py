@@ -139,7 +139,9 @@ class GroupIndex:
         member = self.members.lookup(tuples)
         if not len(self.group_of):  # no records: nothing is found
             return np.full(len(member), -1, dtype=np.int64)
-        return np.where(member >= 0, self.group_of[np.maximum(member, 0)], -1)
+        # (int64 as every lookup gives, whatever the groups are held in)
+        found = np.where(member >= 0, self.group_of[np.maximum(member, 0)], -1)
+        return found.astype(np.int64, copy=False)
 
 
 class SetsIndex:

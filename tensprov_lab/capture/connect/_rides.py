@@ -40,6 +40,9 @@ class Ride:
         #: and the root's record index they are in the order of
         self.values: list[Any] | None = None
         self.index: Any = None
+        #: instead of the values, when they all come from one side of a fused join:
+        #: each root record's group (numbered by first appearance) and the groups
+        self.groups: tuple[Any, int] | None = None
 
 
 def untouched(rel: Any, names: list[str]) -> bool:

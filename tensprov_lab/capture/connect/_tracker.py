@@ -657,7 +657,10 @@ class ConnectTracker(Depth, Waits):
             index = JoinedKeyIndex(sides, [li, ri])  # type: ignore[arg-type]
             for r in self._rides:
                 if r.root == out and id(r) in fz.ride_reads:
-                    r.values, r.index = fz.values(out, fz.ride_reads[id(r)]), index
+                    reads = fz.ride_reads[id(r)]
+                    r.groups = fz.groups(out, reads)
+                    r.values = fz.values(out, reads) if r.groups is None else None
+                    r.index = index
             tensors = [make_tensor(li, left.index.n), make_tensor(ri, right.index.n)]  # type: ignore[union-attr]
             return len(li), tensors, index, "join"
         return None
