@@ -474,6 +474,15 @@ def test_csr_from_groups_is_the_grouping_of_its_pairs(
     assert t.indices.tolist() == ref.indices.tolist() and t.indices.dtype == ref.indices.dtype
 
 
+def test_csr_from_groups_of_many_rows_is_the_grouping_of_its_pairs() -> None:
+    # past 65,536 rows the row numbers are 32-bit
+    group = np.random.default_rng(5).integers(0, 300, 70_000)
+    t = CSRTensor.from_groups(group, 300)
+    ref = CSRTensor.from_pairs(group, np.arange(70_000), 300, 70_000)
+    assert t.indices.dtype == ref.indices.dtype == np.uint32
+    assert np.array_equal(t.indptr, ref.indptr) and np.array_equal(t.indices, ref.indices)
+
+
 def test_csr_from_groups_rejects_a_group_out_of_range() -> None:
     with pytest.raises(ValueError, match="group must lie in 0..1"):
         CSRTensor.from_groups([0, 2], n_out=2)

@@ -141,12 +141,24 @@ class CSRTensor(Tensor):
         if g.size and (int(g.min()) < 0 or int(g.max()) >= n_out):
             raise ValueError(f"group must lie in 0..{n_out - 1}")
         counts = np.bincount(g, minlength=n_out)
-        # a stable sort keeps each group's rows ascending: the canonical order; for
-        # fewer than 2^16 groups numpy sorts 16-bit keys by radix, in linear time
-        narrow = g.astype(_uint_dtype(max(n_out - 1, 0)), copy=False)
-        indices = np.argsort(narrow, kind="stable").astype(
-            _uint_dtype(max(len(g) - 1, 0)), copy=False
-        )
+        kind = _uint_dtype(max(len(g) - 1, 0))
+        if len(g) < 2**31:
+            # each group's rows ascending (the canonical order) by a counting sort:
+            # scipy's COO -> CSR places entries row by row in their input order, in
+            # linear time and arrays NumPy allocates (a stable argsort's radix buffer
+            # is several times slower to fault in on a fresh machine)
+            import scipy.sparse as sp
+
+            rows = np.arange(len(g), dtype=np.int32)
+            placed = sp.csr_matrix(
+                (np.ones(len(g), dtype=np.int8), (g, rows)), shape=(n_out, len(g))
+            ).indices
+            # (non-negative int32: viewed as uint32 without a copy)
+            same = kind == np.uint32 and placed.dtype == np.int32
+            indices = placed.view(np.uint32) if same else placed.astype(kind)
+        else:
+            narrow = g.astype(_uint_dtype(max(n_out - 1, 0)), copy=False)
+            indices = np.argsort(narrow, kind="stable").astype(kind, copy=False)
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(_uint_dtype(len(g)))
         return cls._stored(n_out, len(g), indptr, indices)
 
