@@ -635,6 +635,10 @@ def test_packing_int32_values_is_packing_their_int64_selves() -> None:
         v = rng.integers(0, 1 << 20, n)
         wide, narrow = PackedInts.from_array(v), PackedInts.from_array(v.astype(np.int32))
         assert wide.width == narrow.width and np.array_equal(wide.words, narrow.words)
+        # past one slice of blocks, with a last block of fewer than 64 values
+        assert np.array_equal(narrow.to_numpy(), v)
+        ends = [0, n - 1] if n else []
+        assert np.array_equal(narrow.get(ends), v[ends])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -242,10 +242,12 @@ def _pack(v: np.ndarray, width: int) -> np.ndarray:
     # non-negative int64 values have the bits of their uint64 selves: a view, no copy;
     # narrower ones are widened a slice at a time below, not all at once
     flat = v.view(np.uint64) if v.dtype == np.int64 else v
+    full = n // 64
     if n % 64:
-        flat = np.zeros(blocks * 64, dtype=flat.dtype)
-        flat[:n] = v
-    values = flat.reshape(blocks, 64)
+        # only the last block is padded with zeros (not a padded copy of every value)
+        last = np.zeros(64, dtype=flat.dtype)
+        last[: n - full * 64] = flat[full * 64 :]
+    values = flat[: full * 64].reshape(full, 64)
     words = np.zeros((blocks, width), dtype="<u8")
     steps = []
     for j in range(64):
@@ -254,9 +256,12 @@ def _pack(v: np.ndarray, width: int) -> np.ndarray:
         steps.append((j, w, _U64(o), _U64(64 - o) if o + width > 64 else None))
     # a slice of blocks at a time (4 MB of values): the 64 strided passes stay in the
     # cache instead of reading every value from memory 64 times (2x faster at 16M values)
-    for b0 in range(0, blocks, _PACK_BLOCKS):
-        vals = values[b0 : b0 + _PACK_BLOCKS].astype(np.uint64, copy=False)
-        into = words[b0 : b0 + _PACK_BLOCKS]
+    slices = [(values[b0 : b0 + _PACK_BLOCKS], b0) for b0 in range(0, full, _PACK_BLOCKS)]
+    if n % 64:
+        slices.append((last.reshape(1, 64), full))
+    for part, b0 in slices:
+        vals = part.astype(np.uint64, copy=False)
+        into = words[b0 : b0 + len(part)]
         for j, w, shift, back in steps:
             into[:, w] |= vals[:, j] << shift
             if back is not None:
