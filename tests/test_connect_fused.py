@@ -13,6 +13,7 @@ import pytest
 import tensprov_lab
 from tensprov_lab.capture.connect import _fused
 from tests._connect_session import connect_session
+from tests._dense import watch_dense_pairs
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
@@ -87,8 +88,6 @@ def test_a_foreign_key_join_reads_its_pairs_from_the_key_columns(spark: Any, mon
     """A join on one key that is unique on the right and never null takes its pairs
     straight from the key columns (``dense_pairs``): the same lineage as reading every
     dataset by its own job."""
-    from tensprov_lab.capture import _equijoin
-
     orders = spark.createDataFrame(
         [(i, (i * 7) % 11, float(i % 13)) for i in range(60)],
         "id bigint, cust bigint, amount double",
@@ -96,15 +95,7 @@ def test_a_foreign_key_join_reads_its_pairs_from_the_key_columns(spark: Any, mon
     customers = spark.createDataFrame(
         [(c, f"r{c % 3}") for c in (9, 0, 4, 2, 7, 1, 3, 8, 5, 6)], "cust bigint, region string"
     )  # no customer 10: the orders of customer 10 match nothing
-    used: list[bool] = []
-    dense = _equijoin.dense_pairs
-
-    def watched(*args: Any) -> Any:
-        got = dense(*args)
-        used.append(got is not None)
-        return got
-
-    monkeypatch.setattr(_fused, "dense_pairs", watched)
+    used = watch_dense_pairs(monkeypatch, _fused)
 
     def block() -> tuple[Any, dict[str, Any]]:
         with tensprov_lab.track(spark, name="fk") as run:

@@ -18,6 +18,7 @@ import pytest
 
 import tensprov_lab
 from tensprov_lab._api import _tracker
+from tests._dense import watch_dense_pairs
 
 pytestmark = pytest.mark.spark
 
@@ -376,15 +377,7 @@ def test_a_foreign_key_join_reads_its_pairs_from_the_key_columns(
     spark.createDataFrame(dims).repartition(2).write.parquet(str(tmp_path / "dims"))
     f = spark.read.parquet(str(tmp_path / "facts"))
     d = spark.read.parquet(str(tmp_path / "dims"))
-    used: list[bool] = []
-    dense = _fused.dense_pairs
-
-    def watched(*args: Any) -> Any:
-        got = dense(*args)
-        used.append(got is not None)
-        return got
-
-    monkeypatch.setattr(_fused, "dense_pairs", watched)
+    used = watch_dense_pairs(monkeypatch, _fused)
 
     def body() -> None:
         f.filter("v > 30").join(d, "k", how).groupBy("g").agg({"v": "sum"})
