@@ -324,20 +324,13 @@ class Fusion:
 
     def column(self, ds: int, read: tuple[int, str]) -> Any:
         """The Arrow column ``read`` over the records of dataset ``ds``, in their order."""
-        target, name = read
-        col = self.tables[target].column(name)
-        if target != ds:
-            pos = self.positions(ds)
-            if pos is not None:
-                col = col.take(pos)
-        expected = self.size_of(ds)
-        if expected is not None and len(col) != expected:
-            raise KeyError_(f"a fused read has {len(col)} records where {expected} were counted")
-        return col
+        col, pos = self._raw(ds, read)
+        return col if pos is None else col.take(pos)
 
     def _raw(self, ds: int, read: tuple[int, str]) -> tuple[Any, np.ndarray | None]:
         """The Arrow column ``read`` as read, and where dataset ``ds``'s records are in
-        it (ascending; None: all of them), for :func:`dense_pairs` (see :meth:`column`)."""
+        it (ascending; None: all of them): :meth:`column` without the copy, for
+        :func:`dense_pairs`."""
         target, name = read
         col = self.tables[target].column(name)
         pos = self.positions(ds) if target != ds else None

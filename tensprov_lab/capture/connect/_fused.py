@@ -183,8 +183,9 @@ class Fusion:
 
     def groups(self, out: int, sources: list[tuple[int, str]]) -> tuple[np.ndarray, int] | None:
         """The groups of a fused join's records by columns ``sources`` (``(side,
-        name)``) that all come from one side, numbered by first appearance (None: from
-        both sides), numbered over that side's records (:func:`groups_through`)."""
+        name)``), numbered by first appearance, when the columns all come from one side
+        (None: from both): the values are numbered over that side's records first
+        (:func:`groups_through`)."""
         sides = {side for side, _ in sources}
         if len(sides) != 1:
             return None
