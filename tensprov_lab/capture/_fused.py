@@ -391,7 +391,13 @@ class Fusion:
         if index is not None and len(set(rule.sides)) == 1:
             # every grouping column from one side: numbered over that side's records
             side = rule.sides[0]
-            coded = [arrow_codes(self.column(parts[side], read)) for read in rule.columns[0]]
+            coded = []
+            for read in rule.columns[0]:
+                # coded as read, then picked through the positions (no taken copy of
+                # the column: a 16M-record side's values are not copied in Arrow)
+                col, pos = self._raw(parts[side], read)
+                codes, width = arrow_codes(col)
+                coded.append((codes if pos is None else codes[pos], width))
             parent, n_groups = groups_through(coded, index[side])
             self._check_members(src, len(parent))
             return parent, n_groups
