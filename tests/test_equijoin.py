@@ -4,6 +4,7 @@ take this path against joins computed by hand."""
 from __future__ import annotations
 
 import datetime as dt
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
+from tensprov_lab.capture import _equijoin
 from tensprov_lab.capture._equijoin import (
     arrow_codes,
     dense_pairs,
@@ -142,8 +144,13 @@ def test_dense_pairs_match_the_general_path(data, keep_left) -> None:  # noqa: A
     """The foreign-key path gives join_pairs' pairs over the same records (chunked
     columns, records picked by ascending positions), or declines (None) when the keys
     are not a foreign key's: nulls, negatives, a key twice on the right, a wide range."""
-    left_keys = data.draw(st.lists(st.one_of(st.integers(0, 12), st.none()), max_size=40))
-    right_keys = data.draw(st.lists(st.one_of(st.integers(0, 12), st.none()), max_size=12))
+    # nulls and repeated right keys (both decline) only now and then: most examples
+    # are foreign keys, so the pairs themselves are compared
+    key = st.integers(0, 12)
+    if data.draw(st.booleans()):
+        key = st.one_of(key, st.none())
+    left_keys = data.draw(st.lists(key, max_size=40))
+    right_keys = data.draw(st.lists(key, max_size=12, unique=data.draw(st.booleans())))
     if data.draw(st.booleans()):  # a wide range or a negative key
         right_keys.append(data.draw(st.sampled_from([-1, 10**6])))
     cut = data.draw(st.integers(0, len(left_keys)))
@@ -155,7 +162,10 @@ def test_dense_pairs_match_the_general_path(data, keep_left) -> None:  # noqa: A
         lrows = np.array(sorted(i for i in lrows if i < len(left_keys)), dtype=np.int64)
     if rrows is not None:
         rrows = np.array(sorted(i for i in rrows if i < len(right_keys)), dtype=np.int64)
-    got = dense_pairs(left, lrows, right, rrows, keep_left)
+    # records gathered a few at a time as well (at scale, blocks of a million)
+    block = data.draw(st.sampled_from([1, 3, 1 << 20]))
+    with mock.patch.object(_equijoin, "_BLOCK", block):
+        got = dense_pairs(left, lrows, right, rrows, keep_left)
     lsel = left if lrows is None else left.take(lrows)
     rsel = right if rrows is None else right.take(rrows)
     want = join_pairs(*key_codes([lsel], [rsel]), keep_left, False)
@@ -171,6 +181,32 @@ def test_dense_pairs_match_the_general_path(data, keep_left) -> None:  # noqa: A
     assert (got is None) == declines
     if got is None:
         return
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.integers(0, 9), max_size=30),
+    st.permutations(range(10)),
+    st.sets(st.integers(0, 29)),
+    st.integers(0, 30),
+    st.integers(1, 4),
+    st.booleans(),
+)
+def test_dense_pairs_gather_block_by_block(left_keys, right_keys, rows, cut, block, keep_left):  # noqa: ANN001, ANN201
+    """A foreign key's pairs are the same whatever the blocks the left records are
+    gathered in, across the chunks of the left column."""
+    cut = min(cut, len(left_keys))
+    left = pa.chunked_array([left_keys[:cut], left_keys[cut:]], pa.int64())
+    right = pa.array(right_keys[:7], pa.int64())  # keys 7..9: no match on the right
+    picked = np.array(sorted(i for i in rows if i < len(left_keys)), dtype=np.int64)
+    with mock.patch.object(_equijoin, "_BLOCK", block):
+        got = dense_pairs(left, picked, right, None, keep_left)
+    want = join_pairs(*key_codes([left.take(picked)], [right]), keep_left, False)
+    if len(left_keys) == 0:
+        assert got is None
+        return
+    assert got is not None
     assert [a.tolist() for a in got] == [a.tolist() for a in want]
 
 

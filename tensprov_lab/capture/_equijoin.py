@@ -126,6 +126,10 @@ def _integer_codes(left: Any, right: Any) -> np.ndarray | None:
     return codes
 
 
+#: records gathered at a time by :func:`dense_pairs` (buffers of 8 MB that stay in use)
+_BLOCK = 1 << 20
+
+
 def _chunks(col: Any) -> list[Any]:
     return list(col.chunks) if hasattr(col, "chunks") else [col]
 
@@ -270,16 +274,25 @@ def dense_pairs(
     if int(np.count_nonzero(at >= 0)) != n_right:
         return None  # a key twice on the right: not a foreign key
     hit = np.empty(n_left, dtype=rows)
+    # block by block through two small buffers, not whole-side temporaries: at 16M
+    # records those were 128 MB each of memory the process had not touched yet, which
+    # cost more than the gathers themselves ("clip": every index is in range already)
+    block = min(_BLOCK, max(n_left, 1))
+    where, picked = np.empty(block, dtype=np.int64), np.empty(block, dtype=np.int64)
     done, offset = 0, 0
     for chunk in _chunks(left):
         values = chunk.to_numpy()  # (no nulls: a view of Arrow's buffer)
         if left_rows is None:
-            picked = values
+            np.take(at, values, out=hit[done : done + len(values)], mode="clip")
+            done += len(values)
         else:
             a, b = np.searchsorted(left_rows, [offset, offset + len(values)])
-            picked = values[left_rows[a:b] - offset]
-        hit[done : done + len(picked)] = at[picked]
-        done += len(picked)
+            for s in range(int(a), int(b), block):
+                k = min(block, int(b) - s)
+                np.subtract(left_rows[s : s + k], offset, out=where[:k])
+                np.take(values, where[:k], out=picked[:k], mode="clip")
+                np.take(at, picked[:k], out=hit[done : done + k], mode="clip")
+                done += k
         offset += len(values)
     matched = hit >= 0
     if int(np.count_nonzero(matched)) == n_left:
