@@ -193,7 +193,9 @@ def test_dense_pairs_match_the_general_path(data, keep_left) -> None:  # noqa: A
     st.integers(1, 4),
     st.booleans(),
 )
-def test_dense_pairs_gather_block_by_block(left_keys, right_keys, rows, cut, block, keep_left):  # noqa: ANN001, ANN201
+def test_dense_pairs_gather_block_by_block(  # noqa: ANN001
+    left_keys, right_keys, rows, cut, block, keep_left
+) -> None:
     """A foreign key's pairs are the same whatever the blocks the left records are
     gathered in, across the chunks of the left column."""
     cut = min(cut, len(left_keys))
