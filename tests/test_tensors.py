@@ -145,6 +145,28 @@ def test_mask(case: tuple[list[int], int], form: str | None, data: st.DataObject
     check_against_dense(t, dense_from_index(kept, n_in), data)
 
 
+@SETTINGS
+@given(flags=st.lists(st.booleans(), max_size=300), form=st.sampled_from([None, "ints", "bitset"]))
+def test_mask_from_flags_is_the_mask_of_the_flagged_rows(
+    flags: list[bool], form: str | None
+) -> None:
+    """Packed straight from the flags, the same tensor as from the kept rows: the same
+    form, the same bytes, the same lineage (bits past the last row stay zero)."""
+    f = np.array(flags, dtype=bool)
+    got = MaskTensor.from_flags(f, form=form)
+    want = MaskTensor.from_kept(np.flatnonzero(f), len(f), form=form)
+    assert (got.form, got.shape, got.nbytes) == (want.form, want.shape, want.nbytes)
+    assert np.array_equal(got.kept(), np.flatnonzero(f))
+    assert np.array_equal(got.forward(np.arange(len(f))), want.forward(np.arange(len(f))))
+
+
+def test_mask_from_flags_rejects_what_is_not_flags() -> None:
+    with pytest.raises(ValueError, match="booleans"):
+        MaskTensor.from_flags([0, 1, 1])
+    with pytest.raises(ValueError, match="booleans"):
+        MaskTensor.from_flags(np.ones((2, 2), dtype=bool))
+
+
 def test_mask_picks_smaller_form() -> None:
     dense_keep = MaskTensor.from_kept(np.arange(0, 10_000, 2), 10_000)
     assert dense_keep.form == "bitset"

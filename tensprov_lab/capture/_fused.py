@@ -46,6 +46,7 @@ from tensprov_lab.capture._equijoin import (
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import key_name
 from tensprov_lab.capture._keys import KeyError_, row_dtype
+from tensprov_lab.store import MaskTensor
 
 __all__ = ["Fusion", "plan"]
 
@@ -340,12 +341,23 @@ class Fusion:
             raise KeyError_(f"a fused read has {got} records where {expected} were counted")
         return col, pos
 
-    def survivors(self, ident: int) -> np.ndarray:
-        """A filter's surviving input rows."""
+    def _flags(self, ident: int) -> np.ndarray:
+        """A filter's condition on each of its input rows (null: not kept)."""
         scan = self.scans[ident]
         assert scan.parent is not None and scan.flag is not None
         flag = self.column(scan.parent, scan.flag)
-        rows = np.flatnonzero(np.asarray(flag.fill_null(False).to_numpy(), dtype=bool))
+        return np.asarray(flag.fill_null(False).to_numpy(), dtype=bool)
+
+    def mask(self, ident: int) -> MaskTensor:
+        """A filter's tensor, packed from its condition's flags: its rows are not
+        needed for it (:meth:`positions` finds them when a later read needs them)."""
+        return MaskTensor.from_flags(self._flags(ident))
+
+    def survivors(self, ident: int) -> np.ndarray:
+        """A filter's surviving input rows."""
+        scan = self.scans[ident]
+        assert scan.parent is not None
+        rows = np.flatnonzero(self._flags(ident))
         if self.scans[scan.parent].parent is None:
             # a filter of the source itself: these are its positions among the source's
             # records too, which a later join's read of the source takes (kept only

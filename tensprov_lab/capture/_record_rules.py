@@ -123,12 +123,19 @@ class RecordRules:
             if rw.group is not None or any(b.kind != "input" for b in rw.blocks):
                 return None
             if rule.kind == "filter":
-                rows = {rule.inputs[0]: fusion.survivors(out_ident)}
-            else:
-                li, ri = fusion.pairs(out_ident)
-                rows = dict(zip(rule.inputs, (li, ri)))
+                if len(occ) != 1 or len(rw.blocks) != 1:
+                    return None
+                # the mask straight from the condition's flags: the input's surviving
+                # records, in order (no rows to look up, order or check)
+                mask = fusion.mask(out_ident)
+                if mask.n_in != occ[0].n:
+                    raise KeyError_(f"a fused filter read {mask.n_in} of {occ[0].n} records")
+                self._fused_done.add(out_ident)
+                return mask.n_out, [mask], _mapped_index(occ[0], mask)
+            li, ri = fusion.pairs(out_ident)
+            rows = dict(zip(rule.inputs, (li, ri)))
             given = [rows[occ[b.pos].ident] for b in rw.blocks]
-            # survivors and join pairs come in canonical order (Fusion.survivors, .pairs)
+            # a fused join's pairs come in canonical order (Fusion.pairs)
             got = self._functional(rw, occ, None, given=given, canonical=True)
             self._fused_done.add(out_ident)
             return got
@@ -162,8 +169,8 @@ class RecordRules:
         one record of each input: from the raw keys read back, or (``given``) from the
         input rows of each input block, known already (a fused capture).
         ``canonical``: the given rows are distinct and in canonical order already (a
-        fused filter's survivors, a fused join's pairs): no order check, and the key
-        index codes its records only when a key is first translated."""
+        fused join's pairs): no order check, and the key index codes its records only
+        when a key is first translated."""
         m = len(raw) if raw is not None else len(given[0]) if given else 0
         parts: list[np.ndarray] = []
         branch = np.zeros(m, dtype=np.int64)
@@ -232,16 +239,6 @@ class RecordRules:
             parent = occ[input_blocks[0].pos]
             n_in = parent.n
             assert n_in is not None and parent.ki is not None
-            if lazy:
-                # distinct rows in order (a fused filter's survivors): nothing to check,
-                # and the index is made from the tensor if a key is ever translated (the
-                # function keeps that tensor, a mask: at most a bit per input row, alive)
-                tensor = tensors[input_blocks[0].pos]
-                return (
-                    m,
-                    tensors,
-                    MappedKeyIndex(parent.ki, lambda: _in_to_out(_input_rows(tensor, m), n_in), m),
-                )
             if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=n_in).max()) > 1):
                 raise KeyError_("an output record does not map to exactly one input record")
             return m, tensors, MappedKeyIndex(parent.ki, _in_to_out(idx, n_in), m)
@@ -275,6 +272,15 @@ _PYTHON_MARKERS = (
     "PythonUDTF",
     "python.",
 )
+
+
+def _mapped_index(parent: Node, tensor: Any) -> MappedKeyIndex:
+    """The key index of the records a functional ``tensor`` picks, distinct and in order,
+    from ``parent``'s: made from the tensor when a key is first translated (the index
+    keeps the tensor, at most a bit per input row, alive)."""
+    n_in, m = tensor.n_in, tensor.n_out
+    assert parent.ki is not None
+    return MappedKeyIndex(parent.ki, lambda: _in_to_out(_input_rows(tensor, m), n_in), m)
 
 
 def _in_to_out(idx: np.ndarray, n_in: int) -> np.ndarray:

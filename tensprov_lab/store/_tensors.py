@@ -364,6 +364,15 @@ class BlockTensor(Tensor):
 # MaskTensor
 
 
+def _bit_words(mask: np.ndarray) -> np.ndarray:
+    """One bit per entry of a boolean array, little-endian in 64-bit words (the bits past
+    its end zero)."""
+    packed = np.packbits(mask, bitorder="little")
+    padded = np.zeros((len(mask) + 63) // 64 * 8, dtype=np.uint8)
+    padded[: len(packed)] = packed
+    return padded.view("<u8")
+
+
 class MaskTensor(Tensor):
     """Row subset: output row ``o`` is input row ``kept[o]``, ``kept`` strictly increasing.
 
@@ -452,10 +461,48 @@ class MaskTensor(Tensor):
         if form == "bitset":
             mask = np.zeros(n_in, dtype=bool)
             mask[k] = True
-            packed = np.packbits(mask, bitorder="little")
-            padded = np.zeros(bits_bytes, dtype=np.uint8)
-            padded[: len(packed)] = packed
-            return cls(n_in, bits=padded.view("<u8"))
+            return cls(n_in, bits=_bit_words(mask))
+        raise ValueError(f"unknown mask form {form!r}; use 'ints' or 'bitset'")
+
+    @classmethod
+    def from_flags(cls, flags: ArrayLike, form: str | None = None) -> MaskTensor:
+        """Build from one flag per input row (true: the row is kept), e.g. a filter's
+        condition evaluated on every input row: the bit set is packed from the flags
+        straight away, with no kept rows in between.
+
+        Parameters
+        ----------
+        flags : sequence of bool
+            One per input row.
+        form : {None, "ints", "bitset"}
+            Force a storage form; ``None`` picks the one with fewer bytes (as
+            :meth:`from_kept`).
+
+        Raises
+        ------
+        ValueError
+            If ``flags`` is not one-dimensional booleans.
+
+        Examples
+        --------
+        >>> t = MaskTensor.from_flags([False, True, True, False, True])
+        >>> t.shape, t.backward([0, 2]).tolist()
+        ((3, 5), [1, 4])
+        >>> MaskTensor.from_flags([True] * 200).form
+        'bitset'
+        """
+        f = np.asarray(flags)
+        if f.ndim != 1 or f.dtype != bool:
+            raise ValueError(f"flags must be one-dimensional booleans, not {f.dtype} of {f.shape}")
+        n_in = len(f)
+        dt = _uint_dtype(max(n_in - 1, 0))
+        ints_bytes = int(np.count_nonzero(f)) * dt.itemsize
+        if form is None:
+            form = "bitset" if (n_in + 63) // 64 * 8 < ints_bytes else "ints"
+        if form == "ints":
+            return cls(n_in, kept=np.flatnonzero(f).astype(dt))
+        if form == "bitset":
+            return cls(n_in, bits=_bit_words(f))
         raise ValueError(f"unknown mask form {form!r}; use 'ints' or 'bitset'")
 
     @property
