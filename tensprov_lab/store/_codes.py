@@ -243,29 +243,38 @@ def _pack(v: np.ndarray, width: int) -> np.ndarray:
     # narrower ones are widened a slice at a time below, not all at once
     flat = v.view(np.uint64) if v.dtype == np.int64 else v
     full = n // 64
-    if n % 64:
-        # only the last block is padded with zeros (not a padded copy of every value)
-        last = np.zeros(64, dtype=flat.dtype)
-        last[: n - full * 64] = flat[full * 64 :]
     values = flat[: full * 64].reshape(full, 64)
-    words = np.zeros((blocks, width), dtype="<u8")
+    words = np.empty((blocks, width), dtype="<u8")
     steps = []
     for j in range(64):
         bit = j * width
         w, o = bit >> 6, bit & 63
         steps.append((j, w, _U64(o), _U64(64 - o) if o + width > 64 else None))
-    # a slice of blocks at a time (4 MB of values): the 64 strided passes stay in the
-    # cache instead of reading every value from memory 64 times (2x faster at 16M values)
+    # a slice of blocks at a time (4 MB of values): the 64 passes stay in the cache
+    # instead of reading every value from memory 64 times (2x faster at 16M values)
     slices = [(values[b0 : b0 + _PACK_BLOCKS], b0) for b0 in range(0, full, _PACK_BLOCKS)]
     if n % 64:
+        # only the last block is padded with zeros (not a padded copy of every value)
+        last = np.zeros(64, dtype=flat.dtype)
+        last[: n - full * 64] = flat[full * 64 :]
         slices.append((last.reshape(1, 64), full))
+    # each slice transposed into buffers used again and again: value j of every block,
+    # and word w of every block, each contiguous, so every step is one contiguous
+    # shift and or (2x faster than the same steps along strided columns)
+    size = min(_PACK_BLOCKS, blocks)
+    by_value = np.empty((64, size), dtype=np.uint64)
+    by_word = np.empty((width, size), dtype=np.uint64)
+    shifted = np.empty(size, dtype=np.uint64)
     for part, b0 in slices:
-        vals = part.astype(np.uint64, copy=False)
-        into = words[b0 : b0 + len(part)]
+        k = len(part)
+        vals, into, tmp = by_value[:, :k], by_word[:, :k], shifted[:k]
+        np.copyto(vals, part.T, casting="unsafe")  # (non-negative: widened as they are)
+        into[...] = 0
         for j, w, shift, back in steps:
-            into[:, w] |= vals[:, j] << shift
+            into[w] |= np.left_shift(vals[j], shift, out=tmp)
             if back is not None:
-                into[:, w + 1] |= vals[:, j] >> back
+                into[w + 1] |= np.right_shift(vals[j], back, out=tmp)
+        words[b0 : b0 + k] = into.T
     out = words.reshape(-1)
     return out if len(out) == nwords else out[:nwords].copy()
 
