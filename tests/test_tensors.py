@@ -651,6 +651,18 @@ def test_int32_rows_give_the_tensors_of_int64_rows(
     assert np.array_equal(c.to_index(), d.to_index())
 
 
+def test_order_is_checked_past_the_first_values() -> None:
+    """An idx in order over its first thousands of values and not at its end is not
+    taken for a mask (or an "ef" index): the whole of it is compared."""
+    idx = np.arange(10_000)
+    idx[[9_000, 9_001]] = idx[[9_001, 9_000]]
+    t = make_tensor(idx, 10_000)
+    assert t.kind == "index" and t.form not in ("sorted", "ef")
+    assert np.array_equal(t.backward([9_000]), [9_001])
+    with pytest.raises(ValueError, match="non-decreasing"):
+        IndexTensor.from_index(idx, 10_000, form="ef")
+
+
 def test_packing_int32_values_is_packing_their_int64_selves() -> None:
     rng = np.random.default_rng(3)
     for n in (0, 1, 63, 64, 65, 700_001):

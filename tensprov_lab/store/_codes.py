@@ -85,6 +85,26 @@ def normalize_rows(rows: ArrayLike, n: int, what: str = "row") -> np.ndarray:
     return a.astype(np.int64, copy=False)
 
 
+def _increasing(a: np.ndarray, strict: bool = True) -> bool:
+    """Whether ``a`` is (strictly) increasing, looking at its first values before all
+    of them: an array that is not (a join's index of the other side) is usually told
+    by its start, without a comparison array as long as itself.
+
+    >>> _increasing(np.array([1, 2, 2])), _increasing(np.array([1, 2, 2]), strict=False)
+    (False, True)
+    """
+    cmp = np.greater if strict else np.greater_equal
+    for stop in (_PEEK, len(a)):
+        head = a[:stop]
+        if len(head) > 1 and not bool(np.all(cmp(head[1:], head[:-1]))):
+            return False
+    return True
+
+
+#: values :func:`_increasing` looks at first
+_PEEK = 4096
+
+
 def _popcount64(x: np.ndarray) -> np.ndarray:
     if hasattr(np, "bitwise_count"):  # numpy >= 2.0
         return np.bitwise_count(x).astype(np.int64)

@@ -12,6 +12,7 @@ from tensprov_lab.store._codes import (
     _as_rows,
     _ef_layout,
     _EliasFano,
+    _increasing,
     _uint_dtype,
 )
 from tensprov_lab.store._sets import dedup_sorted, unique
@@ -172,7 +173,7 @@ class IndexTensor(Tensor):
             raise ValueError(f"idx values must be -1 or lie in 0..{n_in - 1}")
         if form not in (None, "packed", "sorted", "ef", "pfor"):
             raise ValueError(f"unknown index form {form!r}; use 'packed', 'sorted', 'ef' or 'pfor'")
-        monotone = n_out <= 1 or bool(np.all(a[1:] >= a[:-1]))
+        monotone = _increasing(a, strict=False)
         if form in ("sorted", "ef") and not monotone:
             raise ValueError(f"the {form!r} form needs a non-decreasing idx")
         width = n_in.bit_length()

@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tensprov_lab.store._codes import (
-    _as_rows,
-)
+from tensprov_lab.store._codes import _as_rows, _increasing
 from tensprov_lab.store._csr_tensor import CSRTensor
 from tensprov_lab.store._index_tensor import IndexTensor
 from tensprov_lab.store._tensors import (
@@ -82,7 +80,7 @@ def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
             if n_out == n_in:
                 return IdentityTensor(n_in)
             return BlockTensor(n_out, n_in, offset)
-    if n_valid == n_out and (n_out <= 1 or bool(np.all(a[1:] > a[:-1]))):
+    if n_valid == n_out and _increasing(a):
         return MaskTensor.from_kept(a, n_in)
     return IndexTensor.from_index(a, n_in)
 
