@@ -192,15 +192,16 @@ def test_dense_pairs_match_the_general_path(data, keep_left) -> None:  # noqa: A
     st.integers(0, 30),
     st.integers(1, 4),
     st.booleans(),
+    st.sampled_from([pa.int32(), pa.int64()]),  # (Connect reads bigint keys as int)
 )
 def test_dense_pairs_gather_block_by_block(  # noqa: ANN001
-    left_keys, right_keys, rows, cut, block, keep_left
+    left_keys, right_keys, rows, cut, block, keep_left, kind
 ) -> None:
     """A foreign key's pairs are the same whatever the blocks the left records are
     gathered in, across the chunks of the left column."""
     cut = min(cut, len(left_keys))
-    left = pa.chunked_array([left_keys[:cut], left_keys[cut:]], pa.int64())
-    right = pa.array(right_keys[:7], pa.int64())  # keys 7..9: no match on the right
+    left = pa.chunked_array([left_keys[:cut], left_keys[cut:]], kind)
+    right = pa.array(right_keys[:7], kind)  # keys 7..9: no match on the right
     picked = np.array(sorted(i for i in rows if i < len(left_keys)), dtype=np.int64)
     with mock.patch.object(_equijoin, "_BLOCK", block):
         got = dense_pairs(left, picked, right, None, keep_left)
@@ -225,7 +226,15 @@ def test_groups_through_a_side_match_grouping_the_join_records(data) -> None:  #
                                max_size=n_side))  # fmt: skip
     at = np.array(data.draw(st.lists(st.integers(-1, n_side - 1), max_size=30)), dtype=np.int64)
     columns = [arrow_codes(pa.array(region, pa.string())), arrow_codes(pa.array(level, pa.int64()))]
-    parent, n = groups_through(columns, at)
+    # blocks of a few records too (at scale: from 65,536 records, counted after a
+    # million), so stopping once every possible group is seen is put to the test
+    first, count_after, block = data.draw(st.sampled_from([(1 << 16, 1 << 20, 1 << 20), (1, 3, 2)]))
+    with (
+        mock.patch.object(_equijoin, "_FIRST_BLOCK", first),
+        mock.patch.object(_equijoin, "_COUNT_AFTER", count_after),
+        mock.patch.object(_equijoin, "_BLOCK", block),
+    ):
+        parent, n = groups_through(columns, at)
     # oracle: the values of each picked record as a tuple, numbered by first appearance
     picked = [(region[a], level[a]) if a >= 0 else (None, None) for a in at.tolist()]
     numbers: dict = {}
@@ -240,6 +249,26 @@ def test_first_appearance_numbers_as_factorize(codes, extra) -> None:  # noqa: A
 
     values = np.array(codes, dtype=np.int16)
     parent, n = first_appearance(values, 7 + extra)
+    want, uniq = pd.factorize(values)
+    assert parent.tolist() == want.tolist() and n == len(uniq)
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(0, 5), max_size=60), st.integers(1, 8), st.integers(0, 3))
+def test_first_appearance_counts_codes_after_a_few_blocks(  # noqa: ANN001
+    codes, count_after, extra
+) -> None:
+    """With blocks from one record up and the codes that appear counted after a few
+    records (at scale: from 65,536, and a million), the numbering is factorize's
+    still, whether every code appears or not."""
+    import pandas as pd
+
+    values = np.array(codes, dtype=np.int16)
+    with (
+        mock.patch.object(_equijoin, "_FIRST_BLOCK", 1),
+        mock.patch.object(_equijoin, "_COUNT_AFTER", count_after),
+    ):
+        parent, n = first_appearance(values, 6 + extra)
     want, uniq = pd.factorize(values)
     assert parent.tolist() == want.tolist() and n == len(uniq)
 

@@ -278,10 +278,13 @@ def dense_pairs(
     # records those were 128 MB each of memory the process had not touched yet, which
     # cost more than the gathers themselves ("clip": every index is in range already)
     block = min(_BLOCK, max(n_left, 1))
-    where, picked = np.empty(block, dtype=np.int64), np.empty(block, dtype=np.int64)
+    where = np.empty(block, dtype=np.int64)
+    picked: np.ndarray | None = None
     done, offset = 0, 0
     for chunk in _chunks(left):
         values = chunk.to_numpy()  # (no nulls: a view of Arrow's buffer)
+        if picked is None or picked.dtype != values.dtype:
+            picked = np.empty(block, dtype=values.dtype)  # (take's out= is of their type)
         if left_rows is None:
             np.take(at, values, out=hit[done : done + len(values)], mode="clip")
             done += len(values)
@@ -393,34 +396,71 @@ def groups_through(columns: list[tuple[np.ndarray, int]], at: np.ndarray) -> tup
     combined = combine_codes([(np.append(codes, 0), width) for codes, width in columns])
     local, uniq = pd.factorize(combined)
     n_local = len(uniq)
-    small = np.int16 if n_local < 2**15 else row_dtype(n_local)
-    codes = local.astype(small)[at]  # (at = -1 picks the appended record)
-    return first_appearance(codes, n_local)
+    small = local.astype(np.int16 if n_local < 2**15 else row_dtype(n_local))
+    # numbered by first appearance over the join's records without a code per record
+    # in between: each record's group is then one gather from a table per side record
+    # the codes that can appear: the side's records' (the appended one's only when
+    # a -1 picks it), usually every one of them in the join's first records
+    possible = len(np.unique(small[:-1]))
+    if len(at) and int(at.min()) < 0 and not bool(np.any(small[:-1] == small[-1])):
+        possible += 1
+    rank, n_groups = _first_rank(lambda a, b: small[at[a:b]], len(at), n_local, possible)
+    # block by block through one small buffer, each gather from a table in the cache
+    # ("wrap": at = -1 picks the appended record)
+    parent = np.empty(len(at), dtype=rank.dtype)
+    codes = np.empty(min(_BLOCK, len(at)), dtype=small.dtype)
+    for a in range(0, len(at), _BLOCK):
+        b = min(a + _BLOCK, len(at))
+        np.take(small, at[a:b], out=codes[: b - a], mode="wrap")
+        np.take(rank, codes[: b - a], out=parent[a:b], mode="clip")
+    return parent, n_groups
 
 
 def first_appearance(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, int]:
     """``codes`` (in ``0..n_codes-1``) renumbered by first appearance, as
     ``pd.factorize`` numbers values, and the number of codes that appear.
 
-    The first appearances are looked for in blocks that double in size, until every
-    code that appears has been seen: the few groups of an aggregate are usually all
-    there in its first block.
-
     >>> parent, n = first_appearance(np.array([4, 2, 4, 0, 2]), 5)
     >>> parent.tolist(), n
     ([0, 1, 0, 2, 1], 3)
     """
-    n = len(codes)
-    present = int(np.count_nonzero(np.bincount(codes, minlength=n_codes)))
+    rank, n = _first_rank(lambda a, b: codes[a:b], len(codes), n_codes)
+    return rank[codes], n
+
+
+#: records :func:`_first_rank` looks through first, and before it counts the codes
+#: that appear
+_FIRST_BLOCK = 1 << 16
+_COUNT_AFTER = 1 << 20
+
+
+def _first_rank(
+    codes_of: Any, n: int, n_codes: int, possible: int | None = None
+) -> tuple[np.ndarray, int]:
+    """The rank of each of ``n_codes`` codes by its first appearance among ``n``
+    records (-1: it does not appear), and how many appear; ``codes_of(a, b)`` gives the
+    codes of records ``a..b-1``, of which at most ``possible`` distinct (default: all).
+
+    The first appearances are looked for in blocks that double in size, until every
+    possible code has been seen: the few groups of an aggregate are usually all there
+    in its first block.  Codes that never appear would send the blocks to the end, so
+    past a million records the codes that appear are counted (one pass) to stop at them.
+    """
     first = np.full(n_codes, n, dtype=np.int64)
-    start, step, seen = 0, 1 << 16, 0
+    present = n_codes if possible is None else possible
+    start, step, seen = 0, _FIRST_BLOCK, 0
+    counted = False
     while start < n and seen < present:
+        if not counted and start >= _COUNT_AFTER:
+            counts = np.bincount(codes_of(0, n), minlength=n_codes)
+            present, counted = int(np.count_nonzero(counts)), True
+            continue
         stop = min(n, start + step)
-        np.minimum.at(first, codes[start:stop], np.arange(start, stop, dtype=np.int64))
+        np.minimum.at(first, codes_of(start, stop), np.arange(start, stop, dtype=np.int64))
         seen = int(np.count_nonzero(first < n))
         start, step = stop, step * 2
     found = np.flatnonzero(first < n)
     order = found[np.argsort(first[found], kind="stable")]
     rank = np.full(n_codes, -1, dtype=row_dtype(len(order)))
     rank[order] = np.arange(len(order), dtype=rank.dtype)
-    return rank[codes], len(order)
+    return rank, len(order)
