@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -29,6 +29,7 @@ from tensprov_lab.capture._annotate import annotate_source, plan_is_stable, rewr
 from tensprov_lab.capture._attributes import attribute_maps
 from tensprov_lab.capture._background import BackgroundCapture, Waits
 from tensprov_lab.capture._budget import Budget
+from tensprov_lab.capture._jobs import JobGroup
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Annotated, Rewrite, Unsupported
 from tensprov_lab.capture._keys import (
@@ -69,10 +70,6 @@ __all__ = [
     "DATAFRAME_METHODS",
     "GROUPED_METHODS",
 ]
-
-
-#: numbers of the job groups capture counts its Spark jobs with
-_JOB_GROUPS = itertools.count(1)
 
 
 class Tracker(Recording, RecordRules, RecordReading, Waits):
@@ -117,10 +114,8 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         #: annotated plan and the counting job (see _index_early)
         self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex] | None]] = {}
         #: the job group of the capture running now, its jobs counted so far, and
-        #: Spark's status tracker (see _job_group)
-        self._group: str | None = None
-        self._group_jobs = 0
-        self._status: Any = None
+        #: the job group capture's jobs run in, and their count
+        self._job_group = JobGroup(spark)
         self._pool: ThreadPoolExecutor | None = None
         #: the fused reads of the block being captured (see _fused), and the operations
         #: (by output ident) whose tensors came from them
@@ -167,20 +162,16 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         assert run is not None
         self.unpatch()
         if not background:
-            with self._job_group():
+            with self._job_group.running():
                 return self._end(run, frame, progress)
         bound = self._bound_dataframes(frame)  # the caller's variables, as they are now
 
         def work() -> None:
-            with self._job_group():
+            with self._job_group.running():
                 self._name_variables(None, bound)
                 self._end(run, None, progress)
 
-        def cancel_jobs() -> None:
-            if self._group is not None:
-                self.spark.sparkContext.cancelJobGroup(self._group)
-
-        self._background = BackgroundCapture(run, work, cancel_jobs, self.spark)
+        self._background = BackgroundCapture(run, work, self._job_group.cancel, self.spark)
         self._background.start()
         return run
 
@@ -209,7 +200,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
                 if progress is not None:
                     what = item.method if isinstance(item, Pending) else "source"
                     progress(i, len(pending), what)
-                with self._jobs() as jobs:
+                with self._job_group.counting() as jobs:
                     if isinstance(item, Pending):
                         try:
                             self._capture_operation(item, run)
@@ -222,7 +213,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
                 run.jobs += jobs[0]
                 if isinstance(item, Pending):
                     self._account(item, jobs[0])
-            with self._jobs() as jobs:
+            with self._job_group.counting() as jobs:
                 self._index_deferred([n for n in pending if isinstance(n, Node)])
                 self._materialize(run)
             if self.budget.over(self.store, self.nodes.values()):  # spill past the budget
@@ -445,51 +436,11 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             self._cancel_early(fusion.reads_whole)
             if fusion.reads and progress is not None:
                 progress(0, len(pending), "reading sources")
-            fusion.fetch(self._jobs)
+            fusion.fetch(self._job_group.counting)
         except Exception as exc:  # noqa: BLE001 - every operation takes its own job
             self._note(f"fused capture not used ({_short_error(exc)})")
             return None
         return fusion
-
-    @contextlib.contextmanager
-    def _job_group(self) -> Iterator[None]:
-        """Run capture's Spark jobs in a job group of its own (the thread's previous
-        group restored after): Ctrl-C or an error in the middle of a job stops them,
-        and :meth:`_jobs` counts them."""
-        sc = self.spark.sparkContext
-        group = f"tensprov-lab-capture-{next(_JOB_GROUPS)}"
-        try:
-            previous = sc.getLocalProperty("spark.jobGroup.id")
-            sc.setLocalProperty("spark.jobGroup.id", group)
-            self._status = sc.statusTracker()
-        except Exception:  # noqa: BLE001 - counting is extra: never fail capture for it
-            yield
-            return
-        self._group, self._group_jobs = group, 0
-        try:
-            yield
-        except BaseException:
-            with contextlib.suppress(Exception):
-                sc.cancelJobGroup(group)
-            raise
-        finally:
-            self._group = None
-            sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
-
-    @contextlib.contextmanager
-    def _jobs(self) -> Iterator[list[int]]:
-        """Count the Spark jobs run inside (``with ... as counted``: ``counted[0]``
-        afterwards): one round trip, the group's jobs so far (see :meth:`_job_group`)."""
-        counted = [0]
-        try:
-            yield counted
-        finally:
-            if self._group is not None:
-                try:
-                    total = len(self._status.getJobIdsForGroup(self._group))
-                    counted[0], self._group_jobs = total - self._group_jobs, total
-                except Exception:  # noqa: BLE001
-                    pass
 
     def _account(self, p: Pending, jobs: int) -> None:
         """Note on ``p``'s operation the jobs its capture ran, the fused reads it owns
