@@ -38,8 +38,6 @@ class JobGroup:
         self.name: str | None = None
         self._seen = 0
         self._status: Any = None
-        #: Spark's DAG scheduler, for the id its next job gets (see counting)
-        self._scheduler: Any = None
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -55,11 +53,6 @@ class JobGroup:
         except Exception:  # noqa: BLE001 - counting is extra: never fail capture for it
             yield
             return
-        try:
-            self._scheduler = sc._jsc.sc().dagScheduler()
-            int(self._scheduler.nextJobId())
-        except Exception:  # noqa: BLE001 - another Spark build: the group asked each time
-            self._scheduler = None
         self.name, self._seen = group, 0
         try:
             yield
@@ -79,28 +72,14 @@ class JobGroup:
     @contextlib.contextmanager
     def counting(self) -> Iterator[list[int]]:
         """Count the group's Spark jobs run inside (``with ... as counted``:
-        ``counted[0]`` afterwards).  Spark is asked for the group's jobs only when some
-        job started meanwhile: asking lists every job Spark keeps (about 1 ms), where
-        the id the next job gets is one small round trip, and most operations start
-        none (German's 66 steps asked 200 times for no job)."""
+        ``counted[0]`` afterwards): one round trip, the group's jobs so far."""
         counted = [0]
-        start = self._next_id() if self.name is not None else None
         try:
             yield counted
         finally:
-            if self.name is not None and (start is None or self._next_id() != start):
+            if self.name is not None:
                 try:
                     total = len(self._status.getJobIdsForGroup(self.name))
                     counted[0], self._seen = total - self._seen, total
                 except Exception:  # noqa: BLE001 - counting is extra
                     pass
-
-    def _next_id(self) -> int | None:
-        """The id Spark's next job gets (None: not known)."""
-        if self._scheduler is None:
-            return None
-        try:
-            return int(self._scheduler.nextJobId())
-        except Exception:  # noqa: BLE001 - counting is extra: never fail capture for it
-            self._scheduler = None
-            return None
