@@ -19,6 +19,7 @@ from tensprov_lab.store import (
     PackedInts,
     Tensor,
     make_tensor,
+    tensor_from_flags,
     tensor_from_pairs,
 )
 from tensprov_lab.store._codes import PatchedInts, _ef_layout, _EliasFano
@@ -157,6 +158,18 @@ def test_mask_from_flags_is_the_mask_of_the_flagged_rows(
     want = MaskTensor.from_kept(np.flatnonzero(f), len(f), form=form)
     assert (got.form, got.shape, got.nbytes) == (want.form, want.shape, want.nbytes)
     assert np.array_equal(got.kept(), np.flatnonzero(f))
+    assert np.array_equal(got.forward(np.arange(len(f))), want.forward(np.arange(len(f))))
+
+
+@SETTINGS
+@given(flags=st.lists(st.booleans(), max_size=300))
+def test_tensor_from_flags_is_make_tensor_of_the_kept_rows(flags: list[bool]) -> None:
+    """The same kind, form and bytes as make_tensor of the kept rows (identity when
+    every row is kept, also none of none)."""
+    f = np.array(flags, dtype=bool)
+    got, want = tensor_from_flags(f), make_tensor(np.flatnonzero(f), len(f))
+    assert (got.kind, got.shape, got.nbytes) == (want.kind, want.shape, want.nbytes)
+    assert getattr(got, "form", None) == getattr(want, "form", None)
     assert np.array_equal(got.forward(np.arange(len(f))), want.forward(np.arange(len(f))))
 
 

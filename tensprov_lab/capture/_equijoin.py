@@ -397,10 +397,9 @@ def groups_through(columns: list[tuple[np.ndarray, int]], at: np.ndarray) -> tup
     local, uniq = pd.factorize(combined)
     n_local = len(uniq)
     small = local.astype(np.int16 if n_local < 2**15 else row_dtype(n_local))
-    # numbered by first appearance over the join's records without a code per record
-    # in between: each record's group is then one gather from a table per side record
-    # the codes that can appear: the side's records' (the appended one's only when
-    # a -1 picks it), usually every one of them in the join's first records
+    # numbered by first appearance over the join's records with no code per record in
+    # between; the codes that can appear are the side's records' (the appended one's
+    # only when a -1 picks it), and usually every one of them is in the first records
     possible = len(np.unique(small[:-1]))
     if len(at) and int(at.min()) < 0 and not bool(np.any(small[:-1] == small[-1])):
         possible += 1

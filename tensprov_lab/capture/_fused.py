@@ -46,7 +46,7 @@ from tensprov_lab.capture._equijoin import (
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import key_name
 from tensprov_lab.capture._keys import KeyError_, row_dtype
-from tensprov_lab.store import MaskTensor
+from tensprov_lab.store import Tensor, tensor_from_flags
 
 __all__ = ["Fusion", "plan"]
 
@@ -348,10 +348,10 @@ class Fusion:
         flag = self.column(scan.parent, scan.flag)
         return np.asarray(flag.fill_null(False).to_numpy(), dtype=bool)
 
-    def mask(self, ident: int) -> MaskTensor:
+    def mask(self, ident: int) -> Tensor:
         """A filter's tensor, packed from its condition's flags: its rows are not
         needed for it (:meth:`positions` finds them when a later read needs them)."""
-        return MaskTensor.from_flags(self._flags(ident))
+        return tensor_from_flags(self._flags(ident))
 
     def survivors(self, ident: int) -> np.ndarray:
         """A filter's surviving input rows."""

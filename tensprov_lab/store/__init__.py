@@ -4,7 +4,12 @@ from tensprov_lab.store._columns_tensor import ColumnsTensor
 from tensprov_lab.store._csr_tensor import CSRTensor
 from tensprov_lab.store._graph import Dataset, Operation, Store, StoreError
 from tensprov_lab.store._index_tensor import IndexTensor
-from tensprov_lab.store._make import make_tensor, tensor_from_groups, tensor_from_pairs
+from tensprov_lab.store._make import (
+    make_tensor,
+    tensor_from_flags,
+    tensor_from_groups,
+    tensor_from_pairs,
+)
 from tensprov_lab.store._tensors import (
     AllTensor,
     BlockTensor,
@@ -32,6 +37,7 @@ __all__ = [
     "Tensor",
     "WindowTensor",
     "make_tensor",
+    "tensor_from_flags",
     "tensor_from_groups",
     "tensor_from_pairs",
 ]

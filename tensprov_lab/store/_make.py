@@ -18,7 +18,7 @@ from tensprov_lab.store._tensors import (
     _check_size,
 )
 
-__all__ = ["make_tensor", "tensor_from_groups", "tensor_from_pairs"]
+__all__ = ["make_tensor", "tensor_from_flags", "tensor_from_groups", "tensor_from_pairs"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,6 +83,25 @@ def make_tensor(idx: ArrayLike, n_in: int) -> Tensor:
     if n_valid == n_out and _increasing(a):
         return MaskTensor.from_kept(a, n_in)
     return IndexTensor.from_index(a, n_in)
+
+
+def tensor_from_flags(flags: ArrayLike) -> Tensor:
+    """The cheapest exact tensor of a row subset given by one flag per input row (true:
+    kept), e.g. a filter's condition: :class:`IdentityTensor` when every row is kept,
+    else :meth:`MaskTensor.from_flags` (the same tensor as :func:`make_tensor` of the
+    kept rows, with no kept rows in between).
+
+    Examples
+    --------
+    >>> tensor_from_flags([True, True]).kind
+    'identity'
+    >>> tensor_from_flags([True, False, True]).backward([1]).tolist()
+    [2]
+    """
+    f = np.asarray(flags)
+    if f.ndim == 1 and f.dtype == bool and bool(f.all()):
+        return IdentityTensor(len(f))
+    return MaskTensor.from_flags(f)
 
 
 def tensor_from_groups(group: ArrayLike, n_out: int) -> Tensor:
