@@ -400,7 +400,7 @@ def groups_through(columns: list[tuple[np.ndarray, int]], at: np.ndarray) -> tup
     # numbered by first appearance over the join's records with no code per record in
     # between; the codes that can appear are the side's records' (the appended one's
     # only when a -1 picks it), and usually every one of them is in the first records
-    possible = len(np.unique(small[:-1]))
+    possible = int(np.count_nonzero(np.bincount(small[:-1], minlength=n_local)))
     if len(at) and int(at.min()) < 0 and not bool(np.any(small[:-1] == small[-1])):
         possible += 1
     rank, n_groups = _first_rank(lambda a, b: small[at[a:b]], len(at), n_local, possible)

@@ -113,8 +113,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         #: sources whose record index is being counted while the block runs: their
         #: annotated plan and the counting job (see _index_early)
         self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex] | None]] = {}
-        #: the job group of the capture running now, its jobs counted so far, and
-        #: the job group capture's jobs run in, and their count
+        #: the job group capture's jobs run in, and their count (see _jobs.py)
         self._job_group = JobGroup(spark)
         self._pool: ThreadPoolExecutor | None = None
         #: the fused reads of the block being captured (see _fused), and the operations
