@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -309,6 +310,19 @@ def test_fused_filters_joins_and_aggregates_match_oracle(spark, a, b, data) -> N
     """Filters and projections, an equi-join and an aggregate: the shapes a fused capture
     derives from one read of each source (capture/_fused.py), checked against the oracle
     and checked to be fused."""
+    _fused_pipeline(spark, a, b, data, None)
+
+
+@_JOIN_EXAMPLES
+@given(a=a_rows, b=b_rows, data=st.data())
+def test_fused_reads_of_parquet_files_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
+    """The same pipelines over Parquet sources, whose fused reads come straight from
+    the files (capture/_direct.py) where Spark reads each file whole."""
+    with tempfile.TemporaryDirectory(prefix="tensprov-oracle-") as folder:
+        _fused_pipeline(spark, a, b, data, folder)
+
+
+def _fused_pipeline(spark, a, b, data, folder) -> None:  # noqa: ANN001
     t = Table.source("a", A_COLS, A_TYPES, a)
     steps: list[tuple] = []
     for _ in range(data.draw(st.integers(0, 3))):
@@ -326,7 +340,7 @@ def test_fused_filters_joins_and_aggregates_match_oracle(spark, a, b, data) -> N
     others = [c for c in t.cols if t.types[c] == "int" and c != group]
     if group is not None and others:
         steps.append(("groupBy", group, data.draw(st.sampled_from(others))))
-    run = run_pipeline(spark, a, b, steps)
+    run = run_pipeline(spark, a, b, steps, folder)
     assert "join" in [op.method for op in run.operations if op.fused]
     assert not [w for w in run.warnings if "fused capture not used" in w]
 
@@ -444,12 +458,26 @@ def test_limit_after_a_sort_of_sorted_records_is_opaque(spark) -> None:  # noqa:
     assert not any(op.opaque for op in run.operations[:-1])
 
 
-def run_pipeline(spark, a: list[tuple], b: list[tuple], steps: list[tuple]):  # noqa: ANN001, ANN201
+def run_pipeline(  # noqa: ANN201
+    spark,  # noqa: ANN001
+    a: list[tuple],
+    b: list[tuple],
+    steps: list[tuple],
+    folder: str | None = None,
+):
     """Run ``steps`` on sources ``a`` and ``b`` in Spark under tracking and in the
     oracle, compare records, record lineage and cell lineage of every dataset, and
-    return the run."""
+    return the run.  With ``folder``, the sources are Parquet files written there (in
+    several files) and read back, the oracle's records in the order Spark reads them."""
     a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
     b_df = spark.createDataFrame(b, "k bigint, w bigint")
+    if folder is not None:
+        a_df.repartition(3).write.parquet(os.path.join(folder, "a"))
+        b_df.repartition(2).write.parquet(os.path.join(folder, "b"))
+        a_df = spark.read.parquet(os.path.join(folder, "a"))
+        b_df = spark.read.parquet(os.path.join(folder, "b"))
+        a = [tuple(r) for r in a_df.collect()]
+        b = [tuple(r) for r in b_df.collect()]
     tb = Table.source("b", B_COLS, B_TYPES, b)
     t = Table.source("a", A_COLS, A_TYPES, a)
     frames = []

@@ -56,23 +56,29 @@ def data(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any
     )
 
 
-def _capture(spark: Any, fuse: bool, body: Any) -> Any:
+def _capture(spark: Any, fuse: bool, body: Any, direct: bool = True) -> Any:
+    """Capture ``body``, its reads fused or not, and a fused read of a Parquet source
+    from its files (``direct``) or through Spark."""
     tracker = _tracker(spark)
     tracker.fuse = fuse
+    tracker.direct_reads = direct
     try:
         with tensprov_lab.track(spark, name=f"fused={fuse}") as run:
             body()
     finally:
         tracker.fuse = True
+        tracker.direct_reads = True
     return run
 
 
-def _compare(spark: Any, body: Any, fused_methods: list[str], fewer_jobs: bool = True) -> Any:
+def _compare(
+    spark: Any, body: Any, fused_methods: list[str], fewer_jobs: bool = True, direct: bool = True
+) -> Any:
     """Capture ``body`` both ways; every operation's tensors must be equal, the
     operations of ``fused_methods`` (in order) fused, and the fused run no slower in
     jobs."""
     plain = _capture(spark, False, body)
-    fused = _capture(spark, True, body)
+    fused = _capture(spark, True, body, direct)
     assert [op.method for op in plain.operations] == [op.method for op in fused.operations]
     for a, b in zip(plain.operations, fused.operations):
         assert not a.opaque and not b.opaque, (a.expression, a.warnings, b.warnings)
@@ -93,7 +99,8 @@ def _compare(spark: Any, body: Any, fused_methods: list[str], fewer_jobs: bool =
     return fused
 
 
-def test_filter_join_withcolumn_aggregate(spark: Any, data: Any) -> None:
+@pytest.mark.parametrize("direct", [False, True])
+def test_filter_join_withcolumn_aggregate(spark: Any, data: Any, direct: bool) -> None:
     orders, customers = data
     out: dict[str, Any] = {}
 
@@ -103,11 +110,16 @@ def test_filter_join_withcolumn_aggregate(spark: Any, data: Any) -> None:
         priced = joined.withColumn("eur", joined.amount * 0.92)
         out["agg"] = priced.groupBy("region", "segment").agg({"eur": "sum", "*": "count"})
 
-    run = _compare(spark, body, ["filter", "join", "agg"])
-    # two jobs: one scan of each source (the filter's flag and the join key of orders
-    # come from one read)
-    assert run._log.jobs == 2
-    assert run.operations[0].jobs == 1 and run.operations[-1].jobs == 0
+    run = _compare(spark, body, ["filter", "join", "agg"], direct=direct)
+    if direct:
+        # both sources are Parquet files Spark reads whole: read from the files, no job
+        assert run._log.jobs == 0
+        assert [op.jobs for op in run.operations] == [0, 0, 0, 0]
+    else:
+        # two jobs: one scan of each source (the filter's flag and the join key of
+        # orders come from one read)
+        assert run._log.jobs == 2
+        assert run.operations[0].jobs == 1 and run.operations[-1].jobs == 0
     # the sources' partition sizes were not counted, and are when a raw key needs them
     rows = run.rows(out["agg"], rows=[0])
     assert len(rows) == 1
@@ -146,7 +158,7 @@ def test_reads_are_released_once_no_operation_needs_them(
         priced = joined.withColumn("eur", joined.amount * 0.92)
         priced.groupBy("region", "segment").agg({"eur": "sum", "*": "count"})
 
-    run = _compare(spark, body, ["filter", "join", "agg"])
+    run = _compare(spark, body, ["filter", "join", "agg"], direct=False)
     assert run._log.jobs == 2
     # (kind, tables held, join pairs held, positions held) as each rule starts
     assert [s[:2] for s in seen] == [("filter", 2), ("join", 2), ("group", 1)]
@@ -246,12 +258,15 @@ def test_jobs_group_restored(spark: Any, data: Any) -> None:
     orders, _ = data
     sc = spark.sparkContext
     sc.setLocalProperty("spark.jobGroup.id", "users-own")
+    tracker = _tracker(spark)
+    tracker.direct_reads = False  # the filter's read is a Spark job
     try:
         with tensprov_lab.track(spark) as run:
             orders.filter("amount > 1")
         assert sc.getLocalProperty("spark.jobGroup.id") == "users-own"
         assert run.operations[0].jobs == 1
     finally:
+        tracker.direct_reads = True
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 

@@ -180,6 +180,35 @@ public class TensProvHelper {
         return b.append('\t').append(node.getClass().getSimpleName()).toString();
     }
 
+    /** The files a Dataset's scan reads, in the order Spark returns their records: a line
+     *  per file with its URI's scheme and raw path, the start and length of the part read
+     *  and the file's size, tab-separated, as a reply.  Null when a partition of the
+     *  Dataset is not a partition of files, or a file belongs to a partition directory
+     *  (its partition values are not in the file). */
+    public String scanFiles(org.apache.spark.sql.Dataset ds) {
+        // a narrow plan's RDD has its scan's partitions, in the order collect() reads them
+        org.apache.spark.Partition[] parts = ds.queryExecution().toRdd().partitions();
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < parts.length; i++) {
+            if (!(parts[i] instanceof org.apache.spark.sql.execution.datasources.FilePartition)) {
+                return null;
+            }
+            org.apache.spark.sql.execution.datasources.PartitionedFile[] files =
+                ((org.apache.spark.sql.execution.datasources.FilePartition) parts[i]).files();
+            for (int j = 0; j < files.length; j++) {
+                org.apache.spark.sql.execution.datasources.PartitionedFile f = files[j];
+                if (f.partitionValues().numFields() != 0) {
+                    return null;
+                }
+                java.net.URI uri = f.pathUri();
+                b.append(uri.getScheme()).append('\t').append(uri.getRawPath())
+                    .append('\t').append(f.start()).append('\t').append(f.length())
+                    .append('\t').append(f.fileSize()).append('\n');
+            }
+        }
+        return reply(b.toString());
+    }
+
     /** Child {@code i} of a plan node. */
     public LogicalPlan child(LogicalPlan node, int i) {
         return (LogicalPlan) node.children().apply(i);

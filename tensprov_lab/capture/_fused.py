@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._annotate import STABLE_LEAVES
+from tensprov_lab.capture._direct import DirectRead, direct_read
 from tensprov_lab.capture._equijoin import (
     arrow_codes,
     combine_codes,
@@ -95,6 +96,12 @@ class Fusion:
         #: per dataset read: its plan, and its columns by name
         self.plans: dict[int, JObject] = {}
         self.reads: dict[int, dict[str, JObject]] = {}
+        #: the expression of each read column (``reads`` holds it aliased to its name)
+        self.exprs: dict[int, dict[str, JObject]] = {}
+        #: whether a source's columns may be read straight from its files (see _direct)
+        self.direct = True
+        #: the reads that went through Spark (the others were read from files)
+        self.spark_reads: set[int] = set()
         self._attr_names: dict[tuple[int, int], str] = {}
         self._ids: dict[int, set[int]] = {}
         self.tables: dict[int, Any] = {}
@@ -138,6 +145,7 @@ class Fusion:
         name = key_name("f")
         self.plans.setdefault(target, target_plan)
         self.reads.setdefault(target, {})[name] = jvm.alias(expr, name)
+        self.exprs.setdefault(target, {})[name] = expr
         self.owner.setdefault(target, owner)
         if attr:
             self._attr_names[(target, int(expr.exprId().id()))] = name
@@ -225,33 +233,44 @@ class Fusion:
 
     # -- reading -----------------------------------------------------------------------
     def fetch(self, count_jobs: Any) -> None:
-        """Read every dataset's columns, one job each, the jobs side by side (a small
+        """Read every dataset's columns, straight from a source's files where they can be
+        (:mod:`._direct`), else one Spark job each, the reads side by side (a small
         read, e.g. a dimension table, then costs no time of its own); a dataset that
         cannot be read leaves the rules that need it to their own jobs.  Reads run
         together share out the jobs counted for them (one each as a rule)."""
         jvm = self.jvm
-        frames = {}
+        frames: dict[int, Any] = {}
+        direct: dict[int, DirectRead] = {}
         for ident, columns in self.reads.items():
+            if self.direct:
+                reader = direct_read(jvm, self.plans[ident], self.exprs[ident])
+                if reader is not None:
+                    direct[ident] = reader
             try:
                 frames[ident] = jvm.to_df(jvm.project(list(columns.values()), self.plans[ident]))
             except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
                 pass
+        idents = [i for i in self.reads if i in frames or i in direct]
         # a read running Python UDFs keeps the session's Arrow batches (a pandas UDF
         # sees its input in them), so it does not share the batch setting of the others
-        if len(frames) < 2 or any(jvm.runs_python(df) for df in frames.values()):
-            for ident, df in frames.items():
+        if len(idents) < 2 or any(
+            jvm.runs_python(df) for i, df in frames.items() if i not in direct
+        ):
+            for ident in idents:
                 with count_jobs() as jobs:
-                    self._read_one(ident, df, jvm.to_arrow)
+                    self._read_one(ident, direct.get(ident), frames.get(ident), jvm.to_arrow)
                 self.jobs[ident] = jobs[0]
             return
         from pyspark.util import inheritable_thread_target
 
         # the workers inherit the thread's job group: Ctrl-C cancels their jobs too
         read = inheritable_thread_target(jvm.spark)(self._read_one)
-        pool = ThreadPoolExecutor(len(frames), thread_name_prefix="tensprov-read")
+        pool = ThreadPoolExecutor(len(idents), thread_name_prefix="tensprov-read")
         try:
             with count_jobs() as jobs, jvm.large_batches():
-                futures = [pool.submit(read, i, df, _to_arrow) for i, df in frames.items()]
+                futures = [
+                    pool.submit(read, i, direct.get(i), frames.get(i), _to_arrow) for i in idents
+                ]
                 # waits in short slices: a Ctrl-C reaches this thread at once
                 while wait(futures, timeout=0.1).not_done:
                     pass
@@ -260,16 +279,31 @@ class Fusion:
         finally:
             # on Ctrl-C the caller cancels the jobs; the workers then end on their own
             pool.shutdown(wait=False, cancel_futures=True)
-        # one job a read as a rule: the jobs counted together are shared out
-        share, extra = divmod(jobs[0], len(frames))
-        for k, ident in enumerate(frames):
+        # one job a Spark read as a rule: the jobs counted together are shared out
+        spark_reads = [i for i in idents if i in self.spark_reads] or idents
+        share, extra = divmod(jobs[0], len(spark_reads))
+        for k, ident in enumerate(spark_reads):
             self.jobs[ident] = share + (extra if k == 0 else 0)
 
-    def _read_one(self, ident: int, df: Any, to_arrow: Any) -> None:
+    def _read_one(
+        self, ident: int, reader: DirectRead | None, df: Any, to_arrow: Any
+    ) -> None:
+        """Read ``ident``'s columns: from its files with ``reader`` when there is one and
+        it can, else ``df`` through Spark."""
         t0 = time.perf_counter()
+        table = None
+        if reader is not None:
+            try:
+                table = reader()
+            except Exception:  # noqa: BLE001 - Unreadable, or pyarrow's own: Spark reads it
+                table = None
         try:
-            table = self.tables[ident] = to_arrow(df)
-            self._rows[ident] = int(table.num_rows)
+            if table is None and df is not None:
+                self.spark_reads.add(ident)
+                table = to_arrow(df)
+            if table is not None:
+                self.tables[ident] = table
+                self._rows[ident] = int(table.num_rows)
         except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
             pass
         self.seconds[ident] = time.perf_counter() - t0

@@ -125,6 +125,9 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         #: whether to fuse a block's reads (False: one job per operation, as before;
         #: the tests compare the two)
         self.fuse = True
+        #: whether a fused read of a Parquet source may read its files directly (False:
+        #: every read is a Spark job; the tests compare the two)
+        self.direct_reads = True
 
     # -- runs ----------------------------------------------------------------------
     def begin(self, name: str | None) -> RunLog:
@@ -429,6 +432,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             return None
         try:
             fusion = _fused.plan(self.jvm, pending, Pending)
+            fusion.direct = self.direct_reads
             fusion.size_of = lambda ident: self.nodes[ident].n if ident in self.nodes else None
             # before the reads start: a count still running would compete with them
             # for the cores (a read that fails then counts its source at the end)

@@ -1,0 +1,261 @@
+"""Reading a Parquet source's columns straight from its files (capture/_direct.py).
+
+The oracle is Spark itself: every column and every condition read from the files must
+equal, record for record and null for null, what Spark's own read of the same source
+gives; where the two could differ (a split file, a partition directory, a NaN, a file
+changed since Spark listed it) the reader must step aside.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tensprov_lab.capture._direct import Unreadable, direct_read, evaluate
+
+# -- evaluation alone (no JVM) ---------------------------------------------------------
+
+TABLE = pa.table(
+    {
+        "a": pa.array([1, 2, None, 4], pa.int64()),
+        "b": pa.array([True, None, False, None]),
+        "s": pa.array(["x", None, "é", "y"]),
+    }
+)
+
+
+def test_three_valued_logic_as_spark() -> None:
+    a_gt_1 = ("cmp", "greater", ("col", "a", "bigint"), ("lit", 1, "bigint"))
+    b = ("col", "b", "boolean")
+    assert evaluate(a_gt_1, TABLE).to_pylist() == [False, True, None, True]
+    # Kleene: false AND null is false, true OR null is true
+    assert evaluate(("and_kleene", a_gt_1, b), TABLE).to_pylist() == [False, None, False, None]
+    assert evaluate(("or_kleene", a_gt_1, b), TABLE).to_pylist() == [True, True, None, True]
+    assert evaluate(("not", b), TABLE).to_pylist() == [False, None, True, None]
+    assert evaluate(("isnull", b), TABLE).to_pylist() == [False, True, False, True]
+    assert evaluate(("isnotnull", ("col", "a", "bigint")), TABLE).to_pylist() == [
+        True,
+        True,
+        False,
+        True,
+    ]
+
+
+def test_in_with_a_null_item_is_null_where_nothing_matches() -> None:
+    s = ("col", "s", "string")
+    assert evaluate(("in", s, ("x", "y"), "string"), TABLE).to_pylist() == [
+        True,
+        None,
+        False,
+        True,
+    ]
+    assert evaluate(("in", s, ("x", None), "string"), TABLE).to_pylist() == [
+        True,
+        None,
+        None,
+        None,
+    ]
+
+
+def test_a_float_column_with_nan_is_left_to_spark() -> None:
+    table = pa.table({"x": pa.array([1.0, math.nan])})
+    node = ("cmp", "greater", ("col", "x", "double"), ("lit", 0.5, "double"))
+    with pytest.raises(Unreadable, match="NaN"):
+        evaluate(node, table)
+
+
+# -- against Spark ----------------------------------------------------------------------
+
+SCHEMA = "k bigint, i int, x double, s string, b boolean"
+COLUMNS = {"k": "bigint", "i": "int", "x": "double", "s": "string", "b": "boolean"}
+VALUES = {
+    "k": st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([2**40, -(2**62)])),
+    "i": st.one_of(st.none(), st.integers(-3, 3)),
+    "x": st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, -2.25, 3.0, math.inf])),
+    "s": st.one_of(st.none(), st.sampled_from(["", "a", "b", "ab", "é", "Z", "😀"])),
+    "b": st.one_of(st.none(), st.booleans()),
+}
+rows = st.lists(st.tuples(*(VALUES[c] for c in COLUMNS)), max_size=12)
+
+
+def _conditions(F: Any) -> Any:  # noqa: N803 - pyspark's functions, as usually named
+    col = st.sampled_from(list(COLUMNS))
+
+    def comparison(draw: Any) -> Any:
+        c = draw(col)
+        op = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]))
+        if draw(st.booleans()):
+            other = F.col(draw(st.sampled_from([n for n, t in COLUMNS.items() if t == COLUMNS[c]])))
+        else:
+            value = draw(VALUES[c].filter(lambda v: v is not None))
+            # an int literal against a bigint or double column: Spark casts the literal
+            if COLUMNS[c] in ("bigint", "double") and draw(st.booleans()):
+                value = int(value) if not math.isinf(value) else 1
+            other = F.lit(value)
+        left = F.col(c)
+        return {
+            "==": left == other,
+            "!=": left != other,
+            "<": left < other,
+            "<=": left <= other,
+            ">": left > other,
+            ">=": left >= other,
+        }[op]
+
+    def leaf(draw: Any) -> Any:
+        kind = draw(st.sampled_from(["cmp", "cmp", "null", "notnull", "in", "bool"]))
+        if kind == "cmp":
+            return comparison(draw)
+        c = draw(col)
+        if kind == "null":
+            return F.col(c).isNull()
+        if kind == "notnull":
+            return F.col(c).isNotNull()
+        if kind == "bool":
+            return F.col("b")
+        items = draw(st.lists(VALUES[c], min_size=1, max_size=3))
+        return F.col(c).isin(*items)
+
+    @st.composite
+    def condition(draw: Any, depth: int = 0) -> Any:
+        if depth >= 2 or draw(st.booleans()):
+            return leaf(draw)
+        kind = draw(st.sampled_from(["and", "or", "not"]))
+        a = draw(condition(depth + 1))
+        if kind == "not":
+            return ~a
+        b = draw(condition(depth + 1))
+        return (a & b) if kind == "and" else (a | b)
+
+    return condition()
+
+
+def _write(spark: Any, data: list[tuple], files: int) -> str:
+    folder = tempfile.mkdtemp(prefix="tensprov-direct-")
+    path = os.path.join(folder, "t")
+    df = spark.createDataFrame(data, SCHEMA)
+    df.repartition(files).write.parquet(path)
+    return path
+
+
+def _read_both(spark: Any, path: str, exprs: dict[str, Any]) -> tuple[Any, Any]:
+    """What Spark's read of ``exprs`` over the source gives, and the direct reader."""
+    from tensprov_lab.capture._jvm import Jvm
+
+    jvm = Jvm(spark)
+    source = spark.read.parquet(path)
+    df = source.select(*[e.alias(n) for n, e in exprs.items()])
+    expected = df.toArrow()
+    projected = df._jdf.queryExecution().analyzed()
+    jexprs = {str(e.name()): e.child() for e in jvm.lst(projected.projectList())}
+    reader = direct_read(jvm, source._jdf.queryExecution().analyzed(), jexprs)
+    return expected, reader
+
+
+@pytest.mark.spark
+@settings(
+    max_examples=int(os.environ.get("TENSPROV_DIRECT_EXAMPLES", "40")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=rows, files=st.integers(1, 3), draw=st.data())
+def test_columns_and_conditions_read_from_files_equal_sparks(
+    spark: Any, data: list[tuple], files: int, draw: Any
+) -> None:
+    from pyspark.sql import functions as F
+
+    conditions = draw.draw(st.lists(_conditions(F), min_size=1, max_size=3))
+    path = _write(spark, data, files)
+    exprs = {c: F.col(c) for c in COLUMNS} | {f"f{n}": c for n, c in enumerate(conditions)}
+    expected, reader = _read_both(spark, path, exprs)
+    assert reader is not None
+    try:
+        got = reader()
+    except Unreadable:
+        # only a NaN would stop it, and these values have none
+        raise AssertionError("the direct read stepped aside on values it reads") from None
+    # the same records in the same order (the columns), and every condition the same,
+    # nulls included
+    assert got.num_rows == expected.num_rows == len(data)
+    for name in exprs:
+        assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
+        assert got.column(name).type == expected.column(name).type, name
+
+
+@pytest.mark.spark
+def test_a_nan_leaves_the_read_to_spark(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    path = _write(spark, [(1, 1, math.nan, "a", True), (2, 2, 1.0, "b", False)], 1)
+    expected, reader = _read_both(spark, path, {"f": F.col("x") > 0.5, "x": F.col("x")})
+    assert expected.column("f").to_pylist() == [True, True]  # Spark: NaN above all numbers
+    assert reader is not None
+    with pytest.raises(Unreadable, match="NaN"):
+        reader()
+    # a plain read of the column gives the NaN as Spark does
+    _, plain = _read_both(spark, path, {"x": F.col("x")})
+    assert plain is not None and math.isnan(plain().column("x")[0].as_py())
+
+
+@pytest.mark.spark
+def test_files_spark_splits_are_read_by_spark(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    path = _write(spark, [(i, i, float(i), str(i), True) for i in range(5000)], 1)
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    try:
+        source = spark.read.parquet(path)
+        assert source.rdd.getNumPartitions() > 1  # the one file is split
+        _, reader = _read_both(spark, path, {"k": F.col("k")})
+        assert reader is None
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+
+
+@pytest.mark.spark
+def test_what_spark_reads_differently_is_left_to_it(spark: Any, tmp_path: Any) -> None:
+    """Partition directories, other formats, collated strings and expressions beyond
+    the supported ones are not read from the files."""
+    from pyspark.sql import functions as F
+
+    data = spark.createDataFrame([(1, 1, 1.0, "a", True), (2, 2, 2.0, "B", False)], SCHEMA)
+    data.write.partitionBy("i").parquet(str(tmp_path / "parts"))
+    _, reader = _read_both(spark, str(tmp_path / "parts"), {"k": F.col("k")})
+    assert reader is None
+    data.write.json(str(tmp_path / "json"))
+    from tensprov_lab.capture._jvm import Jvm
+
+    jvm = Jvm(spark)
+    source = spark.read.json(str(tmp_path / "json"))
+    plan = source._jdf.queryExecution().analyzed()
+    assert direct_read(jvm, plan, {"k": jvm.output(plan)[0]}) is None
+    path = _write(spark, [(1, 1, 1.0, "a", True)], 1)
+    for expr in (F.upper("s") == "A", F.col("k") + 1 > 1, F.col("x").cast("int") > 0):
+        _, reader = _read_both(spark, path, {"f": expr})
+        assert reader is None
+    collated = spark.read.parquet(path).select(F.col("s").cast("string collate UTF8_LCASE"))
+    jplan = collated._jdf.queryExecution().analyzed()
+    assert direct_read(jvm, jplan, {"s": jvm.output(jplan)[0]}) is None
+
+
+@pytest.mark.spark
+def test_a_file_changed_since_spark_listed_it_is_read_by_spark(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    path = _write(spark, [(1, 1, 1.0, "a", True)], 1)
+    _, reader = _read_both(spark, path, {"k": F.col("k")})
+    assert reader is not None
+    (file, size), *_ = reader.files
+    with open(file, "ab") as handle:
+        handle.write(b"more")
+    with pytest.raises(Unreadable, match="changed"):
+        reader()
