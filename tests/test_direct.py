@@ -216,7 +216,9 @@ def test_files_spark_splits_are_read_by_spark(spark: Any) -> None:
         source = spark.read.parquet(path)
         assert source.rdd.getNumPartitions() > 1  # the one file is split
         _, reader = _read_both(spark, path, {"k": F.col("k")})
-        assert reader is None
+        assert reader is not None
+        with pytest.raises(Unreadable, match="whole"):
+            reader()
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
 
@@ -254,7 +256,7 @@ def test_a_file_changed_since_spark_listed_it_is_read_by_spark(spark: Any) -> No
     path = _write(spark, [(1, 1, 1.0, "a", True)], 1)
     _, reader = _read_both(spark, path, {"k": F.col("k")})
     assert reader is not None
-    (file, size), *_ = reader.files
+    (file, size), *_ = reader.files()
     with open(file, "ab") as handle:
         handle.write(b"more")
     with pytest.raises(Unreadable, match="changed"):

@@ -186,8 +186,22 @@ public class TensProvHelper {
      *  Dataset is not a partition of files, or a file belongs to a partition directory
      *  (its partition values are not in the file). */
     public String scanFiles(org.apache.spark.sql.Dataset ds) {
-        // a narrow plan's RDD has its scan's partitions, in the order collect() reads them
-        org.apache.spark.Partition[] parts = ds.queryExecution().toRdd().partitions();
+        // down a chain of one-child nodes (whole-stage code, columns to rows) to the scan;
+        // its RDD's partitions are read in order (not toRdd(): that compiles the code)
+        org.apache.spark.sql.execution.SparkPlan node = ds.queryExecution().executedPlan();
+        while (node.children().size() == 1) {
+            String name = node.getClass().getSimpleName();
+            if (!name.equals("WholeStageCodegenExec") && !name.equals("ColumnarToRowExec")
+                && !name.equals("InputAdapter")) {
+                return null;
+            }
+            node = (org.apache.spark.sql.execution.SparkPlan) node.children().apply(0);
+        }
+        if (!(node instanceof org.apache.spark.sql.execution.FileSourceScanExec)) {
+            return null;
+        }
+        org.apache.spark.Partition[] parts =
+            ((org.apache.spark.sql.execution.FileSourceScanExec) node).inputRDD().partitions();
         StringBuilder b = new StringBuilder();
         for (int i = 0; i < parts.length; i++) {
             if (!(parts[i] instanceof org.apache.spark.sql.execution.datasources.FilePartition)) {

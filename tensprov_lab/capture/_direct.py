@@ -80,8 +80,8 @@ class Unreadable(Exception):
 
 @dataclass(frozen=True)
 class DirectRead:
-    """The columns of one read, to be read from ``files`` (local paths and sizes, in
-    Spark's order); call it to read them (:class:`Unreadable`: read through Spark).
+    """The columns of one read over a source's records, to be read from its files; call
+    it to read them (:class:`Unreadable`: read through Spark).
 
     Examples
     --------
@@ -89,7 +89,10 @@ class DirectRead:
     >>> table = read() if read is not None else None  # doctest: +SKIP
     """
 
-    files: tuple[tuple[str, int], ...]
+    jvm: Jvm
+    #: the source's plan (its files are listed when the read runs: planning the scan
+    #: takes tens of ms, which then overlap the block's other reads)
+    plan: JObject
     #: the file columns to read, with their type in the files
     columns: tuple[tuple[str, pa.DataType], ...]
     #: what to compute from them, by the name of the read's column
@@ -97,8 +100,16 @@ class DirectRead:
     #: the string type Spark's own read would give (``useLargeVarTypes``)
     string_type: pa.DataType
 
+    def files(self) -> tuple[tuple[str, int], ...]:
+        """The local files of the source's scan in Spark's order, each read whole, with
+        their size (:class:`Unreadable` when Spark splits one or one is not local)."""
+        files = _files(self.jvm, self.plan)
+        if files is None:
+            raise Unreadable("Spark does not read every file whole, or one is not local")
+        return files
+
     def __call__(self) -> pa.Table:
-        table = read_files(self.files, self.columns)
+        table = read_files(self.files(), self.columns)
         names, arrays = [], []
         for name, node in self.reads:
             value = evaluate(node, table)
@@ -140,15 +151,15 @@ def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRea
         used: dict[str, pa.DataType] = {}
         for _, node in reads:
             _columns_of(node, used)
-        files = _files(jvm, plan)
+        if jvm.helper is None:
+            return None
     except Unreadable:
         return None
     except Exception:  # noqa: BLE001 - another Spark build or plan: read through Spark
         return None
-    if files is None:
-        return None
     return DirectRead(
-        files,
+        jvm,
+        plan,
         tuple(used.items()),
         reads,
         pa.large_string() if large.lower() == "true" else pa.string(),
@@ -161,7 +172,10 @@ def _files(jvm: Jvm, plan: JObject) -> tuple[tuple[str, int], ...] | None:
     helper = jvm.helper
     if helper is None:
         return None
-    reply = helper.scanFiles(jvm.to_df(plan)._jdf)
+    try:
+        reply = helper.scanFiles(jvm.to_df(plan)._jdf)
+    except Exception:  # noqa: BLE001 - another Spark build: read through Spark
+        return None
     if reply is None:
         return None
     files = []
