@@ -285,9 +285,7 @@ class Fusion:
         for k, ident in enumerate(spark_reads):
             self.jobs[ident] = share + (extra if k == 0 else 0)
 
-    def _read_one(
-        self, ident: int, reader: DirectRead | None, df: Any, to_arrow: Any
-    ) -> None:
+    def _read_one(self, ident: int, reader: DirectRead | None, df: Any, to_arrow: Any) -> None:
         """Read ``ident``'s columns: from its files with ``reader`` when there is one and
         it can, else ``df`` through Spark."""
         t0 = time.perf_counter()
