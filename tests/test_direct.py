@@ -261,3 +261,32 @@ def test_a_file_changed_since_spark_listed_it_is_read_by_spark(spark: Any) -> No
         handle.write(b"more")
     with pytest.raises(Unreadable, match="changed"):
         reader()
+
+
+@pytest.mark.spark
+def test_a_catalog_table_of_parquet_files_is_read_from_them(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    data = spark.createDataFrame(
+        [(i, i % 3, float(i), str(i), i % 2 == 0) for i in range(9)], SCHEMA
+    )
+    data.repartition(2).write.mode("overwrite").format("parquet").saveAsTable("direct_table")
+    try:
+        from tensprov_lab.capture._jvm import Jvm
+
+        jvm = Jvm(spark)
+        table = spark.table("direct_table")
+        df = table.select(F.col("k").alias("k"), (F.col("i") > 0).alias("f"))
+        jexprs = {
+            str(e.name()): e.child()
+            for e in jvm.lst(df._jdf.queryExecution().analyzed().projectList())
+        }
+        plan = table._jdf.queryExecution().analyzed()
+        assert jvm.cls(plan) == "SubqueryAlias"
+        reader = direct_read(jvm, plan, jexprs)
+        assert reader is not None
+        got, expected = reader(), df.toArrow()
+        for name in ("k", "f"):
+            assert got.column(name).to_pylist() == expected.column(name).to_pylist()
+    finally:
+        spark.sql("DROP TABLE IF EXISTS direct_table")

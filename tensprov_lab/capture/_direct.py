@@ -11,8 +11,9 @@ The read is the same records in the same order only when the source is read as S
 reads it, so :func:`direct_read` answers None (read through Spark) unless all of this
 holds:
 
-- the source's plan is a bare Parquet relation, in a local session (the driver sees the
-  files the executors read), not split into directories of partition values;
+- the source's plan is a bare Parquet relation (or a catalog table of one), in a local
+  session (the driver sees the files the executors read), not split into directories
+  of partition values;
 - Spark reads every file whole (no file is split between partitions): the records then
   come file after file in the order of Spark's partitions, each file's in its order;
 - every column asked for is a plain column of a type whose values pyarrow gives exactly
@@ -130,9 +131,12 @@ def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRea
         spark = jvm.spark
         if not str(spark.sparkContext.master).startswith("local"):
             return None
-        if jvm.cls(plan) != "LogicalRelation":
+        scan = plan
+        while jvm.cls(scan) == "SubqueryAlias":  # a catalog table: the same attributes
+            scan = scan.child()
+        if jvm.cls(scan) != "LogicalRelation":
             return None
-        relation = plan.relation()
+        relation = scan.relation()
         if jvm.cls(relation) != "HadoopFsRelation":
             return None
         if jvm.cls(relation.fileFormat()) != "ParquetFileFormat":
@@ -143,7 +147,7 @@ def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRea
             return None
         large = str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false"))
         columns: dict[int, tuple[str, str]] = {}
-        for attr in jvm.output(plan):
+        for attr in jvm.output(scan):
             type_name = str(attr.dataType().simpleString())
             if type_name in _ARROW_TYPES:
                 columns[int(attr.exprId().id())] = (str(attr.name()), type_name)
