@@ -206,21 +206,82 @@ def test_a_nan_leaves_the_read_to_spark(spark: Any) -> None:
 
 
 @pytest.mark.spark
-def test_files_spark_splits_are_read_by_spark(spark: Any) -> None:
+@pytest.mark.parametrize(
+    ("n", "files", "block", "split", "first", "shape"),
+    [
+        (3000, 2, 2048, 3000, "k", "many"),  # parts of several row groups
+        (3000, 1, 2048, 9000, "s", "many"),  # a dictionary page before the first data page
+        (2500, 3, 8192, 3000, "s", "empty"),  # parts that hold no row group
+        (1200, 2, 1 << 20, 3000, "x", "empty"),  # one row group a file, split anyway
+        (40, 3, 2048, 1 << 27, "k", "whole"),  # whole files
+    ],
+)
+def test_files_spark_splits_are_read_as_spark_reads_them(
+    spark: Any, n: int, files: int, block: int, split: int, first: str, shape: str
+) -> None:
+    """A file Spark splits between partitions is read by the row groups Spark's reader
+    picks for each part: the same records in the same order as Spark's read."""
     from pyspark.sql import functions as F
 
-    path = _write(spark, [(i, i, float(i), str(i), True) for i in range(5000)], 1)
+    folder = tempfile.mkdtemp(prefix="tensprov-direct-")
+    path = os.path.join(folder, "t")
+    rows = [(i, i % 7, float(i % 11), f"s{i % 5}", i % 3 == 0) for i in range(n)]
+    order = [first, *[c for c in COLUMNS if c != first]]
+    (
+        spark.createDataFrame(rows, SCHEMA)
+        .select(*order)
+        .repartition(files)
+        .write.option("parquet.block.size", block)
+        .option("parquet.page.size", 1024)
+        .parquet(path)
+    )
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
     try:
-        source = spark.read.parquet(path)
-        assert source.rdd.getNumPartitions() > 1  # the one file is split
-        _, reader = _read_both(spark, path, {"k": F.col("k")})
+        exprs = {"k": F.col("k"), "f": F.col("i") > 2}
+        expected, reader = _read_both(spark, path, exprs)
         assert reader is not None
-        with pytest.raises(Unreadable, match="whole"):
-            reader()
+        parts = reader.files()
+        got = reader()
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    assert got.column("k").to_pylist() == expected.column("k").to_pylist()
+    assert got.column("f").to_pylist() == expected.column("f").to_pylist()
+    # each case is the one it is meant to be
+    groups = [g for _, _, g in parts]
+    if shape == "many":
+        assert any(g is not None and len(g) > 1 for g in groups), parts
+    elif shape == "empty":
+        assert any(g == () for g in groups) and any(g for g in groups), parts
+    else:
+        assert all(g is None for g in groups), parts
+
+
+@pytest.mark.spark
+def test_the_parts_spark_reads_are_told_apart(spark: Any) -> None:
+    """The test above splits files for real: a small split cuts a file of many row
+    groups into parts that each read some of them."""
+    from pyspark.sql import functions as F
+
+    folder = tempfile.mkdtemp(prefix="tensprov-direct-")
+    path = os.path.join(folder, "t")
+    rows = [(i, i % 7, float(i % 11), f"s{i % 5}", i % 3 == 0) for i in range(3000)]
+    spark.createDataFrame(rows, SCHEMA).coalesce(1).write.option("parquet.block.size", 2048).option(
+        "parquet.page.size", 1024
+    ).parquet(path)
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "3000")
+    try:
+        _, reader = _read_both(spark, path, {"k": F.col("k")})
+        assert reader is not None
+        parts = reader.files()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    assert len(parts) > 1
+    groups = [g for _, _, g in parts]
+    assert all(g is not None for g in groups)
+    picked = sorted(x for g in groups if g is not None for x, _ in g)
+    assert len(picked) > 1 and picked == list(range(len(picked)))  # each row group once
 
 
 @pytest.mark.spark
@@ -256,7 +317,7 @@ def test_a_file_changed_since_spark_listed_it_is_read_by_spark(spark: Any) -> No
     path = _write(spark, [(1, 1, 1.0, "a", True)], 1)
     _, reader = _read_both(spark, path, {"k": F.col("k")})
     assert reader is not None
-    (file, size), *_ = reader.files()
+    (file, size, _), *_ = reader.files()
     with open(file, "ab") as handle:
         handle.write(b"more")
     with pytest.raises(Unreadable, match="changed"):

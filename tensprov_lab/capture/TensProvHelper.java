@@ -181,11 +181,12 @@ public class TensProvHelper {
     }
 
     /** The files a Dataset's scan reads, in the order Spark returns their records: a line
-     *  per file with its URI's scheme and raw path, the start and length of the part read
-     *  and the file's size, tab-separated, as a reply.  Null when a partition of the
-     *  Dataset is not a partition of files, or a file belongs to a partition directory
-     *  (its partition values are not in the file). */
-    public String scanFiles(org.apache.spark.sql.Dataset ds) {
+     *  per part of a file with its URI's scheme and raw path, the start and length of the
+     *  part, the file's size and, for a Parquet file Spark splits, the ordinal and starting
+     *  position of each row group the part reads ("ordinal:position", comma-separated; "*"
+     *  for a whole file), tab-separated, as a reply.  Null when a partition of the Dataset is not a partition of files, or a file
+     *  belongs to a partition directory (its partition values are not in the file). */
+    public String scanFiles(org.apache.spark.sql.Dataset ds) throws java.io.IOException {
         // down a chain of one-child nodes (whole-stage code, columns to rows) to the scan;
         // its RDD's partitions are read in order (not toRdd(): that compiles the code)
         org.apache.spark.sql.execution.SparkPlan node = ds.queryExecution().executedPlan();
@@ -217,10 +218,47 @@ public class TensProvHelper {
                 java.net.URI uri = f.pathUri();
                 b.append(uri.getScheme()).append('\t').append(uri.getRawPath())
                     .append('\t').append(f.start()).append('\t').append(f.length())
-                    .append('\t').append(f.fileSize()).append('\n');
+                    .append('\t').append(f.fileSize()).append('\t');
+                if (f.start() == 0 && f.length() == f.fileSize()) {
+                    b.append('*');
+                } else {
+                    rowGroups(b, ds.sparkSession(), f);
+                }
+                b.append('\n');
             }
         }
         return reply(b.toString());
+    }
+
+    /** The ordinals of the row groups of a part of a Parquet file, as Spark's Parquet
+     *  reader picks them: parquet-mr's reader given the part's byte range (a row group
+     *  whose middle lies in the range). */
+    private static void rowGroups(StringBuilder b, org.apache.spark.sql.SparkSession session,
+            org.apache.spark.sql.execution.datasources.PartitionedFile f)
+            throws java.io.IOException {
+        org.apache.hadoop.conf.Configuration conf = session.sessionState().newHadoopConf();
+        org.apache.hadoop.fs.Path path = f.toPath();
+        org.apache.parquet.ParquetReadOptions options =
+            org.apache.parquet.HadoopReadOptions.builder(conf, path)
+                .withRange(f.start(), f.start() + f.length()).build();
+        org.apache.parquet.hadoop.ParquetFileReader reader =
+            new org.apache.parquet.hadoop.ParquetFileReader(
+                org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf), options);
+        try {
+            java.util.List groups = reader.getRowGroups();
+            for (int k = 0; k < groups.size(); k++) {
+                org.apache.parquet.hadoop.metadata.BlockMetaData group =
+                    (org.apache.parquet.hadoop.metadata.BlockMetaData) groups.get(k);
+                if (group.getOrdinal() < 0) {
+                    throw new java.io.IOException("a row group without its ordinal");
+                }
+                // its starting position too: Python checks the ordinal names that group
+                b.append(k == 0 ? "" : ",").append(group.getOrdinal()).append(':')
+                    .append(group.getStartingPos());
+            }
+        } finally {
+            reader.close();
+        }
     }
 
     /** Child {@code i} of a plan node. */

@@ -14,8 +14,10 @@ holds:
 - the source's plan is a bare Parquet relation (or a catalog table of one), in a local
   session (the driver sees the files the executors read), not split into directories
   of partition values;
-- Spark reads every file whole (no file is split between partitions): the records then
-  come file after file in the order of Spark's partitions, each file's in its order;
+- the records come part after part in the order of Spark's partitions, each part's in
+  its order: a whole file, or of a file Spark splits the row groups Spark's Parquet
+  reader picks for that part's byte range (asked of the JVM, see
+  ``TensProvHelper.scanFiles``);
 - every column asked for is a plain column of a type whose values pyarrow gives exactly
   as Spark does (integers, floats, booleans, strings without a collation), found in each
   file by its exact name and Arrow type;
@@ -70,6 +72,10 @@ _COMPARISONS = {
 }
 _LOGIC = {"And": "and_kleene", "Or": "or_kleene"}
 
+#: a part of a file a scan reads: its local path, its size when Spark listed it, and the
+#: row groups Spark reads of it, each with its starting position in the file (None: all
+#: of it)
+FilePart = tuple[str, int, "tuple[tuple[int, int], ...] | None"]
 #: an expression, compiled: ("col", name, type), ("lit", value, type), ("cmp", op, a, b),
 #: ("and_kleene"|"or_kleene", a, b), ("not", a), ("isnull"|"isnotnull", a), ("in", a, values, type)
 Node = tuple[Any, ...]
@@ -101,12 +107,12 @@ class DirectRead:
     #: the string type Spark's own read would give (``useLargeVarTypes``)
     string_type: pa.DataType
 
-    def files(self) -> tuple[tuple[str, int], ...]:
-        """The local files of the source's scan in Spark's order, each read whole, with
-        their size (:class:`Unreadable` when Spark splits one or one is not local)."""
+    def files(self) -> tuple[FilePart, ...]:
+        """The parts of the source's files in Spark's order (:class:`Unreadable` when one
+        is not local)."""
         files = _files(self.jvm, self.plan)
         if files is None:
-            raise Unreadable("Spark does not read every file whole, or one is not local")
+            raise Unreadable("the scan is not of local files")
         return files
 
     def __call__(self) -> pa.Table:
@@ -170,9 +176,9 @@ def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRea
     )
 
 
-def _files(jvm: Jvm, plan: JObject) -> tuple[tuple[str, int], ...] | None:
-    """The local files of a source's scan in Spark's order, each read whole, with their
-    size; None when Spark splits one or a file is not local."""
+def _files(jvm: Jvm, plan: JObject) -> tuple[FilePart, ...] | None:
+    """The parts of local files a source's scan reads, in Spark's order; None when a file
+    is not local or the scan is not of files."""
     helper = jvm.helper
     if helper is None:
         return None
@@ -182,12 +188,18 @@ def _files(jvm: Jvm, plan: JObject) -> tuple[tuple[str, int], ...] | None:
         return None
     if reply is None:
         return None
-    files = []
+    files: list[FilePart] = []
     for line in Jvm._whole(helper, str(reply)).splitlines():
-        scheme, raw, start, length, size = line.split("\t")
-        if scheme != "file" or int(start) != 0 or int(length) != int(size):
+        scheme, raw, _start, _length, size, groups = line.split("\t")
+        if scheme != "file":
             return None
-        files.append((unquote(raw), int(size)))
+        picked = None
+        if groups != "*":
+            picked = tuple(
+                (int(g), int(pos))
+                for g, _, pos in (x.partition(":") for x in groups.split(",") if x)
+            )
+        files.append((unquote(raw), int(size), picked))
     return tuple(files)
 
 
@@ -269,14 +281,14 @@ def _columns_of(node: Node, used: dict[str, pa.DataType]) -> None:
 
 
 def read_files(
-    files: tuple[tuple[str, int], ...], columns: tuple[tuple[str, pa.DataType], ...]
+    files: tuple[FilePart, ...], columns: tuple[tuple[str, pa.DataType], ...]
 ) -> pa.Table:
-    """The ``columns`` of ``files`` one after another (:class:`Unreadable` when a file
-    changed size, lacks a column or holds it as another type)."""
+    """The ``columns`` of the parts of ``files`` one after another (:class:`Unreadable`
+    when a file changed size, lacks a column or holds it as another type)."""
     names = [name for name, _ in columns]
     wanted = dict(columns)
     parts = []
-    for path, size in files:
+    for path, size, groups in files:
         try:
             if os.path.getsize(path) != size:
                 raise Unreadable(f"{path} changed since Spark listed it")
@@ -295,11 +307,29 @@ def read_files(
             found = schema.field(index).type
             if found != kind and not (kind == pa.string() and found == pa.large_string()):
                 raise Unreadable(f"{path} holds {name!r} as {found}")
-        table = handle.read(columns=names, use_threads=True)
+        if groups is None:
+            table = handle.read(columns=names, use_threads=True)
+        else:
+            for group, position in groups:
+                if group >= handle.num_row_groups or _start(handle, group) != position:
+                    raise Unreadable(f"{path}: row group {group} is not the one Spark reads")
+            table = handle.read_row_groups([g for g, _ in groups], columns=names, use_threads=True)
         parts.append(table.cast(pa.schema([(n, wanted[n]) for n in names])))
     if not parts:
         return pa.table([pa.array([], type=t) for t in wanted.values()], names=names)
     return pa.concat_tables(parts)
+
+
+def _start(handle: pq.ParquetFile, group: int) -> int:
+    """Where row group ``group`` starts in the file, as parquet-mr counts it: its first
+    column's dictionary page when that comes before its first data page."""
+    first = handle.metadata.row_group(group).column(0)
+    data = int(first.data_page_offset)
+    if first.has_dictionary_page:
+        dictionary = int(first.dictionary_page_offset)
+        if 0 < dictionary < data:
+            return dictionary
+    return data
 
 
 def evaluate(node: Node, table: pa.Table) -> Any:
