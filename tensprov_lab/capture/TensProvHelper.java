@@ -184,8 +184,9 @@ public class TensProvHelper {
      *  per part of a file with its URI's scheme and raw path, the start and length of the
      *  part, the file's size and, for a Parquet file Spark splits, the ordinal and starting
      *  position of each row group the part reads ("ordinal:position", comma-separated; "*"
-     *  for a whole file), tab-separated, as a reply.  Null when a partition of the Dataset is not a partition of files, or a file
-     *  belongs to a partition directory (its partition values are not in the file). */
+     *  for a whole file), tab-separated, as a reply.  Null when a partition of the Dataset
+     *  is not a partition of files, or a file belongs to a partition directory (its
+     *  partition values are not in the file). */
     public String scanFiles(org.apache.spark.sql.Dataset ds) throws java.io.IOException {
         // down a chain of one-child nodes (whole-stage code, columns to rows) to the scan;
         // its RDD's partitions are read in order (not toRdd(): that compiles the code)
@@ -230,8 +231,8 @@ public class TensProvHelper {
         return reply(b.toString());
     }
 
-    /** The ordinals of the row groups of a part of a Parquet file, as Spark's Parquet
-     *  reader picks them: parquet-mr's reader given the part's byte range (a row group
+    /** The ordinal and starting position of each row group of a part of a Parquet file,
+     *  as Spark's Parquet reader picks them: parquet-mr's reader given the part's byte range (a row group
      *  whose middle lies in the range). */
     private static void rowGroups(StringBuilder b, org.apache.spark.sql.SparkSession session,
             org.apache.spark.sql.execution.datasources.PartitionedFile f)
