@@ -399,3 +399,21 @@ def test_a_foreign_key_join_reads_its_pairs_from_the_key_columns(
 
     _compare(spark, body, ["filter", "join", "agg"])
     assert used == [True]
+
+
+def test_a_direct_read_that_cannot_read_its_files_is_read_by_spark(
+    spark: Any, tmp_path: Any
+) -> None:
+    """A NaN in a compared float column is found only when the files are read: that read
+    then goes through Spark (one job), with the same lineage."""
+    rows = [(i, float("nan") if i % 9 == 0 else float(i % 13), i % 4) for i in range(200)]
+    spark.createDataFrame(rows, "id long, x double, g long").repartition(2).write.parquet(
+        str(tmp_path / "nan")
+    )
+    source = spark.read.parquet(str(tmp_path / "nan"))
+
+    def body() -> None:
+        source.filter("x > 6").groupBy("g").count()
+
+    run = _compare(spark, body, ["filter", "count"], fewer_jobs=False)
+    assert run._log.jobs >= 1 and run.operations[0].jobs >= 1

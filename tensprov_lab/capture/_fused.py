@@ -241,15 +241,15 @@ class Fusion:
         jvm = self.jvm
         frames: dict[int, Any] = {}
         direct: dict[int, DirectRead] = {}
-        for ident, columns in self.reads.items():
+        for ident in self.reads:
             if self.direct:
                 reader = direct_read(jvm, self.plans[ident], self.exprs[ident])
                 if reader is not None:
                     direct[ident] = reader
-            try:
-                frames[ident] = jvm.to_df(jvm.project(list(columns.values()), self.plans[ident]))
-            except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
-                pass
+                    continue  # its Spark read is planned only if the files cannot be read
+            frame = self._frame(ident)
+            if frame is not None:
+                frames[ident] = frame
         idents = [i for i in self.reads if i in frames or i in direct]
         # a read running Python UDFs keeps the session's Arrow batches (a pandas UDF
         # sees its input in them), so it does not share the batch setting of the others
@@ -285,9 +285,17 @@ class Fusion:
         for k, ident in enumerate(spark_reads):
             self.jobs[ident] = share + (extra if k == 0 else 0)
 
+    def _frame(self, ident: int) -> Any:
+        """The DataFrame of ``ident``'s columns, read through Spark (None: it cannot be)."""
+        try:
+            jvm = self.jvm
+            return jvm.to_df(jvm.project(list(self.reads[ident].values()), self.plans[ident]))
+        except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
+            return None
+
     def _read_one(self, ident: int, reader: DirectRead | None, df: Any, to_arrow: Any) -> None:
         """Read ``ident``'s columns: from its files with ``reader`` when there is one and
-        it can, else ``df`` through Spark."""
+        it can, else ``df`` (made now when None) through Spark."""
         t0 = time.perf_counter()
         table = None
         if reader is not None:
@@ -295,6 +303,8 @@ class Fusion:
                 table = reader()
             except Exception:  # noqa: BLE001 - Unreadable, or pyarrow's own: Spark reads it
                 table = None
+            if table is None:
+                df = self._frame(ident)
         try:
             if table is None and df is not None:
                 self.spark_reads.add(ident)
