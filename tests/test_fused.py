@@ -333,13 +333,15 @@ def test_operations_after_a_fused_filter_translate_its_keys(spark: Any, data: An
     assert big.ki.nbytes == 0
 
 
+@pytest.mark.parametrize("direct", [True, False])
 def test_a_source_read_through_a_projection_is_not_counted(
-    spark: Any, data: Any, monkeypatch: pytest.MonkeyPatch
+    spark: Any, data: Any, monkeypatch: pytest.MonkeyPatch, direct: bool
 ) -> None:
     """A filter of a projection of a source (COMPAS: select, then dropna) reads every
     record of the source in scan order: the source's size comes from that read, and the
     count started while the block ran is cancelled before the reads begin (a count still
-    running would take cores from them)."""
+    running would take cores from them).  The read goes through Spark, or (``direct``)
+    straight to the source's files through the projection."""
     from tensprov_lab.capture import _fused
     from tensprov_lab.capture._keys import LazyScanKeyIndex
 
@@ -361,9 +363,10 @@ def test_a_source_read_through_a_projection_is_not_counted(
         picked = spark.read.parquet(folder).select("order_id", "amount", "day")
         kept.append(picked.dropna().withColumn("cents", picked.amount * 100))
 
-    # (one job either way: the per-operation capture's dropna reads its keys in one)
-    fused = _compare(spark, body, ["dropna"], fewer_jobs=False)
-    assert fused._log.jobs == 1
+    # (one job either way through Spark: the per-operation capture's dropna reads its
+    # keys in one)
+    fused = _compare(spark, body, ["dropna"], fewer_jobs=direct, direct=direct)
+    assert fused._log.jobs == (0 if direct else 1)
     # the fused run's counts: started at the select, cancelled before its read
     assert at_fetch[-1] and not any(at_fetch[-1].values())
     source = fused._tracker.by_ds[fused.operations[0].inputs[0]]
@@ -417,3 +420,32 @@ def test_a_direct_read_that_cannot_read_its_files_is_read_by_spark(
 
     run = _compare(spark, body, ["filter", "count"], fewer_jobs=False)
     assert run._log.jobs >= 1 and run.operations[0].jobs >= 1
+
+
+def test_a_csv_source_is_read_from_its_file(spark: Any, tmp_path: Any) -> None:
+    """A CSV source selected and cleaned as the COMPAS pipeline does (select, dropna,
+    recoding) is read straight from its file, quoted values and doubled quotes (in a
+    column not read) included: no Spark job, the per-operation capture's lineage."""
+    lines = ["id,age,race,desc,days,note"]
+    for i in range(300):
+        age = "" if i % 17 == 0 else str(18 + i % 50)
+        days = "" if i % 23 == 0 else f"{(i % 9) - 1}.0"
+        race = '"Afr,Am"' if i % 3 else "Caucasian"
+        note = '"a ""b"" c"' if i % 5 == 0 else "n"
+        lines.append(f"{i},{age},{race},d{i % 4},{days},{note}")
+    path = tmp_path / "people.csv"
+    path.write_text("\n".join(lines) + "\n")
+    schema = "id int, age int, race string, desc string, days double, note string"
+    source = spark.read.csv(str(path), header=True, schema=schema)
+
+    def body() -> None:
+        from pyspark.sql import functions as F
+
+        df = source.select("age", "race", "days").dropna()
+        df.withColumn("race", F.when(F.col("race") == "Caucasian", 1).otherwise(0))
+
+    run = _compare(spark, body, ["dropna"])
+    assert run._log.jobs == 0 and run.operations[1].jobs == 0
+    assert run.store.datasets[run.operations[1].output].n_rows == sum(
+        1 for i in range(300) if i % 17 and i % 23
+    )

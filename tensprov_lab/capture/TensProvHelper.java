@@ -103,6 +103,77 @@ public class TensProvHelper {
         return reply(b.toString());
     }
 
+    /** A relation of files: its format's class, its number of partition columns, its
+     *  number of options, each option's key and value, then each output attribute's
+     *  expression id, name and type, every part as in {@link #columns}; null for
+     *  another plan. */
+    public String fileRelation(LogicalPlan node) {
+        if (!(node instanceof org.apache.spark.sql.execution.datasources.LogicalRelation)) {
+            return null;
+        }
+        org.apache.spark.sql.sources.BaseRelation relation =
+            ((org.apache.spark.sql.execution.datasources.LogicalRelation) node).relation();
+        if (!(relation instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation)) {
+            return null;
+        }
+        org.apache.spark.sql.execution.datasources.HadoopFsRelation files =
+            (org.apache.spark.sql.execution.datasources.HadoopFsRelation) relation;
+        StringBuilder b = new StringBuilder();
+        field(b, files.fileFormat().getClass().getSimpleName());
+        field(b, String.valueOf(files.partitionSchema().length()));
+        field(b, wholeFile(files));
+        scala.collection.Map options = files.options();
+        field(b, String.valueOf(options.size()));
+        scala.collection.Iterator it = options.iterator();
+        while (it.hasNext()) {
+            scala.Tuple2 kv = (scala.Tuple2) it.next();
+            field(b, (String) kv._1());
+            field(b, (String) kv._2());
+        }
+        scala.collection.Seq out = node.output();
+        int n = out.size();
+        for (int i = 0; i < n; i++) {
+            Attribute a = (Attribute) out.apply(i);
+            field(b, String.valueOf(a.exprId().id()));
+            field(b, a.name());
+            field(b, a.dataType().simpleString());
+        }
+        return reply(b.toString());
+    }
+
+    /** The scheme, raw path and size of the one file a relation reads, tab-separated,
+     *  when a scan reads it whole (no larger than Spark's split size); else empty: the
+     *  scan's parts are then asked of the planned scan ({@link #scanFiles}), which takes
+     *  tens of ms. */
+    private static String wholeFile(
+            org.apache.spark.sql.execution.datasources.HadoopFsRelation files) {
+        try {
+            scala.collection.immutable.Seq none = scala.collection.immutable.Nil$.MODULE$;
+            scala.collection.immutable.Seq dirs =
+                (scala.collection.immutable.Seq) files.location().listFiles(none, none);
+            if (dirs.size() != 1) {
+                return "";
+            }
+            org.apache.spark.sql.execution.datasources.PartitionDirectory dir =
+                (org.apache.spark.sql.execution.datasources.PartitionDirectory) dirs.apply(0);
+            if (dir.files().size() != 1) {
+                return "";
+            }
+            org.apache.spark.sql.execution.datasources.FileStatusWithMetadata file =
+                (org.apache.spark.sql.execution.datasources.FileStatusWithMetadata)
+                    dir.files().apply(0);
+            long max = org.apache.spark.sql.execution.datasources.FilePartition$.MODULE$
+                .maxSplitBytes(files.sparkSession(), dirs);
+            if (file.getLen() > max) {
+                return "";
+            }
+            java.net.URI uri = file.getPath().toUri();
+            return uri.getScheme() + "\t" + uri.getRawPath() + "\t" + file.getLen();
+        } catch (RuntimeException e) {
+            return "";  // another Spark build: the planned scan tells
+        }
+    }
+
     /** The output expression ids of a projection on the first line, then a line for each
      *  expression it adds to its child's output: its id and the ids it references.  Null
      *  when an added expression holds a subquery (whose outer references this does not
@@ -202,8 +273,11 @@ public class TensProvHelper {
         if (!(node instanceof org.apache.spark.sql.execution.FileSourceScanExec)) {
             return null;
         }
-        org.apache.spark.Partition[] parts =
-            ((org.apache.spark.sql.execution.FileSourceScanExec) node).inputRDD().partitions();
+        org.apache.spark.sql.execution.FileSourceScanExec scan =
+            (org.apache.spark.sql.execution.FileSourceScanExec) node;
+        boolean parquet = scan.relation().fileFormat()
+            instanceof org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+        org.apache.spark.Partition[] parts = scan.inputRDD().partitions();
         StringBuilder b = new StringBuilder();
         for (int i = 0; i < parts.length; i++) {
             if (!(parts[i] instanceof org.apache.spark.sql.execution.datasources.FilePartition)) {
@@ -222,8 +296,10 @@ public class TensProvHelper {
                     .append('\t').append(f.fileSize()).append('\t');
                 if (f.start() == 0 && f.length() == f.fileSize()) {
                     b.append('*');
-                } else {
+                } else if (parquet) {
                     rowGroups(b, ds.sparkSession(), f);
+                } else {
+                    b.append('-');
                 }
                 b.append('\n');
             }

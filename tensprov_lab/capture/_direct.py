@@ -1,40 +1,42 @@
-"""A source's columns read straight from its Parquet files, without a Spark job.
+"""A source's columns read straight from its Parquet or CSV files, without a Spark job.
 
 Capture's fused read of a source (:mod:`._fused`) costs about as much as the user's whole
 pipeline when it goes through Spark: the scan's column batches are turned into rows, the
 rows projected, and Arrow's writers read them back one by one (a JFR profile of the
 engine bench's 5M orders).  pyarrow reads the same two columns of the same files about
 ten times faster (5M orders: 0.13 s against 1.4 s, medians of 6 in one process, ad hoc
-``/tmp/prof/pa_vs_spark.py``).
+``/tmp/prof/pa_vs_spark.py``).  On a small pipeline (COMPAS) the Spark job of the read
+was most of what tracking added.
 
 The read is the same records in the same order only when the source is read as Spark
 reads it, so :func:`direct_read` answers None (read through Spark) unless all of this
 holds:
 
-- the source's plan is a bare Parquet relation (or a catalog table of one), in a local
-  session (the driver sees the files the executors read), not split into directories
-  of partition values;
+- the source's plan is a Parquet or CSV relation (or a catalog table of one), under
+  projections at most, in a local session (the driver sees the files the executors
+  read), not split into directories of partition values;
 - the records come part after part in the order of Spark's partitions, each part's in
-  its order: a whole file, or of a file Spark splits the row groups Spark's Parquet
-  reader picks for that part's byte range (asked of the JVM, see
+  its order: a whole file, or of a Parquet file Spark splits the row groups Spark's
+  Parquet reader picks for that part's byte range (asked of the JVM, see
   ``TensProvHelper.scanFiles``);
 - every column asked for is a plain column of a type whose values pyarrow gives exactly
   as Spark does (integers, floats, booleans, strings without a collation), found in each
-  file by its exact name and Arrow type;
-- every expression asked for over them is a comparison, ``AND``/``OR``/``NOT``,
-  ``IS [NOT] NULL`` or ``IN`` over such columns and constants, evaluated with Spark's
+  Parquet file by its exact name and Arrow type; a CSV file must be one whose every
+  token has one reading (:mod:`._direct_csv`);
+- every expression asked for over them (and every projection's expression they read) is
+  a comparison, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN`` or ``dropna``'s
+  ``AtLeastNNonNulls`` over such columns and constants, evaluated with Spark's
   three-valued logic; a float column compared with anything must hold no NaN (Spark
   orders NaN above every number, Arrow does not), which is checked when the files are
   read.
 
 A read that finds anything else when it runs (a file changed size since Spark listed it,
-a type that differs in one file, a NaN) raises :class:`Unreadable`, and the caller reads
-through Spark instead.
+a type that differs in one file, a NaN, a CSV token with two readings) raises
+:class:`Unreadable`, and the caller reads through Spark instead.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +44,9 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from tensprov_lab.capture._direct_csv import CSV_TYPES, CsvLayout, csv_layout, read_csv_files
+from tensprov_lab.capture._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture._jvm import Jvm
 
 __all__ = ["DirectRead", "Unreadable", "direct_read"]
@@ -72,17 +75,10 @@ _COMPARISONS = {
 }
 _LOGIC = {"And": "and_kleene", "Or": "or_kleene"}
 
-#: a part of a file a scan reads: its local path, its size when Spark listed it, and the
-#: row groups Spark reads of it, each with its starting position in the file (None: all
-#: of it)
-FilePart = tuple[str, int, "tuple[tuple[int, int], ...] | None"]
 #: an expression, compiled: ("col", name, type), ("lit", value, type), ("cmp", op, a, b),
-#: ("and_kleene"|"or_kleene", a, b), ("not", a), ("isnull"|"isnotnull", a), ("in", a, values, type)
+#: ("and_kleene"|"or_kleene", a, b), ("not", a), ("isnull"|"isnotnull", a),
+#: ("in", a, values, type), ("atleast", n, values)
 Node = tuple[Any, ...]
-
-
-class Unreadable(Exception):
-    """The files cannot be read here as Spark reads them: read through Spark."""
 
 
 @dataclass(frozen=True)
@@ -97,26 +93,39 @@ class DirectRead:
     """
 
     jvm: Jvm
-    #: the source's plan (its files are listed when the read runs: planning the scan
+    #: the source's relation of files (listed when the read runs: planning the scan
     #: takes tens of ms, which then overlap the block's other reads)
-    plan: JObject
-    #: the file columns to read, with their type in the files
-    columns: tuple[tuple[str, pa.DataType], ...]
+    scan: JObject
+    #: the file columns to read, with their Spark type
+    columns: tuple[tuple[str, str], ...]
     #: what to compute from them, by the name of the read's column
     reads: tuple[tuple[str, Node], ...]
     #: the string type Spark's own read would give (``useLargeVarTypes``)
     string_type: pa.DataType
+    #: how the files are laid out when they are CSV (None: Parquet)
+    csv: CsvLayout | None = None
+    #: the relation's one file, when Spark reads it whole (None: ask the planned scan)
+    whole: tuple[str, str, int] | None = None
 
     def files(self) -> tuple[FilePart, ...]:
         """The parts of the source's files in Spark's order (:class:`Unreadable` when one
         is not local)."""
-        files = _files(self.jvm, self.plan)
+        if self.whole is not None:
+            scheme, path, size = self.whole
+            if scheme != "file":
+                raise Unreadable("the file is not local")
+            return ((unquote(path), size, None),)
+        files = _files(self.jvm, self.scan)
         if files is None:
             raise Unreadable("the scan is not of local files")
         return files
 
     def __call__(self) -> pa.Table:
-        table = read_files(self.files(), self.columns)
+        if self.csv is not None:
+            table = read_csv_files(self.files(), self.columns, self.csv)
+        else:
+            wanted = tuple((name, _ARROW_TYPES[kind]) for name, kind in self.columns)
+            table = read_parquet_files(self.files(), wanted)
         names, arrays = [], []
         for name, node in self.reads:
             value = evaluate(node, table)
@@ -131,49 +140,99 @@ class DirectRead:
 
 def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRead | None:
     """A reader of ``exprs`` (by the name of each read column) over the records of the
-    source ``plan`` straight from its Parquet files, or None when they must be read
+    source ``plan`` straight from its Parquet or CSV files, or None when they must be read
     through Spark (see the module's text for when)."""
     try:
         spark = jvm.spark
         if not str(spark.sparkContext.master).startswith("local"):
             return None
-        scan = plan
-        while jvm.cls(scan) == "SubqueryAlias":  # a catalog table: the same attributes
+        # down projections (a select or renaming of the files' columns) and catalog
+        # table aliases, which keep the relation's records and order
+        scan, projects = plan, []
+        while (cls := jvm.cls(scan)) in ("SubqueryAlias", "Project"):
+            if cls == "Project":
+                projects.append(scan)
             scan = scan.child()
-        if jvm.cls(scan) != "LogicalRelation":
+        relation = jvm.file_relation(scan)
+        if relation is None or relation.partition_columns:
             return None
-        relation = scan.relation()
-        if jvm.cls(relation) != "HadoopFsRelation":
-            return None
-        if jvm.cls(relation.fileFormat()) != "ParquetFileFormat":
-            return None
-        if int(relation.partitionSchema().length()) != 0:
-            return None
-        if str(spark.conf.get("spark.sql.parquet.fieldId.read.enabled", "false")) != "false":
+        layout = None
+        if relation.format == "CSVFileFormat":
+            corrupt = str(spark.conf.get("spark.sql.columnNameOfCorruptRecord"))
+            names = [name for _, name, _ in relation.columns]
+            layout = csv_layout(relation.options, names)
+            if layout is None or corrupt in names:
+                return None
+            readable = CSV_TYPES
+        elif relation.format == "ParquetFileFormat":
+            if str(spark.conf.get("spark.sql.parquet.fieldId.read.enabled", "false")) != "false":
+                return None
+            readable = set(_ARROW_TYPES)
+        else:
             return None
         large = str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false"))
-        columns: dict[int, tuple[str, str]] = {}
-        for attr in jvm.output(scan):
-            type_name = str(attr.dataType().simpleString())
-            if type_name in _ARROW_TYPES:
-                columns[int(attr.exprId().id())] = (str(attr.name()), type_name)
-        reads = tuple((name, compile_expr(jvm, expr, columns)) for name, expr in exprs.items())
-        used: dict[str, pa.DataType] = {}
+        scope = _Scope(
+            jvm,
+            {i: ("col", name, kind) for i, name, kind in relation.columns if kind in readable},
+        )
+        for project in reversed(projects):
+            scope = _Scope(jvm, scope, project)
+        reads = tuple((name, compile_expr(jvm, expr, scope)) for name, expr in exprs.items())
+        used: dict[str, str] = {}
         for _, node in reads:
             _columns_of(node, used)
-        if jvm.helper is None:
-            return None
     except Unreadable:
         return None
     except Exception:  # noqa: BLE001 - another Spark build or plan: read through Spark
         return None
     return DirectRead(
         jvm,
-        plan,
+        scan,
         tuple(used.items()),
         reads,
         pa.large_string() if large.lower() == "true" else pa.string(),
+        layout,
+        relation.whole,
     )
+
+
+class _Scope:
+    """The columns a plan's expressions may read, compiled, by expression id: a relation's
+    readable columns, or a projection's over the scope below it (its added expressions
+    compiled when first asked for: most are not)."""
+
+    def __init__(
+        self, jvm: Jvm, below: _Scope | dict[int, Node], project: JObject | None = None
+    ) -> None:
+        self.jvm = jvm
+        self.below = below
+        self.project = project
+        self.known: dict[int, Node | None] = {}
+        self.out: list[int] = []
+        self.added: set[int] = set()
+        if project is not None:
+            info = jvm.project_info(project)
+            if info is None:
+                raise Unreadable("a projection the helper cannot read")
+            self.out = info[0]
+            self.added = {refs[0] for refs in info[1]}
+
+    def get(self, ident: int) -> Node | None:
+        if self.project is None:
+            assert isinstance(self.below, dict)
+            return self.below.get(ident)
+        if ident not in self.known:
+            node: Node | None = None
+            if ident in self.added:
+                entry = self.jvm.lst(self.project.projectList())[self.out.index(ident)]
+                try:
+                    node = compile_expr(self.jvm, entry, self.below)
+                except Unreadable:
+                    node = None
+            elif ident in self.out:
+                node = self.below.get(ident)
+            self.known[ident] = node
+        return self.known[ident]
 
 
 def _files(jvm: Jvm, plan: JObject) -> tuple[FilePart, ...] | None:
@@ -194,25 +253,24 @@ def _files(jvm: Jvm, plan: JObject) -> tuple[FilePart, ...] | None:
         if scheme != "file":
             return None
         picked = None
-        if groups != "*":
+        if groups != "*":  # "-": a part of a file not in row groups (CSV)
             picked = tuple(
                 (int(g), int(pos))
-                for g, _, pos in (x.partition(":") for x in groups.split(",") if x)
+                for g, _, pos in (x.partition(":") for x in groups.split(",") if x and x != "-")
             )
         files.append((unquote(raw), int(size), picked))
     return tuple(files)
 
 
-def compile_expr(jvm: Jvm, expr: JObject, columns: dict[int, tuple[str, str]]) -> Node:
-    """``expr`` as a tree this module evaluates (see :data:`Node`), over the source's
-    ``columns`` (name and Spark type by expression id); :class:`Unreadable` when it holds
-    anything else."""
+def compile_expr(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) -> Node:
+    """``expr`` as a tree this module evaluates (see :data:`Node`), over ``columns``
+    (compiled, by expression id); :class:`Unreadable` when it holds anything else."""
     cls = jvm.cls(expr)
     if cls == "AttributeReference":
         known = columns.get(int(expr.exprId().id()))
         if known is None:
-            raise Unreadable(f"column {expr.name()} of a type read through Spark")
-        return ("col", known[0], known[1])
+            raise Unreadable(f"column {expr.name()} is read through Spark")
+        return known
     if cls == "Alias":
         return compile_expr(jvm, expr.child(), columns)
     if bool(expr.foldable()):
@@ -233,6 +291,8 @@ def compile_expr(jvm: Jvm, expr: JObject, columns: dict[int, tuple[str, str]]) -
         return ("not", kids[0])
     if cls in ("IsNull", "IsNotNull"):
         return (cls.lower(), kids[0])
+    if cls == "AtLeastNNonNulls":  # dropna
+        return ("atleast", int(expr.n()), tuple(kids))
     if cls == "In":
         value, *items = kids
         if any(k[0] != "lit" or (k[1] is not None and k[2] != _type(value)) for k in items):
@@ -265,11 +325,11 @@ def _type(node: Node) -> str:
     return "boolean"
 
 
-def _columns_of(node: Node, used: dict[str, pa.DataType]) -> None:
-    """Note the file columns a compiled expression reads, with their type in the files."""
+def _columns_of(node: Node, used: dict[str, str]) -> None:
+    """Note the file columns a compiled expression reads, with their Spark type."""
     kind = node[0]
     if kind == "col":
-        used[node[1]] = _ARROW_TYPES[node[2]]
+        used[node[1]] = node[2]
     elif kind == "cmp":
         _columns_of(node[2], used)
         _columns_of(node[3], used)
@@ -278,58 +338,9 @@ def _columns_of(node: Node, used: dict[str, pa.DataType]) -> None:
         _columns_of(node[2], used)
     elif kind in ("not", "isnull", "isnotnull", "in"):
         _columns_of(node[1], used)
-
-
-def read_files(
-    files: tuple[FilePart, ...], columns: tuple[tuple[str, pa.DataType], ...]
-) -> pa.Table:
-    """The ``columns`` of the parts of ``files`` one after another (:class:`Unreadable`
-    when a file changed size, lacks a column or holds it as another type)."""
-    names = [name for name, _ in columns]
-    wanted = dict(columns)
-    parts = []
-    for path, size, groups in files:
-        try:
-            if os.path.getsize(path) != size:
-                raise Unreadable(f"{path} changed since Spark listed it")
-            handle = pq.ParquetFile(path, memory_map=True)
-        except OSError as exc:
-            raise Unreadable(str(exc)) from exc
-        schema = handle.schema_arrow
-        folded: dict[str, int] = {}
-        for field in schema:
-            folded[field.name.lower()] = folded.get(field.name.lower(), 0) + 1
-        for name, kind in columns:
-            index = schema.get_field_index(name)
-            if index < 0 or folded.get(name.lower(), 0) != 1:
-                # Spark matches names regardless of case: let it decide
-                raise Unreadable(f"{path} has no single column {name!r}")
-            found = schema.field(index).type
-            if found != kind and not (kind == pa.string() and found == pa.large_string()):
-                raise Unreadable(f"{path} holds {name!r} as {found}")
-        if groups is None:
-            table = handle.read(columns=names, use_threads=True)
-        else:
-            for group, position in groups:
-                if group >= handle.num_row_groups or _start(handle, group) != position:
-                    raise Unreadable(f"{path}: row group {group} is not the one Spark reads")
-            table = handle.read_row_groups([g for g, _ in groups], columns=names, use_threads=True)
-        parts.append(table.cast(pa.schema([(n, wanted[n]) for n in names])))
-    if not parts:
-        return pa.table([pa.array([], type=t) for t in wanted.values()], names=names)
-    return pa.concat_tables(parts)
-
-
-def _start(handle: pq.ParquetFile, group: int) -> int:
-    """Where row group ``group`` starts in the file, as parquet-mr counts it: its first
-    column's dictionary page when that comes before its first data page."""
-    first = handle.metadata.row_group(group).column(0)
-    data = int(first.data_page_offset)
-    if first.has_dictionary_page:
-        dictionary = int(first.dictionary_page_offset)
-        if 0 < dictionary < data:
-            return dictionary
-    return data
+    elif kind == "atleast":
+        for kid in node[2]:
+            _columns_of(kid, used)
 
 
 def evaluate(node: Node, table: pa.Table) -> Any:
@@ -355,7 +366,24 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         return pc.is_valid(evaluate(node[1], table))
     if kind == "in":
         return _in(_no_nan(evaluate(node[1], table), node[1]), node[2], node[3])
+    if kind == "atleast":
+        return _at_least(node[1], node[2], table)
     raise Unreadable(f"cannot evaluate {kind}")
+
+
+def _at_least(n: int, kids: tuple[Node, ...], table: pa.Table) -> Any:
+    """Spark's ``AtLeastNNonNulls``: whether ``n`` of the values are neither null nor,
+    for a float, NaN (never null itself)."""
+    count = pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)
+    for kid in kids:
+        value = evaluate(kid, table)
+        if isinstance(value, pa.Scalar):
+            value = pa.repeat(value, table.num_rows)
+        present = pc.is_valid(value)
+        if _type(kid) in _FLOATS:
+            present = pc.and_(present, pc.invert(pc.fill_null(pc.is_nan(value), True)))
+        count = pc.add(count, pc.cast(present, pa.int32()))
+    return pc.greater_equal(count, n)
 
 
 def _no_nan(value: Any, node: Node) -> Any:

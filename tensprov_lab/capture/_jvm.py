@@ -61,6 +61,21 @@ class Shape(NamedTuple):
     kids: tuple[int, ...]
 
 
+class FileRelation(NamedTuple):
+    """A relation of files (:meth:`Jvm.file_relation`)."""
+
+    #: the file format's class, e.g. ``ParquetFileFormat``
+    format: str
+    partition_columns: int
+    #: its options, keys in lower case
+    options: dict[str, str]
+    #: each output column's expression id, name and type (``simpleString``)
+    columns: list[tuple[int, str, str]]
+    #: the scheme, raw path and size of the relation's one file when a scan reads it
+    #: whole (None: several files, or one Spark splits)
+    whole: tuple[str, str, int] | None = None
+
+
 class Jvm:
     """Plan helpers bound to one SparkSession."""
 
@@ -155,6 +170,26 @@ class Jvm:
         lines = self._whole(helper, str(reply)).split("\n")
         out = [int(x) for x in lines[0].split()]
         return out, [[int(x) for x in line.split()] for line in lines[1:]]
+
+    def file_relation(self, node: JObject) -> FileRelation | None:
+        """A relation of files as the helper reads it in one round trip; None without the
+        helper or for another plan."""
+        helper = self.helper
+        if helper is None:
+            return None
+        reply = helper.fileRelation(node)
+        if reply is None:
+            return None
+        fields = _fields(self._whole(helper, str(reply)))
+        n = int(fields[3])
+        options = {fields[4 + 2 * i].lower(): fields[5 + 2 * i] for i in range(n)}
+        rest = fields[4 + 2 * n :]
+        columns = [(int(rest[i]), rest[i + 1], rest[i + 2]) for i in range(0, len(rest), 3)]
+        whole = None
+        if fields[2]:
+            scheme, path, size = fields[2].split("\t")
+            whole = (scheme, path, int(size))
+        return FileRelation(fields[0], int(fields[1]), options, columns, whole)
 
     @staticmethod
     def _whole(helper: JObject, reply: str) -> str:
