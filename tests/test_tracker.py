@@ -96,3 +96,59 @@ def test_the_workers_dataframes_are_not_recorded(spark) -> None:  # noqa: ANN001
     assert [o.method for o in run.operations] == ["withColumn"] * 21
     assert len(run.datasets) == 22
     assert run.rows(more[-1]).shape == (30, 1 + 3)
+
+
+@pytest.mark.parametrize("source", ["parquet", "csv", "csv with a blank line"])
+def test_a_source_of_one_file_is_counted_from_it(
+    spark: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """A source that is one local file Spark reads whole is counted from the file, not
+    by a Spark job; a CSV file that is not plain (a blank line, which Spark skips) is
+    counted by Spark.  Either way the lineage is that of Spark's count."""
+    from tensprov_lab.capture import _recording
+
+    rows = [(i, f"s{i}", float(i) / 2) for i in range(23)]
+    if source == "parquet":
+        spark.createDataFrame(rows, "k long, s string, x double").coalesce(1).write.parquet(
+            str(tmp_path / "one")
+        )
+    else:
+        lines = ["k,s,x", *(f"{k},{s},{x}" for k, s, x in rows)]
+        if source != "csv":
+            lines.insert(5, "")
+        (tmp_path / "one.csv").write_text("\n".join(lines) + "\n")
+    spark_counts: list[str] = []
+    real = _tracker.Tracker._scan_index
+
+    def spy(self, ann):  # noqa: ANN001, ANN202
+        spark_counts.append(threading.current_thread().name)
+        return real(self, ann)
+
+    monkeypatch.setattr(_tracker.Tracker, "_scan_index", spy)
+
+    def capture() -> tuple[Any, Any, Any]:
+        if source == "parquet":
+            src = spark.read.parquet(str(tmp_path / "one"))
+        else:
+            src = spark.read.csv(
+                str(tmp_path / "one.csv"), header=True, schema="k long, s string, x double"
+            )
+        with tensprov_lab.track(spark) as run:
+            out = src.withColumn("y", F.col("x") * 2).select("k", "y")
+        return run, src, out
+
+    run, src, out = capture()
+    assert spark_counts == ([] if source != "csv with a blank line" else ["tensprov-lab-index_0"])
+    assert run.dataset(src).n_rows == 23
+    lineage = run.backward(out, rows=[0, 22]).to_dict()
+    # the oracle: Spark's count of the same source
+    spark_counts.clear()
+    monkeypatch.setattr(_recording, "direct_count", lambda jvm, plan: None)
+    oracle, src2, out2 = capture()
+    assert spark_counts == ["tensprov-lab-index_0"]
+    assert oracle.dataset(src2).n_rows == 23
+    assert oracle.backward(out2, rows=[0, 22]).to_dict() == lineage
+    assert (
+        run.rows(out, rows=[0, 22]).values.tolist()
+        == oracle.rows(out2, rows=[0, 22]).values.tolist()
+    )

@@ -174,6 +174,20 @@ public class TensProvHelper {
         }
     }
 
+    /** A plan's output expression ids, space-separated. */
+    public String outputIds(LogicalPlan node) {
+        scala.collection.Seq out = node.output();
+        StringBuilder b = new StringBuilder();
+        int n = out.size();
+        for (int i = 0; i < n; i++) {
+            if (i > 0) {
+                b.append(' ');
+            }
+            b.append(((Attribute) out.apply(i)).exprId().id());
+        }
+        return reply(b.toString());
+    }
+
     /** The output expression ids of a projection on the first line, then a line for each
      *  expression it adds to its child's output: its id and the ids it references.  Null
      *  when an added expression holds a subquery (whose outer references this does not

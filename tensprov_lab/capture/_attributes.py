@@ -25,7 +25,6 @@ import numpy as np
 from tensprov_lab.capture._annotate import find_input, regroup_union
 from tensprov_lab.capture._exprs import Cell, Expr, Lin, added
 from tensprov_lab.capture._exprs import exprs as read_exprs
-from tensprov_lab.capture._exprs import ids as read_ids
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture.rules import rule_for
 from tensprov_lab.capture.rules._base import PlanNode
@@ -84,14 +83,10 @@ class _Walker:
         #: what an aggregate rule noted of its columns (see AttributeMaps.decomposition)
         self.decomposition: dict[int, tuple[str, int | None] | None] | None = None
 
-    def _relation(self, attrs: JObject) -> JObject:
-        return self.jvm.empty_relation(attrs)
-
     def out_ids(self, node: JObject) -> list[int]:
         ident = self.jvm.ident(node)
         if ident not in self.ids:
-            items = json.loads(self.jvm.to_json(self._relation(node.output())))
-            self.ids[ident] = read_ids(items[0]["output"])
+            self.ids[ident] = self.jvm.expr_ids(node)
         return self.ids[ident]
 
     def walk(self, node: JObject, root: bool = False) -> tuple[dict[int, Lin], list[int]]:

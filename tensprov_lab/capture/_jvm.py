@@ -482,7 +482,11 @@ class Jvm:
         return self.lst(node.output())
 
     def expr_ids(self, node: JObject) -> list[int]:
-        return [int(a.exprId().id()) for a in self.output(node)]
+        """A plan's output expression ids (one round trip with the helper)."""
+        helper = self.helper
+        if helper is None:
+            return [int(a.exprId().id()) for a in self.output(node)]
+        return [int(x) for x in self._whole(helper, str(helper.outputIds(node))).split()]
 
     def to_df(self, plan: JObject, spark: Any = None) -> Any:
         """A DataFrame of ``plan`` in ``spark`` (default: the tracked session)."""

@@ -12,7 +12,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tensprov_lab.capture._annotate import annotate_source, plan_is_stable
+from tensprov_lab.capture._direct import direct_count
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Annotated
 from tensprov_lab.capture._keys import ScanKeyIndex
@@ -283,10 +286,19 @@ class Recording(Depth):
                     ann.key_names()  # asked here: the worker thread only runs the job
             except Exception:  # noqa: BLE001 - left to the end of the block, as before
                 continue
-            job = self._worker().submit(self._count_quietly, ann, early_group(node.ident))
+            count = direct_count(self.jvm, node.plan)
+            job = self._worker().submit(self._count_quietly, ann, early_group(node.ident), count)
             self._early[node.ident] = (ann, job)
 
-    def _count_quietly(self, ann: Annotated, group: str) -> ScanKeyIndex:
+    def _count_quietly(
+        self, ann: Annotated, group: str, count: Callable[[], int] | None = None
+    ) -> ScanKeyIndex:
+        if count is not None:
+            # one file read whole: one partition, counted from the file without a job
+            try:
+                return ScanKeyIndex(np.array([count()], dtype=np.int64))
+            except Exception:  # noqa: BLE001 - Unreadable, pyarrow's own: Spark counts
+                pass
         # its own job group: a count the block's fused reads make useless is cancelled
         sc = self.spark.sparkContext
         sc.setLocalProperty("spark.jobGroup.id", group)
