@@ -39,7 +39,8 @@ def _summary(run: Any, out: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_sources_are_counted_while_the_block_runs(spark, monkeypatch) -> None:  # noqa: ANN001
+def _watch_spark_counts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads that count sources with a Spark job, as they count."""
     threads: list[str] = []
     real = _tracker.Tracker._scan_index
 
@@ -48,6 +49,11 @@ def test_sources_are_counted_while_the_block_runs(spark, monkeypatch) -> None:  
         return real(self, ann)
 
     monkeypatch.setattr(_tracker.Tracker, "_scan_index", spy)
+    return threads
+
+
+def test_sources_are_counted_while_the_block_runs(spark, monkeypatch) -> None:  # noqa: ANN001
+    threads = _watch_spark_counts(monkeypatch)
     run, out = _pipeline(spark)
     # three sources are read first by a projection, a filter and an aggregate: the first
     # is counted by the worker; the filter and the aggregate read their sources in scan
@@ -117,14 +123,7 @@ def test_a_source_of_one_file_is_counted_from_it(
         if source != "csv":
             lines.insert(5, "")
         (tmp_path / "one.csv").write_text("\n".join(lines) + "\n")
-    spark_counts: list[str] = []
-    real = _tracker.Tracker._scan_index
-
-    def spy(self, ann):  # noqa: ANN001, ANN202
-        spark_counts.append(threading.current_thread().name)
-        return real(self, ann)
-
-    monkeypatch.setattr(_tracker.Tracker, "_scan_index", spy)
+    spark_counts = _watch_spark_counts(monkeypatch)
 
     def capture() -> tuple[Any, Any, Any]:
         if source == "parquet":

@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 
 from tensprov_lab.capture._direct_csv import CSV_TYPES, CsvLayout, csv_layout, read_csv_files
 from tensprov_lab.capture._direct_files import FilePart, Unreadable, read_parquet_files
-from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture._jvm import FileRelation, Jvm
 
 __all__ = ["DirectRead", "Unreadable", "direct_count", "direct_read"]
 
@@ -146,8 +146,6 @@ def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRea
     through Spark (see the module's text for when)."""
     try:
         spark = jvm.spark
-        if not str(spark.sparkContext.master).startswith("local"):
-            return None
         # down projections (a select or renaming of the files' columns) and catalog
         # table aliases, which keep the relation's records and order
         scan, projects = plan, []
@@ -155,23 +153,11 @@ def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRea
             if cls == "Project":
                 projects.append(scan)
             scan = scan.child()
-        relation = jvm.file_relation(scan)
-        if relation is None or relation.partition_columns:
+        source = _file_source(jvm, scan)
+        if source is None:
             return None
-        layout = None
-        if relation.format == "CSVFileFormat":
-            corrupt = str(spark.conf.get("spark.sql.columnNameOfCorruptRecord"))
-            names = [name for _, name, _ in relation.columns]
-            layout = csv_layout(relation.options, names)
-            if layout is None or corrupt in names:
-                return None
-            readable = CSV_TYPES
-        elif relation.format == "ParquetFileFormat":
-            if str(spark.conf.get("spark.sql.parquet.fieldId.read.enabled", "false")) != "false":
-                return None
-            readable = set(_ARROW_TYPES)
-        else:
-            return None
+        relation, layout = source
+        readable = CSV_TYPES if layout is not None else set(_ARROW_TYPES)
         large = str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false"))
         scope = _Scope(
             jvm,
@@ -209,30 +195,44 @@ def direct_count(jvm: Jvm, plan: JObject) -> Callable[[], int] | None:
     beside the block's own work).
     """
     try:
-        if not str(jvm.spark.sparkContext.master).startswith("local"):
-            return None
         scan = plan
         while jvm.cls(scan) == "SubqueryAlias":
             scan = scan.child()
-        relation = jvm.file_relation(scan)
-        if relation is None or relation.partition_columns or relation.whole is None:
+        source = _file_source(jvm, scan)
+        if source is None or source[0].whole is None:
             return None
-        scheme, raw, size = relation.whole
+        (scheme, raw, size), layout = source[0].whole, source[1]
         if scheme != "file":
             return None
         path = unquote(raw)
-        if relation.format == "ParquetFileFormat":
+        if layout is None:
             return lambda: _parquet_rows(path, size)
-        if relation.format == "CSVFileFormat":
-            names = [name for _, name, _ in relation.columns]
-            layout = csv_layout(relation.options, names)
-            corrupt = str(jvm.spark.conf.get("spark.sql.columnNameOfCorruptRecord"))
-            if layout is None or corrupt in names:
-                return None
-            first = ((names[0], "string"),)
-            return lambda: read_csv_files(((path, size, None),), first, layout).num_rows
+        first = ((layout.names[0], "string"),)
+        return lambda: read_csv_files(((path, size, None),), first, layout).num_rows
     except Exception:  # noqa: BLE001 - another Spark build or plan: Spark counts
         return None
+
+
+def _file_source(jvm: Jvm, scan: JObject) -> tuple[FileRelation, CsvLayout | None] | None:
+    """A relation of Parquet or CSV files read here as Spark reads them (the CSV files'
+    layout, None for Parquet), or None: not local, partitioned, another format, or
+    options that change how Spark reads the files."""
+    spark = jvm.spark
+    if not str(spark.sparkContext.master).startswith("local"):
+        return None
+    relation = jvm.file_relation(scan)
+    if relation is None or relation.partition_columns:
+        return None
+    if relation.format == "ParquetFileFormat":
+        if str(spark.conf.get("spark.sql.parquet.fieldId.read.enabled", "false")) != "false":
+            return None
+        return relation, None
+    if relation.format == "CSVFileFormat":
+        names = [name for _, name, _ in relation.columns]
+        layout = csv_layout(relation.options, names)
+        if layout is None or str(spark.conf.get("spark.sql.columnNameOfCorruptRecord")) in names:
+            return None
+        return relation, layout
     return None
 
 
