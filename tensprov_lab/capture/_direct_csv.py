@@ -61,6 +61,8 @@ _DOUBLE = r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _BOOLEAN = r"^([tT][rR][uU][eE]|[fF][aA][lL][sS][eE])$"
 #: a quoted value as RFC 4180 writes it: no escape or line break, quotes doubled
 _QUOTED = re.compile(rb'"(?:[^"\\\n\r]|"")*"')
+#: an empty line inside the file
+_BLANK_LINE = re.compile(rb"\n\r?\n")
 #: what Java's String.trim() removes
 _BLANK = bytes(range(33))
 
@@ -180,9 +182,10 @@ def _read_one(
         convert_options=pacsv.ConvertOptions(
             column_types={f"_{positions[n]}": pa.string() for n in names},
             include_columns=[f"_{positions[n]}" for n in names],
-            strings_can_be_null=False,
+            # the empty token (unquoted: a quoted one is refused) is null, as Spark's
+            strings_can_be_null=True,
             quoted_strings_can_be_null=False,
-            null_values=[],
+            null_values=[""],
         ),
     )
     arrays = [_convert(table.column(f"_{positions[name]}"), kind, name) for name, kind in columns]
@@ -194,18 +197,20 @@ def _check_plain(data: bytes, sep: bytes) -> None:
     for bad, what in ((b"\\", "an escape"), (b"\0", "a NUL")):
         if bad in data:
             raise Unreadable(f"{what} in the file")
-    if data.count(b"\r") != data.count(b"\r\n"):
+    # (``in`` first: it is a memchr, where ``count`` reads the bytes a tenth as fast)
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         raise Unreadable("a line ended by a carriage return alone")
     if data.startswith(b"\xef\xbb\xbf"):
         raise Unreadable("a byte-order mark")
-    first = data.split(b"\n", 1)[0]
+    end = data.find(b"\n")
+    first = data if end < 0 else data[:end]
     if data and not first.strip(_BLANK):
         raise Unreadable("a blank first line")
-    if b"\n\n" in data or b"\n\r\n" in data:
+    if _BLANK_LINE.search(data):
         # Spark drops it; pyarrow reads an empty line as a record of empty values
         raise Unreadable("a blank line")
-    quotes = data.count(b'"')
-    if quotes:
+    if b'"' in data:
+        quotes = data.count(b'"')
         whole = 0
         for found in _QUOTED.finditer(data):
             start, end = found.span()
@@ -225,9 +230,8 @@ def _check_plain(data: bytes, sep: bytes) -> None:
 def _convert(tokens: Any, kind: str, name: str) -> Any:
     """A column's tokens as Spark converts them: the empty token null, every other one
     read by the column's type (:class:`Unreadable` for one with another reading)."""
-    tokens = tokens.combine_chunks() if isinstance(tokens, pa.ChunkedArray) else tokens
-    empty = pc.equal(tokens, "")
-    values = pc.if_else(empty, pa.scalar(None, pa.string()), tokens)
+    # (the empty token is null already: see the parse's options)
+    values = tokens.combine_chunks() if isinstance(tokens, pa.ChunkedArray) else tokens
     if pc.any(pc.match_substring(values, '"')).as_py():
         # a value with doubled quotes, which Spark's parser (escape \\) keeps in part
         raise Unreadable(f"a quote inside a value of column {name}")
