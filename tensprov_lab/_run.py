@@ -478,18 +478,20 @@ class Run:
         everything downstream (``"forward"``), in execution order."""
         import pandas as pd
 
-        found = transformations(self.store, self._ds_id(df), direction)
-        ops = [self.store.operations[o] for o in found]
+        store = self.store
+        found = transformations(store, self._ds_id(df), direction)
+        ops = [store.operations[o] for o in found]
+        datasets = store.datasets
         return pd.DataFrame(
             {
                 "operation": [op.id for op in ops],
                 "method": [op.method for op in ops],
                 "category": [op.category for op in ops],
                 "expression": [op.expression for op in ops],
-                "inputs": [[self.store.datasets[i].label for i in op.inputs] for op in ops],
-                "output": [self.store.datasets[op.output].label for op in ops],
-                "rows_in": [[self.store.datasets[i].n_rows for i in op.inputs] for op in ops],
-                "rows_out": [self.store.datasets[op.output].n_rows for op in ops],
+                "inputs": [[datasets[i].label for i in op.inputs] for op in ops],
+                "output": [datasets[op.output].label for op in ops],
+                "rows_in": [[datasets[i].n_rows for i in op.inputs] for op in ops],
+                "rows_out": [datasets[op.output].n_rows for op in ops],
                 "contextual": [op.contextual for op in ops],
                 "opaque": [op.opaque for op in ops],
             }

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tensprov_lab.capture._direct import direct_read
-from tensprov_lab.capture._direct_csv import CsvLayout, csv_layout, read_csv_files
+from tensprov_lab.capture._direct_csv import CheckedFiles, CsvLayout, csv_layout, read_csv_files
 from tensprov_lab.capture._direct_files import Unreadable
 
 SCHEMA = "k bigint, i int, x double, b boolean, s string, t string"
@@ -289,6 +289,40 @@ def test_a_file_changed_since_listing_is_refused(tmp_path: Any) -> None:
     path.write_bytes(b"k,i,x,b,s,t\n1,1,1,true,a,b\n")
     with pytest.raises(Unreadable, match="changed"):
         read_csv_files(((str(path), 3, None),), (("k", "bigint"),), LAYOUT)
+
+
+def test_a_file_found_plain_is_checked_again_when_its_bytes_change(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture checks a file once (its early count, then its fused read): the bytes
+    read again are compared with the ones found plain, and other bytes are checked."""
+    from tensprov_lab.capture import _direct_csv
+
+    checks: list[int] = []
+    check = _direct_csv._check_plain
+    monkeypatch.setattr(_direct_csv, "_check_plain", lambda d, s: checks.append(1) or check(d, s))
+    path = tmp_path / "t.csv"
+    checked = CheckedFiles()
+
+    def read(data: bytes) -> Any:
+        path.write_bytes(data)
+        files = ((str(path), len(data), None),)
+        return read_csv_files(files, (("k", "bigint"), ("s", "string")), LAYOUT, checked)
+
+    plain = b"k,i,x,b,s,t\n1,1,1,true,a,b\n"
+    assert read(plain).to_pydict() == {"k": [1], "s": ["a"]}
+    assert read(plain).to_pydict() == {"k": [1], "s": ["a"]} and len(checks) == 1
+    # the same size, an escape now (Spark reads it otherwise): checked, and refused
+    with pytest.raises(Unreadable, match="escape"):
+        read(b"k,i,x,b,s,t\n1,1,1,true,\\,b\n")
+    assert len(checks) == 2
+    checked.clear()
+    assert read(plain).num_rows == 1 and len(checks) == 3
+    # past its limit a CheckedFiles keeps nothing: every read checks
+    few = CheckedFiles(limit=4)
+    for _ in range(2):
+        read_csv_files(((str(path), len(plain), None),), (("k", "bigint"),), LAYOUT, few)
+    assert len(checks) == 5
 
 
 def test_layout_options() -> None:

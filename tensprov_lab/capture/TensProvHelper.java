@@ -174,6 +174,12 @@ public class TensProvHelper {
         }
     }
 
+    /** How many jobs the status tracker knows in job group {@code group}: one round trip,
+     *  where asking for the ids from Python takes two. */
+    public int jobCount(org.apache.spark.SparkContext sc, String group) {
+        return sc.statusTracker().getJobIdsForGroup(group).length;
+    }
+
     /** A plan's output expression ids, space-separated. */
     public String outputIds(LogicalPlan node) {
         scala.collection.Seq out = node.output();

@@ -47,7 +47,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tensprov_lab.capture._direct_csv import CSV_TYPES, CsvLayout, csv_layout, read_csv_files
+from tensprov_lab.capture._direct_csv import (
+    CSV_TYPES,
+    CheckedFiles,
+    CsvLayout,
+    csv_layout,
+    read_csv_files,
+)
 from tensprov_lab.capture._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture._jvm import FileRelation, Jvm
 
@@ -108,6 +114,8 @@ class DirectRead:
     csv: CsvLayout | None = None
     #: the relation's one file, when Spark reads it whole (None: ask the planned scan)
     whole: tuple[str, str, int] | None = None
+    #: the CSV files found plain earlier in the capture
+    checked: CheckedFiles | None = None
 
     def files(self) -> tuple[FilePart, ...]:
         """The parts of the source's files in Spark's order (:class:`Unreadable` when one
@@ -124,7 +132,7 @@ class DirectRead:
 
     def __call__(self) -> pa.Table:
         if self.csv is not None:
-            table = read_csv_files(self.files(), self.columns, self.csv)
+            table = read_csv_files(self.files(), self.columns, self.csv, self.checked)
         else:
             wanted = tuple((name, _ARROW_TYPES[kind]) for name, kind in self.columns)
             table = read_parquet_files(self.files(), wanted)
@@ -140,10 +148,13 @@ class DirectRead:
         return pa.table(arrays, names=names)
 
 
-def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRead | None:
+def direct_read(
+    jvm: Jvm, plan: JObject, exprs: dict[str, JObject], checked: CheckedFiles | None = None
+) -> DirectRead | None:
     """A reader of ``exprs`` (by the name of each read column) over the records of the
     source ``plan`` straight from its Parquet or CSV files, or None when they must be read
-    through Spark (see the module's text for when)."""
+    through Spark (see the module's text for when); ``checked`` holds the CSV files
+    found plain earlier in the capture."""
     try:
         spark = jvm.spark
         # down projections (a select or renaming of the files' columns) and catalog
@@ -181,10 +192,13 @@ def direct_read(jvm: Jvm, plan: JObject, exprs: dict[str, JObject]) -> DirectRea
         pa.large_string() if large.lower() == "true" else pa.string(),
         layout,
         relation.whole,
+        checked,
     )
 
 
-def direct_count(jvm: Jvm, plan: JObject) -> Callable[[], int] | None:
+def direct_count(
+    jvm: Jvm, plan: JObject, checked: CheckedFiles | None = None
+) -> Callable[[], int] | None:
     """A function counting the records of the source ``plan`` from its file, for a
     source that is one local Parquet or CSV file Spark reads whole (one partition);
     None otherwise.  The function raises :class:`Unreadable` where Spark might count
@@ -192,7 +206,8 @@ def direct_count(jvm: Jvm, plan: JObject) -> Callable[[], int] | None:
 
     A Parquet file's count is in its footer; a plain CSV file's takes a parse of one
     column: milliseconds where Spark's count is a job (COMPAS: 0.1-0.2 s on two cores,
-    beside the block's own work).
+    beside the block's own work).  A CSV file found plain is noted in ``checked``, for
+    the fused read of the same file at the block's end.
     """
     try:
         scan = plan
@@ -208,7 +223,7 @@ def direct_count(jvm: Jvm, plan: JObject) -> Callable[[], int] | None:
         if layout is None:
             return lambda: _parquet_rows(path, size)
         first = ((layout.names[0], "string"),)
-        return lambda: read_csv_files(((path, size, None),), first, layout).num_rows
+        return lambda: read_csv_files(((path, size, None),), first, layout, checked).num_rows
     except Exception:  # noqa: BLE001 - another Spark build or plan: Spark counts
         return None
 

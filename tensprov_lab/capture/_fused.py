@@ -35,6 +35,7 @@ import numpy as np
 
 from tensprov_lab.capture._annotate import STABLE_LEAVES
 from tensprov_lab.capture._direct import DirectRead, direct_read
+from tensprov_lab.capture._direct_csv import CheckedFiles
 from tensprov_lab.capture._equijoin import (
     arrow_codes,
     combine_codes,
@@ -100,6 +101,8 @@ class Fusion:
         self.exprs: dict[int, dict[str, JObject]] = {}
         #: whether a source's columns may be read straight from its files (see _direct)
         self.direct = True
+        #: the CSV files found plain earlier in the capture (see _direct_csv)
+        self.checked: CheckedFiles | None = None
         #: the reads that went through Spark (the others were read from files)
         self.spark_reads: set[int] = set()
         self._attr_names: dict[tuple[int, int], str] = {}
@@ -243,7 +246,7 @@ class Fusion:
         direct: dict[int, DirectRead] = {}
         for ident in self.reads:
             if self.direct:
-                reader = direct_read(jvm, self.plans[ident], self.exprs[ident])
+                reader = direct_read(jvm, self.plans[ident], self.exprs[ident], self.checked)
                 if reader is not None:
                     direct[ident] = reader
                     continue  # its Spark read is planned only if the files cannot be read

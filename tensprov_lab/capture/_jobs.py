@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["JobGroup"]
@@ -32,12 +32,15 @@ class JobGroup:
     [0]
     """
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, helper: Callable[[], Any] | None = None) -> None:
         self.spark = spark
         #: the group of the capture that runs (None: none runs)
         self.name: str | None = None
         self._seen = 0
         self._status: Any = None
+        #: gives capture's helper in the JVM if it is compiled (see ``Jvm.helper_ready``)
+        self._helper = helper
+        self._count: Callable[[str], int] | None = None
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -50,6 +53,7 @@ class JobGroup:
             previous = sc.getLocalProperty("spark.jobGroup.id")
             sc.setLocalProperty("spark.jobGroup.id", group)
             self._status = sc.statusTracker()
+            self._count = self._counter(sc)
         except Exception:  # noqa: BLE001 - counting is extra: never fail capture for it
             yield
             return
@@ -64,6 +68,14 @@ class JobGroup:
             self.name = None
             sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
 
+    def _counter(self, sc: Any) -> Callable[[str], int]:
+        """How the group's jobs are counted: one round trip with the helper, else two."""
+        helper = self._helper() if self._helper is not None else None
+        if helper is not None:
+            jsc = sc._jsc.sc()
+            return lambda group: int(helper.jobCount(jsc, group))
+        return lambda group: len(self._status.getJobIdsForGroup(group))
+
     def cancel(self) -> None:
         """Cancel the jobs of the capture that runs, if one does."""
         if self.name is not None:
@@ -77,9 +89,9 @@ class JobGroup:
         try:
             yield counted
         finally:
-            if self.name is not None:
+            if self.name is not None and self._count is not None:
                 try:
-                    total = len(self._status.getJobIdsForGroup(self.name))
+                    total = self._count(self.name)
                     counted[0], self._seen = total - self._seen, total
                 except Exception:  # noqa: BLE001 - counting is extra
                     pass

@@ -16,6 +16,7 @@ import numpy as np
 
 from tensprov_lab.capture._annotate import annotate_source, plan_is_stable
 from tensprov_lab.capture._direct import direct_count
+from tensprov_lab.capture._direct_csv import CheckedFiles
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Annotated
 from tensprov_lab.capture._keys import ScanKeyIndex
@@ -70,6 +71,7 @@ class Recording(Depth):
     _plan_idents: weakref.WeakKeyDictionary[Any, int]
     _fresh: set[int]
     _early: dict[int, tuple[Annotated, Future[ScanKeyIndex] | None]]
+    _checked: CheckedFiles
     _planless: Iterator[int]
 
     if TYPE_CHECKING:
@@ -286,7 +288,7 @@ class Recording(Depth):
                     ann.key_names()  # asked here: the worker thread only runs the job
             except Exception:  # noqa: BLE001 - left to the end of the block, as before
                 continue
-            count = direct_count(self.jvm, node.plan)
+            count = direct_count(self.jvm, node.plan, self._checked)
             job = self._worker().submit(self._count_quietly, ann, early_group(node.ident), count)
             self._early[node.ident] = (ann, job)
 

@@ -29,6 +29,7 @@ from tensprov_lab.capture._annotate import annotate_source, plan_is_stable, rewr
 from tensprov_lab.capture._attributes import attribute_maps
 from tensprov_lab.capture._background import BackgroundCapture, Waits
 from tensprov_lab.capture._budget import Budget
+from tensprov_lab.capture._direct_csv import CheckedFiles
 from tensprov_lab.capture._jobs import JobGroup
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import Annotated, Rewrite, Unsupported
@@ -114,7 +115,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         #: annotated plan and the counting job (see _index_early)
         self._early: dict[int, tuple[Annotated, Future[ScanKeyIndex] | None]] = {}
         #: the job group capture's jobs run in, and their count (see _jobs.py)
-        self._job_group = JobGroup(spark)
+        self._job_group = JobGroup(spark, lambda: self.jvm.helper_ready)
         self._pool: ThreadPoolExecutor | None = None
         #: the fused reads of the block being captured (see _fused), and the operations
         #: (by output ident) whose tensors came from them
@@ -128,6 +129,9 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         #: whether a fused read of a Parquet source may read its files directly (False:
         #: every read is a Spark job; the tests compare the two)
         self.direct_reads = True
+        #: CSV files found plain in the block being captured (read by its early counts,
+        #: then by its fused reads)
+        self._checked = CheckedFiles()
 
     # -- runs ----------------------------------------------------------------------
     def begin(self, name: str | None) -> RunLog:
@@ -238,6 +242,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
                     df.unpersist()
             self._cached, self._reused, self._kept = [], set(), {}
             self._drop_early()
+            self._checked.clear()
             if run.interrupted:
                 self.forget([run.id])
         return run
@@ -433,6 +438,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         try:
             fusion = _fused.plan(self.jvm, pending, Pending)
             fusion.direct = self.direct_reads
+            fusion.checked = self._checked
             fusion.size_of = lambda ident: self.nodes[ident].n if ident in self.nodes else None
             # before the reads start: a count still running would compete with them
             # for the cores (a read that fails then counts its source at the end)

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tensprov_lab.query._lineage import _check_dataset, _topo, backward, forward
+from tensprov_lab.query._memo import memo
 from tensprov_lab.store._graph import Store
 from tensprov_lab.store._sets import unique
 
@@ -44,15 +45,21 @@ def transformations(store: Store, ds_id: int, direction: str = "backward") -> li
     True
     """
     _check_dataset(store, ds_id)
+    if direction not in ("backward", "forward"):
+        raise ValueError("direction must be 'backward' or 'forward'")
+    return list(
+        memo(store, ("transformations", ds_id, direction), lambda: _ops(store, ds_id, direction))
+    )
+
+
+def _ops(store: Store, ds_id: int, direction: str) -> tuple[int, ...]:
     if direction == "backward":
         order = _topo(ds_id, lambda d: _up(store, d))[::-1]
         ops = [store.producer(d) for d in order]
-    elif direction == "forward":
+    else:
         order = _topo(ds_id, lambda d: _down(store, d))
         ops = [store.producer(d) for d in order if d != ds_id]
-    else:
-        raise ValueError("direction must be 'backward' or 'forward'")
-    return sorted({op.id for op in ops if op is not None})
+    return tuple(sorted({op.id for op in ops if op is not None}))
 
 
 def meeting_points(store: Store, a: int, b: int) -> list[int]:

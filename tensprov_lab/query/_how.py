@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tensprov_lab.query._cells import Cells, _columns, step_cells
+from tensprov_lab.query._cells import Cells, _adjacencies, _columns, step_cells
 from tensprov_lab.query._lineage import _start_rows, _targets
+from tensprov_lab.query._memo import memo
 from tensprov_lab.store._graph import Operation, Store
 
 __all__ = ["Path", "how"]
@@ -38,7 +39,16 @@ class Path:
 
 
 def _next(store: Store, d: int, direction: str) -> list[tuple[Operation, int, int]]:
-    """(operation, input position, dataset reached) for each edge leaving ``d``."""
+    """(operation, input position, dataset reached) for each edge leaving ``d`` (kept
+    while the graph stays the same, see :mod:`._memo`)."""
+    known: dict[int, list[tuple[Operation, int, int]]] = memo(store, ("next", direction), dict)
+    found = known.get(d)
+    if found is None:
+        found = known[d] = _edges(store, d, direction)
+    return found
+
+
+def _edges(store: Store, d: int, direction: str) -> list[tuple[Operation, int, int]]:
     out: list[tuple[Operation, int, int]] = []
     if direction == "backward":
         op = store.producer(d)
@@ -88,6 +98,7 @@ def how(
     found: list[Path] = []
     truncated = False
     move = "backward" if direction == "backward" else "forward"
+    known = _adjacencies(store, direction) if cells else None
     # depth-first over paths; each stack entry carries what reached its dataset
     stack: list[tuple[int, tuple[Edge, ...], np.ndarray, Cells, Cells]] = [
         (ds_id, (), start_rows, start_c, {})
@@ -97,13 +108,16 @@ def how(
         for op, k, nxt in _next(store, d, direction):
             assert op.tensors is not None
             t = op.tensors[k]
-            r2 = t.backward(r) if move == "backward" else t.forward(r)
+            if t.kind == "identity":
+                r2 = r  # sorted, unique and in range: made by the tensors before
+            else:
+                r2 = t.backward(r) if move == "backward" else t.forward(r)
             if not r2.size:
                 continue
             c2: Cells = {}
             i2: Cells = {}
             if cells:
-                c2, i2 = step_cells(store, op, k, c, i, direction)
+                c2, i2 = step_cells(store, op, k, c, i, direction, known=known)
                 if not c2 and not i2:
                     continue
             e2 = (*edges, (op.id, k))

@@ -141,6 +141,9 @@ class Store:
         self._consumers: dict[int, list[int]] = {}
         self._next_id = 0
         self._run_ids = itertools.count()
+        #: counts the changes of the graph: whatever is derived from its shape (the
+        #: walks of lineage queries) is valid while it stays the same
+        self.generation = 0
 
     def new_id(self) -> int:
         self._next_id += 1
@@ -168,6 +171,7 @@ class Store:
 
     def add_dataset(self, name: str | None, id: int | None = None, **kwargs: object) -> Dataset:  # noqa: A002
         ds = Dataset(id=self._claim(id), name=name, **kwargs)  # type: ignore[arg-type]
+        self.generation += 1
         self.datasets[ds.id] = ds
         self._consumers.setdefault(ds.id, [])
         return ds
@@ -210,6 +214,7 @@ class Store:
             tensors=tensors,
             **kwargs,  # type: ignore[arg-type]
         )
+        self.generation += 1
         self.operations[op.id] = op
         self._producer[output] = op.id
         for d in dict.fromkeys(inputs):
@@ -220,6 +225,7 @@ class Store:
         """Drop a dataset that no operation references (used to undo a failed capture)."""
         if self._consumers.get(ds_id) or ds_id in self._producer:
             raise StoreError(f"dataset {ds_id} is still referenced")
+        self.generation += 1
         self.datasets.pop(ds_id, None)
         self._consumers.pop(ds_id, None)
 
@@ -269,6 +275,7 @@ class Store:
                 f"datasets of run(s) {sorted(ids)} are inputs of operations of run(s) "
                 f"{readers}: remove those runs first, or together"
             )
+        self.generation += 1
         for o in ops:
             op = self.operations.pop(o)
             self._producer.pop(op.output, None)
