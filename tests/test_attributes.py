@@ -214,6 +214,49 @@ def test_filters_and_dropna(spark) -> None:  # noqa: ANN001
     check_maps(run, fsel, [sel], [same(["s", "name"])], [every(["s", "name"], {"s"})])
 
 
+def test_filters_are_read_alike_with_and_without_the_helper(spark) -> None:  # noqa: ANN001
+    """With the helper a filter's maps come from the ids its condition references, in one
+    round trip (TensProvHelper.filterRefs); without it, from the condition's JSON."""
+    from tensprov_lab.capture._attributes import attribute_maps
+    from tensprov_lab.capture._jvm import Jvm
+
+    p = people(spark)
+    filters = [
+        p.filter(F.col("age") > 26),
+        p.dropna(),
+        p.dropna(subset=["age", "grp"]),
+        p.filter(F.exists(F.array("age", "id"), lambda x: x > 3)),
+        p.filter(F.col("name").isin("a", "b") | F.col("grp").isNull()),
+        p.filter(F.lit(True)),
+        p.select((F.col("id") + F.col("age")).alias("s"), "name").filter("s > 30 and name > 'b'"),
+    ]
+    fast, slow = Jvm(spark), Jvm(spark)
+    slow._helper = None  # as where Janino is missing
+    assert fast.helper is not None
+
+    def no_json(node: Any) -> str:
+        raise AssertionError("a filter read through JSON with the helper")
+
+    fast.to_json = no_json  # type: ignore[method-assign]
+    for f in filters[:-1]:
+        got = attribute_maps(fast, fast.plan(f), [fast.plan(p)])
+        want = attribute_maps(slow, slow.plan(f), [slow.plan(p)])
+        assert got.exact == want.exact
+        for a, b in zip(
+            got.contributing + got.influencing, want.contributing + want.influencing, strict=True
+        ):
+            assert a.tolist() == b.tolist()
+    # over a projection (the select's JSON is read; the filter's is not)
+    del fast.to_json
+    f = filters[-1]
+    got = attribute_maps(fast, fast.plan(f), [fast.plan(p)])
+    want = attribute_maps(slow, slow.plan(f), [slow.plan(p)])
+    assert [m.tolist() for m in got.contributing + got.influencing] == [
+        m.tolist() for m in want.contributing + want.influencing
+    ]
+    assert want.influencing[0].sum(axis=0).tolist() == [2, 2, 2, 0]  # id, name, age
+
+
 def test_order_limit_sample(spark) -> None:  # noqa: ANN001
     p = people(spark)
     with tensprov_lab.track(spark, name="attr-sort") as run:

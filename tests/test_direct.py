@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensprov_lab.capture._direct import Unreadable, direct_read, evaluate
+from tensprov_lab.capture._direct import Unreadable, compile_expr, direct_read, evaluate
 
 # -- evaluation alone (no JVM) ---------------------------------------------------------
 
@@ -188,6 +188,90 @@ def test_columns_and_conditions_read_from_files_equal_sparks(
     for name in exprs:
         assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
         assert got.column(name).type == expected.column(name).type, name
+
+
+def _compiled(jvm: Any, expr: Any, scope: dict[int, Any]) -> Any:
+    try:
+        return compile_expr(jvm, expr, scope)
+    except Unreadable:
+        return "unreadable"
+
+
+def _special(F: Any) -> list[Any]:  # noqa: N803 - pyspark's functions, as usually named
+    """Expressions beside the generated conditions: constants of other types, ones that
+    do not evaluate, functions left to Spark, a dropna's count."""
+    return [
+        F.col("s") == F.lit("x\ty é 😀 \n"),
+        F.col("s").isin("", None),
+        F.col("x") > F.lit(-0.0),
+        F.col("x") < F.lit(float("inf")),
+        F.col("x") == F.lit(float("nan")),
+        F.col("x") > F.lit(1).cast("float"),
+        F.col("k") > F.lit(2**62),
+        F.col("i") == (F.lit(1) / F.lit(0)).cast("int"),
+        F.col("s").startswith("a"),
+        F.col("s") == F.lit("2024-01-02").cast("date"),
+        F.col("k").cast("int") == F.col("i"),
+        F.col("i").cast("int") == F.col("i"),
+        F.lit(None).isNull(),
+        F.lit(True) & F.col("b"),
+    ]
+
+
+def _both_ways(spark: Any, exprs: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``exprs`` over the test schema compiled with the helper, and node by node."""
+    from tensprov_lab.capture._jvm import Jvm
+
+    df = spark.createDataFrame([], SCHEMA).select(*[e.alias(f"f{n}") for n, e in enumerate(exprs)])
+    fast, slow = Jvm(spark), Jvm(spark)
+    slow._helper = None  # as where Janino is missing
+    assert fast.helper is not None
+    plan = df._jdf.queryExecution().analyzed()
+    scope = {
+        int(a.exprId().id()): ("col", str(a.name()), COLUMNS[str(a.name())])
+        for a in fast.lst(plan.child().output())
+    }
+    got = [_compiled(fast, e, scope) for e in fast.lst(plan.projectList())]
+    want = [_compiled(slow, e, scope) for e in slow.lst(plan.projectList())]
+    return got, want
+
+
+@pytest.mark.spark
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(draw=st.data())
+def test_expressions_compile_alike_with_and_without_the_helper(spark: Any, draw: Any) -> None:
+    """The helper's one-round-trip spelling of an expression (TensProvHelper.exprTree)
+    compiles to what asking node by node compiles to, refusals included."""
+    from pyspark.sql import functions as F
+
+    got, want = _both_ways(spark, draw.draw(st.lists(_conditions(F), min_size=1, max_size=4)))
+    assert got == want
+
+
+@pytest.mark.spark
+def test_constants_and_refusals_compile_alike_with_and_without_the_helper(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    got, want = _both_ways(spark, _special(F))
+    assert got == want
+    # what each compiles to, so that a change in both shows
+    assert got == [
+        ("cmp", "equal", ("col", "s", "string"), ("lit", "x\ty é 😀 \n", "string")),
+        ("in", ("col", "s", "string"), ("", None), "string"),
+        ("cmp", "greater", ("col", "x", "double"), ("lit", -0.0, "double")),
+        ("cmp", "less", ("col", "x", "double"), ("lit", math.inf, "double")),
+        "unreadable",  # a NaN constant
+        ("cmp", "greater", ("col", "x", "double"), ("lit", 1.0, "double")),  # cast, folded
+        ("cmp", "greater", ("col", "k", "bigint"), ("lit", 2**62, "bigint")),
+        want[7],  # 1 / 0: null, or refused where ANSI makes it an error
+        "unreadable",  # startswith
+        "unreadable",  # a date
+        "unreadable",  # a cast to another type
+        ("cmp", "equal", ("col", "i", "int"), ("col", "i", "int")),
+        ("lit", True, "boolean"),  # foldable: evaluated
+        ("and_kleene", ("lit", True, "boolean"), ("col", "b", "boolean")),
+    ]
+    assert want[7] in ("unreadable", ("cmp", "equal", ("col", "i", "int"), ("lit", None, "int")))
 
 
 @pytest.mark.spark

@@ -225,6 +225,118 @@ public class TensProvHelper {
         return reply(b.toString());
     }
 
+    /** Expression {@code e} for a read straight from files (see compile_tree in
+     *  _direct.py), in pre-order, tokens separated by spaces: {@code A id} a column;
+     *  {@code L type value} a constant, evaluated here ({@code N} null, {@code B1}/{@code B0},
+     *  {@code I} and the integer, {@code D} and a double's bits in hex, {@code S} and a
+     *  string's UTF-8 bytes in hex, {@code U} another type); {@code X} a constant that
+     *  does not evaluate; {@code E class kids n} any other expression ({@code n} an
+     *  AtLeastNNonNulls's count, else 0), then its children.  An alias, and a cast of a
+     *  value to its own type, are their child. */
+    public String exprTree(Expression e) {
+        StringBuilder b = new StringBuilder();
+        exprNode(e, b);
+        return reply(b.toString());
+    }
+
+    /** {@link #exprTree} of the {@code i}-th expression of projection {@code p}. */
+    public String projectEntryTree(Project p, int i) {
+        return exprTree((Expression) p.projectList().apply(i));
+    }
+
+    private void exprNode(Expression e, StringBuilder b) {
+        while (true) {
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.AttributeReference) {
+                b.append(" A ").append(((Attribute) e).exprId().id());
+                return;
+            }
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.Alias) {
+                e = ((org.apache.spark.sql.catalyst.expressions.Alias) e).child();
+                continue;
+            }
+            if (e.foldable()) {
+                constant(e, b);
+                return;
+            }
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.Cast) {
+                Expression child = ((org.apache.spark.sql.catalyst.expressions.Cast) e).child();
+                if (e.dataType().simpleString().equals(child.dataType().simpleString())) {
+                    e = child;
+                    continue;
+                }
+            }
+            break;
+        }
+        scala.collection.Seq kids = e.children();
+        int n = kids.size();
+        int count = 0;
+        if (e instanceof org.apache.spark.sql.catalyst.expressions.AtLeastNNonNulls) {
+            count = ((org.apache.spark.sql.catalyst.expressions.AtLeastNNonNulls) e).n();
+        }
+        b.append(" E ").append(e.getClass().getSimpleName()).append(' ').append(n)
+            .append(' ').append(count);
+        for (int i = 0; i < n; i++) {
+            exprNode((Expression) kids.apply(i), b);
+        }
+    }
+
+    private void constant(Expression e, StringBuilder b) {
+        org.apache.spark.sql.types.DataType type = e.dataType();
+        Object value;
+        try {
+            value = e.eval(null);
+        } catch (RuntimeException ex) {
+            b.append(" X");
+            return;
+        }
+        b.append(" L ").append(type.simpleString()).append(' ');
+        if (value == null) {
+            b.append('N');
+        } else if (value instanceof Boolean) {
+            b.append(((Boolean) value).booleanValue() ? "B1" : "B0");
+        } else if (value instanceof Byte || value instanceof Short || value instanceof Integer
+                || value instanceof Long) {
+            b.append('I').append(((Number) value).longValue());
+        } else if (value instanceof Double || value instanceof Float) {
+            long bits = Double.doubleToRawLongBits(((Number) value).doubleValue());
+            b.append('D').append(Long.toHexString(bits));
+        } else if (value instanceof org.apache.spark.unsafe.types.UTF8String) {
+            b.append('S');
+            byte[] bytes = ((org.apache.spark.unsafe.types.UTF8String) value).getBytes();
+            for (int i = 0; i < bytes.length; i++) {
+                int x = bytes[i] & 0xff;
+                b.append(Character.forDigit(x >> 4, 16)).append(Character.forDigit(x & 15, 16));
+            }
+        } else {
+            b.append('U');
+        }
+    }
+
+    /** The expression ids of the columns filter {@code f}'s condition reads (each
+     *  AttributeReference in it, as its JSON lists them), space-separated: Catalyst writes
+     *  a condition over many columns (a dropna) into JSON at about 0.4 ms a column.  Null
+     *  when the condition holds a subquery. */
+    public String filterRefs(org.apache.spark.sql.catalyst.plans.logical.Filter f) {
+        Expression c = f.condition();
+        if (((TreePatternBits) c).containsPattern(planExpression)) {
+            return null;
+        }
+        StringBuilder b = new StringBuilder();
+        references(c, b);
+        return reply(b.toString());
+    }
+
+    private void references(Expression e, StringBuilder b) {
+        if (e instanceof org.apache.spark.sql.catalyst.expressions.AttributeReference) {
+            b.append(' ').append(((Attribute) e).exprId().id());
+        }
+        scala.collection.Seq kids = e.children();
+        int n = kids.size();
+        for (int i = 0; i < n; i++) {
+            references((Expression) kids.apply(i), b);
+        }
+    }
+
     /** The projection {@code p} over {@code child}, passing {@code extra} on after its own
      *  expressions. */
     public LogicalPlan projectWith(Project p, scala.collection.immutable.Seq extra, LogicalPlan child) {

@@ -107,7 +107,11 @@ class _Walker:
         walked = [self.walk(k) for k in kids]
         envs = [e for e, _ in walked]
         kid_ids = [i for _, i in walked]
-        narrow = self._narrow_project(node, kid_ids[0]) if cls == "Project" else None
+        narrow = None
+        if cls == "Project":
+            narrow = self._narrow_project(node, kid_ids[0])
+        elif cls == "Filter":
+            narrow = self._narrow_filter(node, kid_ids)
         if narrow is not None:
             d, out_ids = narrow
         else:
@@ -120,6 +124,21 @@ class _Walker:
         for e in envs:
             env.update(e)
         return self._node(d, env, envs, kid_ids, out_ids), out_ids
+
+    def _narrow_filter(
+        self, node: JObject, kid_ids: list[list[int]]
+    ) -> tuple[dict[str, Any], list[int]] | None:
+        """A filter read as the ids its condition references, without JSON (one round
+        trip with the helper); None without it or for a condition with a subquery."""
+        helper = self.jvm.helper
+        if helper is None:
+            return None
+        reply = helper.filterRefs(node)
+        if reply is None:
+            return None
+        refs = [int(x) for x in self.jvm._whole(helper, str(reply)).split()]
+        d: dict[str, Any] = {"class": "Filter", "condition_refs": refs}
+        return d, self._node_ids(node, d, kid_ids)
 
     def _narrow_project(
         self, node: JObject, child_ids: list[int]

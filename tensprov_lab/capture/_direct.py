@@ -38,7 +38,8 @@ a type that differs in one file, a NaN, a CSV token with two readings) raises
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -288,15 +289,24 @@ class _Scope:
         if ident not in self.known:
             node: Node | None = None
             if ident in self.added:
-                entry = self.jvm.lst(self.project.projectList())[self.out.index(ident)]
                 try:
-                    node = compile_expr(self.jvm, entry, self.below)
+                    node = self._compile_entry(self.out.index(ident))
                 except Unreadable:
                     node = None
             elif ident in self.out:
                 node = self.below.get(ident)
             self.known[ident] = node
         return self.known[ident]
+
+    def _compile_entry(self, i: int) -> Node:
+        """The projection's ``i``-th expression, compiled over the scope below."""
+        assert self.project is not None
+        helper = self.jvm.helper
+        if helper is None:
+            entry = self.jvm.lst(self.project.projectList())[i]
+            return compile_expr(self.jvm, entry, self.below)
+        reply = Jvm._whole(helper, str(helper.projectEntryTree(self.project, i)))
+        return compile_tree(reply, self.below)
 
 
 def _files(jvm: Jvm, plan: JObject) -> tuple[FilePart, ...] | None:
@@ -328,7 +338,70 @@ def _files(jvm: Jvm, plan: JObject) -> tuple[FilePart, ...] | None:
 
 def compile_expr(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) -> Node:
     """``expr`` as a tree this module evaluates (see :data:`Node`), over ``columns``
-    (compiled, by expression id); :class:`Unreadable` when it holds anything else."""
+    (compiled, by expression id); :class:`Unreadable` when it holds anything else.
+
+    With the helper the expression is read in one round trip (:func:`compile_tree`),
+    else node by node (three to five round trips each)."""
+    helper = jvm.helper
+    if helper is None:
+        return _compile_walk(jvm, expr, columns)
+    return compile_tree(Jvm._whole(helper, str(helper.exprTree(expr))), columns)
+
+
+def compile_tree(reply: str, columns: _Scope | dict[int, Node]) -> Node:
+    """:func:`compile_expr` of an expression as ``TensProvHelper.exprTree`` spells it.
+
+    Examples
+    --------
+    >>> scope = {7: ("col", "x", "double")}
+    >>> compile_tree(" E GreaterThan 2 0 A 7 L double D3ff8000000000000", scope)
+    ('cmp', 'greater', ('col', 'x', 'double'), ('lit', 1.5, 'double'))
+    >>> compile_tree(" E In 3 0 A 7 L double N L double D0", scope)[:3]
+    ('in', ('col', 'x', 'double'), (None, 0.0))
+    """
+    tokens = iter(reply.split())
+    node = _from_tokens(tokens, columns)
+    if next(tokens, None) is not None:
+        raise Unreadable("more than one expression")
+    return node
+
+
+def _from_tokens(tokens: Iterator[str], columns: _Scope | dict[int, Node]) -> Node:
+    tag = next(tokens)
+    if tag == "A":
+        ident = int(next(tokens))
+        known = columns.get(ident)
+        if known is None:
+            raise Unreadable(f"column #{ident} is read through Spark")
+        return known
+    if tag == "L":
+        type_name, raw = next(tokens), next(tokens)
+        return _literal(type_name, _decode(raw, type_name))
+    if tag == "E":
+        cls, n, count = next(tokens), int(next(tokens)), int(next(tokens))
+        kids = [_from_tokens(tokens, columns) for _ in range(n)]
+        return _combine(cls, kids, count)
+    raise Unreadable("a constant that does not evaluate")  # "X"
+
+
+def _decode(raw: str, type_name: str) -> Any:
+    """A constant's value as ``TensProvHelper.exprTree`` writes it."""
+    kind, text = raw[0], raw[1:]
+    if kind == "N":
+        return None
+    if kind == "B":
+        return text == "1"
+    if kind == "I":
+        return int(text)
+    if kind == "D":
+        return struct.unpack("<d", struct.pack("<Q", int(text, 16)))[0]
+    if kind == "S":
+        return bytes.fromhex(text).decode("utf-8")
+    raise Unreadable(f"a constant of type {type_name}")
+
+
+def _compile_walk(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) -> Node:
+    """:func:`compile_expr` asking for each node of ``expr`` (without the helper)."""
     cls = jvm.cls(expr)
     if cls == "AttributeReference":
         known = columns.get(int(expr.exprId().id()))
@@ -336,14 +409,20 @@ def compile_expr(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) -> 
             raise Unreadable(f"column {expr.name()} is read through Spark")
         return known
     if cls == "Alias":
-        return compile_expr(jvm, expr.child(), columns)
+        return _compile_walk(jvm, expr.child(), columns)
     if bool(expr.foldable()):
         return _constant(expr)
     if cls == "Cast" and str(expr.dataType().simpleString()) == str(
         expr.child().dataType().simpleString()
     ):  # the analyzer's cast of a value to its own type (e.g. in IN) changes nothing
-        return compile_expr(jvm, expr.child(), columns)
-    kids = [compile_expr(jvm, k, columns) for k in jvm.lst(expr.children())]
+        return _compile_walk(jvm, expr.child(), columns)
+    kids = [_compile_walk(jvm, k, columns) for k in jvm.lst(expr.children())]
+    return _combine(cls, kids, int(expr.n()) if cls == "AtLeastNNonNulls" else 0)
+
+
+def _combine(cls: str, kids: list[Node], count: int) -> Node:
+    """An expression of class ``cls`` over its compiled children (``count``: an
+    ``AtLeastNNonNulls``'s n)."""
     if cls in _COMPARISONS:
         left, right = kids
         if _type(left) != _type(right):
@@ -356,7 +435,7 @@ def compile_expr(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) -> 
     if cls in ("IsNull", "IsNotNull"):
         return (cls.lower(), kids[0])
     if cls == "AtLeastNNonNulls":  # dropna
-        return ("atleast", int(expr.n()), tuple(kids))
+        return ("atleast", count, tuple(kids))
     if cls == "In":
         value, *items = kids
         if any(k[0] != "lit" or (k[1] is not None and k[2] != _type(value)) for k in items):
@@ -368,14 +447,24 @@ def compile_expr(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) -> 
 def _constant(expr: JObject) -> Node:
     """A constant expression (a literal, a cast of one) as Spark evaluates it."""
     type_name = str(expr.dataType().simpleString())
+    if type_name == "void" or type_name not in _ARROW_TYPES:
+        return _literal(type_name, None)
+    try:
+        value = expr.eval(None)
+    except Exception as exc:  # noqa: BLE001 - e.g. 1 / 0 under ANSI: Spark's to raise
+        raise Unreadable("a constant that does not evaluate") from exc
+    if value is not None and type_name == "string":
+        value = str(value.toString())
+    return _literal(type_name, value)
+
+
+def _literal(type_name: str, value: Any) -> Node:
+    """A constant of Spark type ``type_name``, its value evaluated."""
     if type_name == "void":  # a bare NULL: only an IN list takes it as it is
         return ("lit", None, type_name)
     if type_name not in _ARROW_TYPES:
         raise Unreadable(f"a constant of type {type_name}")
-    value = expr.eval(None)
-    if value is not None and type_name == "string":
-        value = str(value.toString())
-    elif value is not None and type_name in _FLOATS:
+    if value is not None and type_name in _FLOATS:
         value = float(value)
         if value != value:
             raise Unreadable("a NaN constant (Spark orders NaN above every number)")

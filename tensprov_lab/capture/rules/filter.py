@@ -28,5 +28,9 @@ class Filter(Rule):
     same_output = True
 
     def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
-        w.influence(n.env, n.d.get("condition"))
+        refs = n.d.get("condition_refs")
+        if refs is not None:  # read without JSON (see _attributes: _narrow_filter)
+            w.row |= w.lin(n.env, set(refs)).all()
+        else:
+            w.influence(n.env, n.d.get("condition"))
         return {}
