@@ -171,9 +171,10 @@ class Store:
 
     def add_dataset(self, name: str | None, id: int | None = None, **kwargs: object) -> Dataset:  # noqa: A002
         ds = Dataset(id=self._claim(id), name=name, **kwargs)  # type: ignore[arg-type]
-        self.generation += 1
         self.datasets[ds.id] = ds
         self._consumers.setdefault(ds.id, [])
+        # after the change (here and below): what is derived meanwhile is dropped
+        self.generation += 1
         return ds
 
     def add_operation(
@@ -214,20 +215,20 @@ class Store:
             tensors=tensors,
             **kwargs,  # type: ignore[arg-type]
         )
-        self.generation += 1
         self.operations[op.id] = op
         self._producer[output] = op.id
         for d in dict.fromkeys(inputs):
             self._consumers[d].append(op.id)
+        self.generation += 1
         return op
 
     def remove_dataset(self, ds_id: int) -> None:
         """Drop a dataset that no operation references (used to undo a failed capture)."""
         if self._consumers.get(ds_id) or ds_id in self._producer:
             raise StoreError(f"dataset {ds_id} is still referenced")
-        self.generation += 1
         self.datasets.pop(ds_id, None)
         self._consumers.pop(ds_id, None)
+        self.generation += 1
 
     def dependent_runs(self, run_ids: Iterable[int]) -> list[int | None]:
         """The other runs with an operation that reads a dataset of ``run_ids`` (a later
@@ -275,7 +276,6 @@ class Store:
                 f"datasets of run(s) {sorted(ids)} are inputs of operations of run(s) "
                 f"{readers}: remove those runs first, or together"
             )
-        self.generation += 1
         for o in ops:
             op = self.operations.pop(o)
             self._producer.pop(op.output, None)
@@ -286,6 +286,7 @@ class Store:
             self.datasets.pop(d, None)
             self._consumers.pop(d, None)
             self._producer.pop(d, None)
+        self.generation += 1
         return sorted(removed)
 
     def _run_members(self, run_ids: set[int]) -> tuple[set[int], list[int]]:
