@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tensprov_lab.query._lineage import _start_rows, _targets, _topo
+from tensprov_lab.query._lineage import _move, _start_rows, _targets, _topo
 from tensprov_lab.query._memo import memo
 from tensprov_lab.store._graph import Operation, Store
 from tensprov_lab.store._sets import unique
@@ -136,15 +136,9 @@ def _merge(acc: dict[int, list[np.ndarray]], col: int, rows: np.ndarray) -> None
 
 
 def _finish(acc: dict[int, list[np.ndarray]]) -> Cells:
-    if not acc:
-        return {}
-    if len(acc) == 1:  # (the common case: one column followed)
-        ((c, parts),) = acc.items()
-        return {c: parts[0] if len(parts) == 1 else unique(np.concatenate(parts))}
-    return {
-        c: parts[0] if len(parts) == 1 else unique(np.concatenate(parts))
-        for c, parts in sorted(acc.items())
-    }
+    # (most steps follow one column: nothing to sort)
+    items = acc.items() if len(acc) < 2 else sorted(acc.items())
+    return {c: parts[0] if len(parts) == 1 else unique(np.concatenate(parts)) for c, parts in items}
 
 
 def step_cells(
@@ -179,11 +173,9 @@ def _step(
 
     def moved(out_col: int, rows: np.ndarray) -> np.ndarray:
         tt = t.for_column(out_col)
-        if tt.kind == "identity":
-            return rows  # sorted, unique and in range: made by the tensors before
         key = (id(tt), rows.tobytes())
         if key not in cache:
-            cache[key] = tt.backward(rows) if backward else tt.forward(rows)
+            cache[key] = _move(tt, rows, backward)
         return cache[key]
 
     c_acc: dict[int, list[np.ndarray]] = {}

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tensprov_lab.query._cells import Cells, _adjacencies, _columns, step_cells
-from tensprov_lab.query._lineage import _start_rows, _targets
+from tensprov_lab.query._lineage import _move, _start_rows, _targets
 from tensprov_lab.query._memo import memo
 from tensprov_lab.store._graph import Operation, Store
 
@@ -97,7 +97,7 @@ def how(
     )
     found: list[Path] = []
     truncated = False
-    move = "backward" if direction == "backward" else "forward"
+    backward = direction == "backward"
     known = _adjacencies(store, direction) if cells else None
     # depth-first over paths; each stack entry carries what reached its dataset
     stack: list[tuple[int, tuple[Edge, ...], np.ndarray, Cells, Cells]] = [
@@ -108,10 +108,7 @@ def how(
         for op, k, nxt in _next(store, d, direction):
             assert op.tensors is not None
             t = op.tensors[k]
-            if t.kind == "identity":
-                r2 = r  # sorted, unique and in range: made by the tensors before
-            else:
-                r2 = t.backward(r) if move == "backward" else t.forward(r)
+            r2 = _move(t, r, backward)
             if not r2.size:
                 continue
             c2: Cells = {}

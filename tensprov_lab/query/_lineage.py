@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike
 from tensprov_lab.query._memo import memo
 from tensprov_lab.store._graph import Operation, Store
 from tensprov_lab.store._sets import unique
-from tensprov_lab.store._tensors import normalize_rows
+from tensprov_lab.store._tensors import Tensor, normalize_rows
 
 __all__ = ["LineageResult", "backward", "forward", "mapping"]
 
@@ -140,6 +140,15 @@ def _union(parts: list[np.ndarray]) -> np.ndarray:
     return unique(np.concatenate(parts))
 
 
+def _move(t: Tensor, rows: np.ndarray, backward: bool) -> np.ndarray:
+    """``rows`` across tensor ``t`` (backward: output rows to input rows), where the rows
+    are sorted, unique and in range (made by the tensors before, or checked at the
+    start): an identity passes them on as they are."""
+    if t.kind == "identity":
+        return rows
+    return t.backward(rows) if backward else t.forward(rows)
+
+
 def _start_rows(store: Store, ds_id: int, rows: ArrayLike) -> np.ndarray:
     _check_dataset(store, ds_id)
     n = _n_rows(store, ds_id)
@@ -230,18 +239,14 @@ def _run(
             if direction == "backward":
                 for inp, t in zip(op.inputs, tensors, strict=True):
                     if useful is None or inp in useful:
-                        # an identity's rows are the same rows (r is sorted, unique and
-                        # in range: it was made by the tensors before)
-                        rows_in = r if t.kind == "identity" else t.backward(r)
-                        pending.setdefault(inp, []).append(rows_in)
+                        pending.setdefault(inp, []).append(_move(t, r, True))
             else:
                 if useful is not None and op.output not in useful:
                     continue
                 # a self-join consumes d twice: both positions contribute
                 for inp, t in zip(op.inputs, tensors, strict=True):
                     if inp == d:
-                        rows_out = r if t.kind == "identity" else t.forward(r)
-                        pending.setdefault(op.output, []).append(rows_out)
+                        pending.setdefault(op.output, []).append(_move(t, r, False))
 
     if targets is not None:
         result = {d: r for d, r in result.items() if d == ds_id or d in targets}
