@@ -448,6 +448,7 @@ def _constant(expr: JObject) -> Node:
     """A constant expression (a literal, a cast of one) as Spark evaluates it."""
     type_name = str(expr.dataType().simpleString())
     if type_name == "void" or type_name not in _ARROW_TYPES:
+        # nothing to evaluate: a bare NULL, or a type _literal refuses
         return _literal(type_name, None)
     try:
         value = expr.eval(None)

@@ -193,7 +193,10 @@ def read_csv_files(
         if len(data) != size or os.path.getsize(path) != size:
             raise Unreadable(f"{path} changed since Spark listed it")
         try:
-            (checked or CheckedFiles(limit=0)).check(path, data, layout.sep.encode())
+            if checked is None:
+                _check_plain(data, layout.sep.encode())
+            else:
+                checked.check(path, data, layout.sep.encode())
             parts.append(_read_one(data, columns, positions, layout))
         except pa.ArrowException as exc:  # e.g. a line of another width
             raise Unreadable(f"{path}: {exc}") from exc
