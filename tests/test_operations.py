@@ -969,3 +969,36 @@ def test_bad_where_and_out_of_range_rows(spark) -> None:  # noqa: ANN001
     got = run.rows(kept, where="id >= 2")
     assert got["_row"].tolist() == [1, 2]
     assert got["tag"].tolist() == ["b", "c"]
+
+
+def test_transformations_lists_the_operations_in_order(spark) -> None:  # noqa: ANN001
+    """Q9: one row per operation, in execution order, with the same column types
+    whether it lists many operations or none."""
+    src = spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], "k int, g string")
+    with tensprov_lab.track(spark, name="q9") as run:
+        kept = src.filter(F.col("k") > 1)
+        more = kept.withColumn("k2", F.col("k") * 2)
+        out = more.groupBy("g").agg(F.sum("k2").alias("s"))
+    frame = run.transformations(out)
+    assert frame["method"].tolist() == ["filter", "withColumn", "agg"]
+    assert frame["rows_out"].tolist() == [2, 2, 2]
+    assert frame["rows_in"].tolist() == [[3], [2], [2]]
+    assert frame["inputs"].tolist()[1] == [run.dataset(kept).label]
+    assert frame["output"].tolist()[-1] == run.dataset(out).label
+    ops = [run.store.operations[o] for o in frame["operation"]]
+    assert frame["category"].tolist() == [op.category for op in ops]
+    assert frame["contextual"].tolist() == [op.contextual for op in ops]
+    assert frame["opaque"].tolist() == [False, False, False]
+    types = {
+        "operation": "int64", "method": "object", "category": "object",
+        "expression": "object", "inputs": "object", "output": "object",
+        "rows_in": "object", "rows_out": "int64", "contextual": "bool", "opaque": "bool",
+    }  # fmt: skip
+    assert frame.dtypes.astype(str).to_dict() == types
+    forward = run.transformations(src, direction="forward")
+    assert forward["operation"].tolist() == frame["operation"].tolist()
+    none = run.transformations(src)  # a source: nothing produced it
+    assert len(none) == 0
+    assert {k: v for k, v in none.dtypes.astype(str).items() if k != "rows_out"} == {
+        k: v for k, v in types.items() if k != "rows_out"
+    }

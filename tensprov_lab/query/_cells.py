@@ -32,7 +32,7 @@ from tensprov_lab.store._graph import Operation, Store
 from tensprov_lab.store._sets import unique
 from tensprov_lab.store._tensors import Tensor
 
-__all__ = ["CellResult", "Cells", "cell_lineage", "step_cells"]
+__all__ = ["CellResult", "Cells", "Move", "cell_lineage", "cell_walk", "move_cells"]
 
 #: column index -> sorted unique rows
 Cells = dict[int, np.ndarray]
@@ -141,32 +141,13 @@ def _finish(acc: dict[int, list[np.ndarray]]) -> Cells:
     return {c: parts[0] if len(parts) == 1 else unique(np.concatenate(parts)) for c, parts in items}
 
 
-def step_cells(
-    store: Store,
-    op: Operation,
-    k: int,
-    contrib: Cells,
-    infl: Cells,
-    direction: str,
-    localized: bool = False,
-    known: dict[tuple[int, ...], _Adjacency] | None = None,
-) -> tuple[Cells, Cells]:
-    """Push cells across input position ``k`` of ``op`` (backward: output -> input).
-
-    An output column's rows move through ``t.for_column(column)``: a window function's
-    column through its frame, every other column through its own record.  ``localized``:
-    through ``t.localized()`` (a window's record alone); ``known``: the store's
-    :func:`_adjacencies` for ``direction``, when the caller has them."""
-    assert op.tensors is not None
-    t = op.tensors[k].localized() if localized else op.tensors[k]
-    adj = _adjacency(store, op, k, direction, known)
-    return _step(t, adj, contrib, infl, direction == "backward")
-
-
 def _step(
     t: Tensor, adj: _Adjacency, contrib: Cells, infl: Cells, backward: bool
 ) -> tuple[Cells, Cells]:
-    """:func:`step_cells` through tensor ``t`` with the maps ``adj``."""
+    """Push cells across tensor ``t`` with the maps ``adj`` (backward: output -> input).
+
+    An output column's rows move through ``t.for_column(column)``: a window function's
+    column through its frame, every other column through its own record."""
     if t.kind == "identity":  # every column's rows stay (most steps of a pipeline)
         return _step_same(adj, contrib, infl)
     cache: dict[tuple[int, bytes], np.ndarray] = {}
@@ -249,30 +230,28 @@ def cell_lineage(
     start_rows = _start_rows(store, ds_id, rows)
     start_cols = _columns(store, ds_id, columns)
     targets = _targets(store, to)
-    walk = memo(store, ("cells", ds_id, direction), lambda: _cell_walk(store, ds_id, direction))
+    walk = cell_walk(store, ds_id, direction)
     known = _adjacencies(store, direction)
+    moves, passed = walk.plan(targets, direction == "backward")
     approximate: set[int] = set()
     pend_c: dict[int, dict[int, list[np.ndarray]]] = {ds_id: {c: [start_rows] for c in start_cols}}
     pend_i: dict[int, dict[int, list[np.ndarray]]] = {}
     contrib: dict[int, Cells] = {}
     infl: dict[int, Cells] = {}
     for d in walk.order:
+        if d in passed:
+            continue
         contrib[d] = _finish(pend_c.pop(d, {}))
         infl[d] = _finish(pend_i.pop(d, {}))
         if not contrib[d] and not infl[d]:
             continue
-        for op, k in walk.edges[d]:
-            nxt = op.inputs[k] if direction == "backward" else op.output
-            adj = _adjacency(store, op, k, direction, known)
-            if not adj.exact:
-                approximate.add(op.id)
-            assert op.tensors is not None
-            t = op.tensors[k].localized() if localized else op.tensors[k]
-            c, i = _step(t, adj, contrib[d], infl[d], direction == "backward")
+        for move in moves[d]:
+            c, i = move_cells(store, move, contrib[d], infl[d], direction, known, localized,
+                              approximate)  # fmt: skip
             for col, r in c.items():
-                pend_c.setdefault(nxt, {}).setdefault(col, []).append(r)
+                pend_c.setdefault(move.target, {}).setdefault(col, []).append(r)
             for col, r in i.items():
-                pend_i.setdefault(nxt, {}).setdefault(col, []).append(r)
+                pend_i.setdefault(move.target, {}).setdefault(col, []).append(r)
     if targets is not None:
         keep = targets | {ds_id}
         contrib = {d: v for d, v in contrib.items() if d in keep}
@@ -280,23 +259,212 @@ def cell_lineage(
     return CellResult(ds_id, direction, contrib, infl, list(walk.blocked), sorted(approximate))
 
 
+def move_cells(
+    store: Store,
+    move: Move,
+    contrib: Cells,
+    infl: Cells,
+    direction: str,
+    known: dict[tuple[int, ...], _Adjacency],
+    localized: bool = False,
+    approximate: set[int] | None = None,
+) -> tuple[Cells, Cells]:
+    """Push cells across ``move`` (its steps' ops whose maps are not exact are added
+    to ``approximate``)."""
+    backward = direction == "backward"
+    adj = move.chain.adjacency(store, direction, known) if move.chain is not None else None
+    # (a run with loose maps goes step by step: the operations it notes as approximate
+    # are the ones cells reach)
+    if adj is not None and (adj.exact or approximate is None):
+        return _step_same(adj, contrib, infl)
+    for op, k in move.edges:
+        step = _adjacency(store, op, k, direction, known)
+        if approximate is not None and not step.exact:
+            approximate.add(op.id)
+        assert op.tensors is not None
+        t = op.tensors[k].localized() if localized else op.tensors[k]
+        contrib, infl = _step(t, step, contrib, infl, backward)
+        if not contrib and not infl:  # the walk stops at a dataset no cell reaches
+            break
+    return contrib, infl
+
+
+@dataclass(frozen=True)
+class Move:
+    """One move of a walk out of a dataset: across one operation input, or across a
+    run of identity steps taken as one (``chain``), reaching dataset ``target``."""
+
+    edges: tuple[tuple[Operation, int], ...]
+    target: int
+    chain: _Chain | None = None
+
+
+class _Chain:
+    """A run of two or more identity steps (``parts``, in walk order) through datasets
+    nothing else reaches or leaves: cells keep their rows across it, so the run moves
+    them in one step with the maps composed (see :meth:`adjacency`).
+
+    Census one-hot encodes a column by a hundred ``withColumn`` calls in a row; taken one
+    by one they were most of a cell how-query (Q7/Q8).
+    """
+
+    def __init__(self, parts: tuple[tuple[Operation, int], ...]) -> None:
+        self.parts = parts
+        #: (what the composition was made from, the composition or None) per direction
+        self._made: dict[str, tuple[list[Any], _Adjacency | None]] = {}
+
+    def _held(self) -> list[Any]:
+        # what the composition depends on: maps and tensors may be set again on an
+        # existing operation (an ML model's maps once fitted, a spilled tensor)
+        return [
+            x
+            for op, _ in self.parts
+            for x in (op.contributing, op.influencing, op.tensors, op.attributes_exact)
+        ]
+
+    def adjacency(
+        self, store: Store, direction: str, known: dict[tuple[int, ...], _Adjacency]
+    ) -> _Adjacency | None:
+        """The run's maps composed into one :class:`_Adjacency`, or None when a step of
+        it is no longer an identity (then step through ``parts`` one by one)."""
+        held = self._held()
+        made = self._made.get(direction)
+        if made is not None and len(made[0]) == len(held):
+            if all(a is b for a, b in zip(made[0], held)):  # (the flags are bools: `is` too)
+                return made[1]
+        adj = None
+        if all(op.tensors is not None and op.tensors[k].kind == "identity" for op, k in self.parts):
+            steps = [_adjacency(store, op, k, direction, known) for op, k in self.parts]
+            adj = _compose(steps)
+        self._made[direction] = (held, adj)
+        return adj
+
+
+def _compose(steps: list[_Adjacency]) -> _Adjacency:
+    """The maps of ``steps`` (identity steps, one after another) as one step.
+
+    A cell set is two states per column, contributing and influencing: a contributing
+    cell stays contributing through a contributing map and becomes influencing through
+    an influencing one; an influencing cell stays influencing through either.  So over
+    two steps A then B: CC = CC_A CC_B, CI = CC_A CI_B + CI_A II_B, II = II_A II_B
+    (boolean products; one step: CC = contributing, CI = influencing, II = either).
+    """
+
+    def matrix(lists: list[list[int]], width: int) -> np.ndarray:
+        m = np.zeros((len(lists), width), dtype=np.float32)
+        for i, cols in enumerate(lists):
+            m[i, cols] = 1.0
+        return m
+
+    def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        # 0/1 sums of at most a few thousand terms: exact in float32
+        return ((a @ b) > 0).astype(np.float32)
+
+    def width(adj: _Adjacency) -> int:
+        return 1 + max((c for cols in adj.either for c in cols), default=-1)
+
+    widths = [len(adj.either) for adj in steps[1:]] + [width(steps[-1])]
+    first = steps[0]
+    cc = matrix(first.contributing, widths[0])
+    ci = matrix(first.influencing, widths[0])
+    ii = matrix(first.either, widths[0])
+    for adj, w in zip(steps[1:], widths[1:]):
+        c, i, e = matrix(adj.contributing, w), matrix(adj.influencing, w), matrix(adj.either, w)
+        cc, ci, ii = product(cc, c), np.maximum(product(cc, i), product(ci, e)), product(ii, e)
+
+    def lists(m: np.ndarray) -> list[list[int]]:
+        return [np.flatnonzero(row).tolist() for row in m]
+
+    exact = all(adj.exact for adj in steps)
+    return _Adjacency(lists(cc), lists(ci), lists(ii), exact, tuple(steps))
+
+
 @dataclass(frozen=True)
 class _CellWalk:
     """The datasets a cell query from one dataset visits, in topological order, the
-    (operation, input position) steps out of each, and the opaque operations met."""
+    (operation, input position) steps out of each, and the opaque operations met.
+
+    ``moves`` are the same steps with runs of identity steps taken as one (see
+    :class:`_Chain`); ``interior`` are the datasets those runs pass over."""
 
     order: list[int]
     edges: dict[int, list[tuple[Operation, int]]]
     blocked: list[int]
+    moves: dict[int, list[Move]]
+    interior: frozenset[int]
+    #: moves cut at datasets asked for, per set of such datasets (see :meth:`plan`)
+    _cut: dict[frozenset[int], tuple[dict[int, list[Move]], frozenset[int]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def plan(
+        self, targets: set[int] | None, backward: bool
+    ) -> tuple[dict[int, list[Move]], frozenset[int]]:
+        """The moves out of each dataset and the datasets passed over, for a query
+        that reports ``targets`` (None: every dataset, so every step is its own move)."""
+        if targets is None:
+            single = {
+                d: [Move(((op, k),), op.inputs[k] if backward else op.output) for op, k in e]
+                for d, e in self.edges.items()
+            }
+            return single, frozenset()
+        cuts = frozenset(targets & self.interior)
+        if not cuts:
+            return self.moves, self.interior
+        found = self._cut.get(cuts)
+        if found is None:
+            if len(self._cut) >= 64:
+                self._cut.clear()
+            found = self._cut[cuts] = _cut_moves(self, cuts, backward)
+        return found
+
+
+def _cut_moves(
+    walk: _CellWalk, cuts: frozenset[int], backward: bool
+) -> tuple[dict[int, list[Move]], frozenset[int]]:
+    """``walk.moves`` with the runs that pass over a dataset of ``cuts`` cut there."""
+    moves: dict[int, list[Move]] = {}
+    for d, out in walk.moves.items():
+        moves.setdefault(d, [])
+        for move in out:
+            if move.chain is None or not cuts & set(_passed(move, backward)):
+                moves[d].append(move)
+                continue
+            at, piece = d, []
+            for op, k in move.edges:
+                piece.append((op, k))
+                nxt = op.inputs[k] if backward else op.output
+                if nxt in cuts or nxt == move.target:
+                    chain = _Chain(tuple(piece)) if len(piece) > 1 else None
+                    moves.setdefault(at, []).append(Move(tuple(piece), nxt, chain))
+                    at, piece = nxt, []
+    return moves, walk.interior - cuts
+
+
+def _passed(move: Move, backward: bool) -> list[int]:
+    """The datasets ``move`` passes over (the ones between its steps)."""
+    return [op.inputs[k] if backward else op.output for op, k in move.edges[:-1]]
+
+
+def cell_walk(store: Store, ds_id: int, direction: str) -> _CellWalk:
+    """The :class:`_CellWalk` from ``ds_id`` (kept while the graph stays the same)."""
+    walk: _CellWalk = memo(
+        store, ("cells", ds_id, direction), lambda: _cell_walk(store, ds_id, direction)
+    )
+    return walk
 
 
 def _cell_walk(store: Store, ds_id: int, direction: str) -> _CellWalk:
     blocked: set[int] = set()
     edges: dict[int, list[tuple[Operation, int]]] = {}
+    backward = direction == "backward"
+
+    def target(op: Operation, k: int) -> int:
+        return op.inputs[k] if backward else op.output
 
     def neighbours(d: int) -> list[int]:
         found: list[tuple[Operation, int]] = []
-        cand = [store.producer(d)] if direction == "backward" else store.consumers(d)
+        cand = [store.producer(d)] if backward else store.consumers(d)
         for op in cand:
             if op is None:
                 continue
@@ -304,12 +472,39 @@ def _cell_walk(store: Store, ds_id: int, direction: str) -> _CellWalk:
                 blocked.add(op.id)
                 continue
             for k, inp in enumerate(op.inputs):
-                if direction == "backward" or inp == d:
+                if backward or inp == d:
                     found.append((op, k))
         edges[d] = found
-        if direction == "backward":
-            return list(dict.fromkeys(op.inputs[k] for op, k in found))
-        return list(dict.fromkeys(op.output for op, _ in found))
+        return list(dict.fromkeys(target(op, k) for op, k in found))
 
     order = _topo(ds_id, neighbours)
-    return _CellWalk(order, edges, sorted(blocked))
+    reached: dict[int, int] = {}
+    for d in order:
+        for op, k in edges[d]:
+            reached[target(op, k)] = reached.get(target(op, k), 0) + 1
+
+    def identity(op: Operation, k: int) -> bool:
+        return op.tensors is not None and op.tensors[k].kind == "identity"
+
+    moves: dict[int, list[Move]] = {}
+    interior: set[int] = set()
+    for d in order:  # topological: a run's datasets come after the one it starts from
+        if d in interior:
+            continue
+        moves[d] = []
+        for op, k in edges[d]:
+            parts = [(op, k)]
+            nxt = target(op, k)
+            if identity(op, k):
+                # on while the next dataset is reached from here alone and leads on by
+                # one identity step alone
+                while nxt != ds_id and reached.get(nxt) == 1 and len(edges[nxt]) == 1:
+                    step = edges[nxt][0]
+                    if not identity(*step):
+                        break
+                    interior.add(nxt)
+                    parts.append(step)
+                    nxt = target(*step)
+            chain = _Chain(tuple(parts)) if len(parts) > 1 else None
+            moves[d].append(Move(tuple(parts), nxt, chain))
+    return _CellWalk(order, edges, sorted(blocked), moves, frozenset(interior))

@@ -13,14 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tensprov_lab.query._cells import Cells, _adjacencies, _columns, step_cells
+from tensprov_lab.query._cells import (
+    Cells,
+    Move,
+    _adjacencies,
+    _columns,
+    cell_walk,
+    move_cells,
+)
 from tensprov_lab.query._lineage import _move, _start_rows, _targets
-from tensprov_lab.query._memo import memo
-from tensprov_lab.store._graph import Operation, Store
+from tensprov_lab.store._graph import Store
 
 __all__ = ["Path", "how"]
 
@@ -38,27 +45,19 @@ class Path:
     influencing: Cells | None = None
 
 
-def _next(store: Store, d: int, direction: str) -> list[tuple[Operation, int, int]]:
-    """(operation, input position, dataset reached) for each edge leaving ``d`` (kept
-    while the graph stays the same, see :mod:`._memo`)."""
-    known: dict[int, list[tuple[Operation, int, int]]] = memo(store, ("next", direction), dict)
-    found = known.get(d)
-    if found is None:
-        found = known[d] = _edges(store, d, direction)
-    return found
-
-
-def _edges(store: Store, d: int, direction: str) -> list[tuple[Operation, int, int]]:
-    out: list[tuple[Operation, int, int]] = []
-    if direction == "backward":
-        op = store.producer(d)
-        if op is not None and op.tensors is not None:
-            out = [(op, k, inp) for k, inp in enumerate(op.inputs)]
-    else:
-        for op in store.consumers(d):
-            if op.tensors is not None:
-                out += [(op, k, op.output) for k, inp in enumerate(op.inputs) if inp == d]
-    return out
+def _move_rows(
+    store: Store, move: Move, rows: np.ndarray, backward: bool, known: dict[tuple[int, ...], Any]
+) -> np.ndarray:
+    """``rows`` across ``move``: a run of identity steps passes them on as they are."""
+    direction = "backward" if backward else "forward"
+    if move.chain is not None and move.chain.adjacency(store, direction, known) is not None:
+        return rows
+    for op, k in move.edges:
+        assert op.tensors is not None
+        rows = _move(op.tensors[k], rows, backward)
+        if not rows.size:
+            break
+    return rows
 
 
 def how(
@@ -98,26 +97,26 @@ def how(
     found: list[Path] = []
     truncated = False
     backward = direction == "backward"
-    known = _adjacencies(store, direction) if cells else None
+    known = _adjacencies(store, direction)
+    moves, _ = cell_walk(store, ds_id, direction).plan(targets, backward)
     # depth-first over paths; each stack entry carries what reached its dataset
     stack: list[tuple[int, tuple[Edge, ...], np.ndarray, Cells, Cells]] = [
         (ds_id, (), start_rows, start_c, {})
     ]
     while stack:
         d, edges, r, c, i = stack.pop()
-        for op, k, nxt in _next(store, d, direction):
-            assert op.tensors is not None
-            t = op.tensors[k]
-            r2 = _move(t, r, backward)
+        for move in moves[d]:
+            r2 = _move_rows(store, move, r, backward, known)
             if not r2.size:
                 continue
             c2: Cells = {}
             i2: Cells = {}
             if cells:
-                c2, i2 = step_cells(store, op, k, c, i, direction, known=known)
+                c2, i2 = move_cells(store, move, c, i, direction, known)
                 if not c2 and not i2:
                     continue
-            e2 = (*edges, (op.id, k))
+            e2 = (*edges, *((op.id, k) for op, k in move.edges))
+            nxt = move.target
             if targets is None or nxt in targets:
                 if len(found) >= max_paths:
                     truncated = True
