@@ -252,6 +252,9 @@ def test_plain_tokens_are_converted_as_spark_converts_them(tmp_path: Any) -> Non
         (b"k,i,x,b,s,t\n1,1,NaN,true,a,b\n", ("x", "double"), "plain"),
         (b"k,i,x,b,s,t\n1,1,1e400,true,a,b\n", ("x", "double"), "range"),
         (b"k,i,x,b,s,t\n1,1,1,yes,a,b\n", ("b", "boolean"), "plain"),
+        (b"k,i,x,b,s,t\n1,1,1,1,a,b\n", ("b", "boolean"), "plain"),
+        (b"k,i,x,b,s,t\n12a,1,1,true,a,b\n", ("k", "bigint"), "plain"),
+        (b"k,i,x,b,s,t\n\xd9\xa1,1,1,true,a,b\n", ("k", "bigint"), "plain"),
         (b'k,i,x,b,s,t\n1,1,1,true,"a ""b"" c",b\n', ("s", "string"), "quote"),
         (b'k,i,x,b,s,t\n1,1,1,true,"a ""b"", c",b\n', ("k", "bigint"), "quote"),
         (b'k,i,x,b,s,t\n1,1,1,true,"",b\n', ("k", "bigint"), "quote"),
@@ -335,3 +338,26 @@ def test_layout_options() -> None:
         assert csv_layout(options, ["a", "b"]) is None, options
     assert csv_layout({}, ["a"]) is None  # one column: blank lines are values to pyarrow
     assert csv_layout({}, ["a", "A"]) is None
+
+
+def test_a_file_says_whether_a_value_quotes_a_quote(tmp_path: Any) -> None:
+    """Only a file with a doubled quote inside a quoted value has values holding a
+    quote; the flag is kept with the bytes a capture found plain, so a second read of
+    the file still refuses such a value in a column it reads."""
+    from tensprov_lab.capture._direct_csv import _check_plain
+
+    assert _check_plain(b"a,b\n1,2\n", b",") is False
+    assert _check_plain(b'a,b\n1,"x, y"\n', b",") is False
+    assert _check_plain(b'a,b\n1,"x ""y"" z"\n', b",") is True
+    path = tmp_path / "t.csv"
+    text = b'k,i,x,b,s,t\n1,1,1,true,"a ""b"" c",b\n2,1,1,true,d,b\n'
+    path.write_bytes(text)
+    checked = CheckedFiles()
+    files = ((str(path), len(text), None),)
+    for _ in range(2):
+        with pytest.raises(Unreadable, match="quote"):
+            read_csv_files(files, (("k", "bigint"), ("s", "string")), LAYOUT, checked)
+        # the column without it is read, from the bytes checked once
+        got = read_csv_files(files, (("k", "bigint"), ("t", "string")), LAYOUT, checked)
+        assert got.to_pydict() == {"k": [1, 2], "t": ["b", "b"]}
+    assert checked.known(str(path), text, b",")

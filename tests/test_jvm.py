@@ -347,3 +347,56 @@ def test_schema_read_in_pieces_equals_pyspark(spark, jvm) -> None:  # noqa: ANN0
     fresh = out.select("*")  # a DataFrame whose schema pyspark has not read
     assert [_ml._field(fresh, c) for c in out.columns] == list(out.schema.fields)
     assert _ml.vector_size(fresh, "v") == 1 + 89 + 6
+
+
+def test_facts_read_when_recorded_equal_those_asked_later(spark, monkeypatch) -> None:  # noqa: ANN001
+    """A DataFrame's plan shape, columns and (a projection's) added expressions, read in
+    the one round trip made when its call is recorded, equal those a fresh reader asks
+    for one by one; asked again, they take no round trip."""
+    from pyspark.ml.linalg import Vectors
+
+    from tensprov_lab.capture._jvm import Jvm
+
+    base = spark.range(3).withColumn("a", F.col("id") + 1)
+    wide = base
+    for i in range(12):
+        wide = wide.withColumn(f"c{i}", F.col("a") * i)
+    frames = [
+        wide,
+        wide.select("*", (F.col("c1") - F.col("c2")).alias("d")),
+        base.withColumn("q", F.expr("(select max(id) from range(4))")),  # a subquery
+        base.filter(F.col("a") > 1),
+        base.withColumn("s", F.struct(F.lit(1).alias("x,y"), F.lit("t").alias("z"))),
+        spark.createDataFrame([(1, Vectors.dense([1.0]))], ["a", "v"]).withColumn("b", F.lit(2)),
+        base.withColumn("r", F.rand(3)),  # not deterministic
+    ]
+    early, late = Jvm(spark), Jvm(spark)
+    assert early.helper is not None and late.helper is not None
+    client = spark.sparkContext._gateway._gateway_client
+    calls: list[str] = []
+    real = client.send_command
+
+    def counted(command: str, *args: object, **kwargs: object) -> object:
+        calls.append(command)
+        return real(command, *args, **kwargs)
+
+    for df in frames:
+        plan, ident = early.recorded(df)
+        assert plan is early.plan(df)
+        calls.clear()
+        monkeypatch.setattr(client, "send_command", counted)
+        shape = early.shape(plan)
+        cols = early.columns(df)
+        info = early.project_info(plan) if shape.cls == "Project" else None
+        monkeypatch.undo()
+        assert calls == []
+        assert shape.ident == ident == early.ident(plan)
+        other = late.plan(df)
+        want = late.shape(other)
+        assert (shape.cls, shape.deterministic, len(shape.kids)) == (
+            want.cls, want.deterministic, len(want.kids)
+        )  # fmt: skip
+        assert cols == late.columns(df) == ([f.name for f in df.schema.fields], [
+            f.dataType.simpleString() for f in df.schema.fields
+        ])  # fmt: skip
+        assert info == (late.project_info(other) if want.cls == "Project" else None)

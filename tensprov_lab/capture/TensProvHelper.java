@@ -92,14 +92,36 @@ public class TensProvHelper {
     /** The schema of a Dataset: its catalog string, its toString and each field name, every
      *  part as its length, a colon and its text. */
     public String columns(org.apache.spark.sql.Dataset ds) {
-        StructType schema = ds.schema();
-        String[] names = schema.fieldNames();
         StringBuilder b = new StringBuilder();
+        schemaFields(b, ds.schema());
+        return reply(b.toString());
+    }
+
+    private static void schemaFields(StringBuilder b, StructType schema) {
+        String[] names = schema.fieldNames();
         field(b, schema.catalogString());
         field(b, schema.toString());
         for (int i = 0; i < names.length; i++) {
             field(b, names[i]);
         }
+    }
+
+    /** What capture asks of a Dataset a tracked call returns, in one answer (asked while
+     *  the user's code runs, it saves a round trip per fact when the block ends): its
+     *  plan's {@link #shape}, its plan's {@link #projectInfo} ("" for a plan that is no
+     *  projection, "-" for null), then its {@link #columns}, every part as in
+     *  {@link #columns}. */
+    public String recorded(org.apache.spark.sql.Dataset ds, java.util.Map known) {
+        LogicalPlan plan = ((org.apache.spark.sql.classic.Dataset) ds).logicalPlan();
+        StringBuilder b = new StringBuilder();
+        field(b, shape(plan, known));
+        String info = "";
+        if (plan instanceof Project) {
+            String text = projectText((Project) plan);
+            info = text == null ? "-" : text;
+        }
+        field(b, info);
+        schemaFields(b, ds.schema());
         return reply(b.toString());
     }
 
@@ -199,6 +221,11 @@ public class TensProvHelper {
      *  when an added expression holds a subquery (whose outer references this does not
      *  read). */
     public String projectInfo(Project p) {
+        String text = projectText(p);
+        return text == null ? null : reply(text);
+    }
+
+    private String projectText(Project p) {
         StringBuilder b = new StringBuilder();
         scala.collection.Seq out = p.output();
         int n = out.size();
@@ -222,7 +249,7 @@ public class TensProvHelper {
                 b.append(' ').append(((Attribute) refs.next()).exprId().id());
             }
         }
-        return reply(b.toString());
+        return b.toString();
     }
 
     /** Expression {@code e} for a read straight from files (see compile_tree in

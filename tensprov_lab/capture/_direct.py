@@ -164,7 +164,7 @@ def direct_read(
         while (cls := jvm.cls(scan)) in ("SubqueryAlias", "Project"):
             if cls == "Project":
                 projects.append(scan)
-            scan = scan.child()
+            scan = jvm.children(scan)[0]
         source = _file_source(jvm, scan)
         if source is None:
             return None
@@ -213,7 +213,7 @@ def direct_count(
     try:
         scan = plan
         while jvm.cls(scan) == "SubqueryAlias":
-            scan = scan.child()
+            scan = jvm.children(scan)[0]
         source = _file_source(jvm, scan)
         if source is None or source[0].whole is None:
             return None
@@ -234,7 +234,7 @@ def _file_source(jvm: Jvm, scan: JObject) -> tuple[FileRelation, CsvLayout | Non
     layout, None for Parquet), or None: not local, partitioned, another format, or
     options that change how Spark reads the files."""
     spark = jvm.spark
-    if not str(spark.sparkContext.master).startswith("local"):
+    if not jvm.local:
         return None
     relation = jvm.file_relation(scan)
     if relation is None or relation.partition_columns:

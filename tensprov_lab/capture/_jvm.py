@@ -164,16 +164,25 @@ class Jvm:
         helper = self.helper
         if helper is None:
             return None
+        known = self._memo.get(("project_info", getattr(project, "_target_id", "")), _MISS)
+        if known is not _MISS:
+            return known  # type: ignore[no-any-return]
         reply = helper.projectInfo(project)
-        if reply is None:
-            return None
-        lines = self._whole(helper, str(reply)).split("\n")
-        out = [int(x) for x in lines[0].split()]
-        return out, [[int(x) for x in line.split()] for line in lines[1:]]
+        return None if reply is None else _project_info(self._whole(helper, str(reply)))
 
     def file_relation(self, node: JObject) -> FileRelation | None:
-        """A relation of files as the helper reads it in one round trip; None without the
-        helper or for another plan."""
+        """A relation of files as the helper reads it in one round trip (once per plan
+        proxy: Spark lists a relation's files when it makes it); None without the helper
+        or for another plan."""
+        found: FileRelation | None = self._memoized("file_relation", node, self._file_relation)
+        return found
+
+    @functools.cached_property
+    def local(self) -> bool:
+        """Whether Spark runs in this process's machine (a ``local`` master)."""
+        return str(self.spark.sparkContext.master).startswith("local")
+
+    def _file_relation(self, node: JObject) -> FileRelation | None:
         helper = self.helper
         if helper is None:
             return None
@@ -444,14 +453,42 @@ class Jvm:
         if helper is None:
             kids = tuple(self.ident(k) for k in self.children(node))
             return Shape(self.ident(node), self.cls(node), self.deterministic(node), kids)
-        head, _, cls = str(helper.shape(node, self._numbers)).partition("\t")
+        return self._remember_shape(node, str(helper.shape(node, self._numbers)))
+
+    def _remember_shape(self, node: JObject, reply: str) -> Shape:
+        """The :class:`Shape` in the helper's ``reply`` for ``node``, remembered."""
+        head, _, cls = reply.partition("\t")
         ident, det, *numbers = (int(x) for x in head.split())
         target = node._target_id
+        shape = Shape(ident, cls, bool(det), tuple(numbers))
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+            self._proxies.clear()
         # asked again by these names: answered from the same reply
+        self._memo[("shape", target)] = shape
         self._memo[("ident", target)] = ident
         self._memo[("cls", target)] = cls
         self._proxies[ident] = node
-        return Shape(ident, cls, bool(det), tuple(numbers))
+        return shape
+
+    def recorded(self, df: Any) -> tuple[JObject, int]:
+        """The plan of ``df``, a DataFrame a tracked call returned, and its ident.  With
+        the helper compiled, its shape, columns and (a projection's) :meth:`project_info`
+        come in the same round trip, asked again from memory when the block ends.  Never
+        waits for the helper: called while the user's code runs."""
+        plan = self.plan(df)
+        helper = self.helper_ready
+        target = getattr(plan, "_target_id", None)
+        if helper is None or target is None or ("shape", target) in self._memo:
+            return plan, self.plan_ident(plan)
+        shape, info, catalog, text, *names = _fields(
+            self._whole(helper, str(helper.recorded(df._jdf, self._numbers)))
+        )
+        facts = self._remember_shape(plan, shape)
+        if info:
+            self._memo[("project_info", target)] = None if info == "-" else _project_info(info)
+        self._memo[("columns", target)] = self._read_columns(catalog, text, names, df)
+        return plan, facts.ident
 
     def plan_ident(self, plan: JObject) -> int:
         """``ident(plan)``; when the helper is compiled already, asked with the plan's
@@ -604,6 +641,10 @@ class Jvm:
         spell unambiguously (user-defined types, structs, whose field names it does not
         quote) is read as JSON.
         """
+        plan = self._memo.get(("plan", getattr(df._jdf, "_target_id", "")))
+        known = self._memo.get(("columns", getattr(plan, "_target_id", "")))
+        if known is not None:  # read when the call that made df was recorded
+            return list(known[0]), list(known[1])
         helper = self.helper
         if helper is not None:
             catalog, text, *names = _fields(self._whole(helper, str(helper.columns(df._jdf))))
@@ -611,13 +652,20 @@ class Jvm:
             schema = df._jdf.schema()
             names = str(self._join_names(schema)).split("\0")
             catalog, text = str(schema.catalogString()), str(schema)
+        read = self._read_columns(catalog, text, names, df)
+        return list(read[0]), list(read[1])
+
+    @staticmethod
+    def _read_columns(
+        catalog: str, text: str, names: list[str], df: Any
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         types = _split_types(catalog, names)
         # nested field names are not quoted in a catalog string: with a struct type
         # a split could be wrong, not only impossible
         if types is None or any("struct<" in t for t in types) or _maybe_udt(text):
             fields = df.schema.fields
-            return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
-        return names, types
+            return tuple(f.name for f in fields), tuple(f.dataType.simpleString() for f in fields)
+        return tuple(names), tuple(types)
 
     def _join_names(self, schema: JObject) -> JObject:
         return self._wrap_array(schema.fieldNames()).mkString("\0")
@@ -648,6 +696,12 @@ def _fields(text: str) -> list[str]:
         out.append(text[colon + 1 : colon + 1 + size])
         pos = colon + 1 + size
     return out
+
+
+def _project_info(text: str) -> tuple[list[int], list[list[int]]]:
+    lines = text.split("\n")
+    out = [int(x) for x in lines[0].split()]
+    return out, [[int(x) for x in line.split()] for line in lines[1:]]
 
 
 def _simple_name(obj: JObject) -> str:

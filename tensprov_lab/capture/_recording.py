@@ -157,8 +157,7 @@ class Recording(Depth):
     def record_operation(
         self, method: str, in_dfs: list[Any], out: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Node | None:
-        plan = self.jvm.plan(out)
-        ident = self.jvm.plan_ident(plan)
+        plan, ident = self.jvm.recorded(out)
         if ident in self.nodes:
             return self.nodes[ident]
         inputs: list[Node] = []
