@@ -350,9 +350,9 @@ def test_schema_read_in_pieces_equals_pyspark(spark, jvm) -> None:  # noqa: ANN0
 
 
 def test_facts_read_when_recorded_equal_those_asked_later(spark, monkeypatch) -> None:  # noqa: ANN001
-    """A DataFrame's plan shape, columns and (a projection's) added expressions, read in
-    the one round trip made when its call is recorded, equal those a fresh reader asks
-    for one by one; asked again, they take no round trip."""
+    """A DataFrame's plan (its proxy), shape, columns and (a projection's) added
+    expressions, read in the one round trip made when its call is recorded, equal those
+    a fresh reader asks for one by one; asked again, they take no round trip."""
     from pyspark.ml.linalg import Vectors
 
     from tensprov_lab.capture._jvm import Jvm
@@ -372,6 +372,7 @@ def test_facts_read_when_recorded_equal_those_asked_later(spark, monkeypatch) ->
     ]
     early, late = Jvm(spark), Jvm(spark)
     assert early.helper is not None and late.helper is not None
+    assert early._numbers is not None  # made once per reader, by a few calls
     client = spark.sparkContext._gateway._gateway_client
     calls: list[str] = []
     real = client.send_command
@@ -381,8 +382,19 @@ def test_facts_read_when_recorded_equal_those_asked_later(spark, monkeypatch) ->
         return real(command, *args, **kwargs)
 
     for df in frames:
+        monkeypatch.setattr(client, "send_command", counted)
         plan, ident = early.recorded(df)
+        monkeypatch.undo()
+        assert calls
+        # the plan's proxy comes in the reply, by its py4j id (a struct's or a UDT's
+        # columns are then read as pyspark reads them)
+        assert "\nrecorded\n" in calls[0]
+        assert not any("logicalPlan" in c for c in calls)
         assert plan is early.plan(df)
+        assert (
+            plan.equals(df._jdf.logicalPlan())
+            and plan.hashCode() == df._jdf.logicalPlan().hashCode()
+        )
         calls.clear()
         monkeypatch.setattr(client, "send_command", counted)
         shape = early.shape(plan)

@@ -30,6 +30,30 @@ public class TensProvHelper {
     // both put them into the same map, first come first served
     private final java.util.concurrent.atomic.AtomicLong numbers =
         new java.util.concurrent.atomic.AtomicLong(1L << 40);
+    // py4j's table of the objects Python holds: a reply names an object by its id there
+    // (as py4j's own replies do), and Python makes its proxy without a round trip
+    private volatile py4j.Gateway gateway;
+
+    /** Use the py4j gateway of {@code server} (py4j's GatewayServer, or the ClientServer
+     *  pyspark runs) to hand objects to Python; whether it was found. */
+    public boolean useGateway(Object server) {
+        try {
+            Object found = server;
+            if (!(found instanceof py4j.GatewayServer)) {
+                found = server.getClass().getMethod("getJavaServer").invoke(server);
+            }
+            gateway = ((py4j.GatewayServer) found).getGateway();
+        } catch (Exception e) {
+            gateway = null;
+        }
+        return gateway != null;
+    }
+
+    /** {@code o}'s id in py4j's table (put there, as py4j puts what it returns), or "". */
+    private String handed(Object o) {
+        py4j.Gateway g = gateway;
+        return g == null ? "" : g.putNewObject(o);
+    }
 
     /** The first piece of {@code text} after a token and a space: 0 when it is the whole
      *  text, else the token that {@link #more} gives the next piece for. */
@@ -108,12 +132,14 @@ public class TensProvHelper {
 
     /** What capture asks of a Dataset a tracked call returns, in one answer (asked while
      *  the user's code runs, it saves a round trip per fact when the block ends): its
-     *  plan's {@link #shape}, its plan's {@link #projectInfo} ("" for a plan that is no
+     *  plan's py4j id ("" without a gateway, see {@link #useGateway}), its plan's
+     *  {@link #shape}, its plan's {@link #projectInfo} ("" for a plan that is no
      *  projection, "-" for null), then its {@link #columns}, every part as in
      *  {@link #columns}. */
     public String recorded(org.apache.spark.sql.Dataset ds, java.util.Map known) {
         LogicalPlan plan = ((org.apache.spark.sql.classic.Dataset) ds).logicalPlan();
         StringBuilder b = new StringBuilder();
+        field(b, handed(plan));
         field(b, shape(plan, known));
         String info = "";
         if (plan instanceof Project) {

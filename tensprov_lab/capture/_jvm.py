@@ -153,9 +153,14 @@ class Jvm:
             cls = compiler.getClassLoader().loadClass(name)
             no_types = self.gateway.new_array(self.jvm.java.lang.Class, 0)
             no_args = self.gateway.new_array(self.jvm.java.lang.Object, 0)
-            return cls.getDeclaredConstructor(no_types).newInstance(no_args)
+            made = cls.getDeclaredConstructor(no_types).newInstance(no_args)
         except Exception:  # noqa: BLE001 - another Spark build, no Janino: the slow way
             return None
+        if name == _HELPER:
+            # (without it the helper names no object in a reply: one more round trip)
+            with contextlib.suppress(Exception):
+                made.useGateway(self.gateway.java_gateway_server)
+        return made
 
     def project_info(self, project: JObject) -> tuple[list[int], list[list[int]]] | None:
         """A projection's output expression ids, and for each expression it adds to its
@@ -472,19 +477,27 @@ class Jvm:
         return shape
 
     def recorded(self, df: Any) -> tuple[JObject, int]:
-        """The plan of ``df``, a DataFrame a tracked call returned, and its ident.  With
-        the helper compiled, its shape, columns and (a projection's) :meth:`project_info`
-        come in the same round trip, asked again from memory when the block ends.  Never
+        """The plan of ``df``, a DataFrame a tracked call returned, and its ident, in one
+        round trip with the helper compiled: the plan's proxy (made from the id the
+        helper puts it under in py4j's table), shape and columns and, for a projection,
+        :meth:`project_info`, which the block's end then asks for from memory.  Never
         waits for the helper: called while the user's code runs."""
-        plan = self.plan(df)
+        from py4j.java_gateway import JavaObject
+
         helper = self.helper_ready
-        target = getattr(plan, "_target_id", None)
-        if helper is None or target is None or ("shape", target) in self._memo:
+        jdf = df._jdf
+        key = ("plan", str(getattr(jdf, "_target_id", "")))
+        if helper is None or not key[1] or key in self._memo:
+            plan = self.plan(df)
             return plan, self.plan_ident(plan)
-        shape, info, catalog, text, *names = _fields(
-            self._whole(helper, str(helper.recorded(df._jdf, self._numbers)))
+        handed, shape, info, catalog, text, *names = _fields(
+            self._whole(helper, str(helper.recorded(jdf, self._numbers)))
         )
+        # py4j makes the same proxy of an id it returns (its finalizer frees the id)
+        plan = JavaObject(handed, self.gateway._gateway_client) if handed else jdf.logicalPlan()
         facts = self._remember_shape(plan, shape)
+        target = plan._target_id
+        self._memo[key] = plan
         if info:
             self._memo[("project_info", target)] = None if info == "-" else _project_info(info)
         self._memo[("columns", target)] = self._read_columns(catalog, text, names, df)
