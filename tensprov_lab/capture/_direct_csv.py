@@ -121,7 +121,8 @@ class CheckedFiles:
     Examples
     --------
     >>> checked = CheckedFiles()
-    >>> checked.check("t.csv", b"a,b\\n1,2\\n", b",")
+    >>> checked.check("t.csv", b"a,b\\n1,2\\n", b",")  # plain, no quote inside a value
+    False
     >>> checked.known("t.csv", b"a,b\\n1,2\\n", b",")
     True
     >>> checked.known("t.csv", b"a,b\\n1,3\\n", b",")  # other bytes: checked anew
