@@ -141,17 +141,19 @@ class CheckedFiles:
 
     def known(self, path: str, data: bytes, sep: bytes) -> bool:
         """Whether ``data`` are the bytes of ``path`` found plain (with ``sep``) before."""
+        return self._seen(path, data, sep) is not None
+
+    def _seen(self, path: str, data: bytes, sep: bytes) -> tuple[bytes, bool] | None:
         with self._lock:
             seen = self._bytes.get((path, sep))
-        return seen is not None and seen[0] == data
+        return seen if seen is not None and seen[0] == data else None
 
     def check(self, path: str, data: bytes, sep: bytes) -> bool:
         """Check ``data``, the bytes of ``path``, unless they were found plain before
         (:class:`Unreadable` where Spark might read them otherwise); whether a quoted
         value of theirs holds a doubled quote (see :func:`_check_plain`)."""
-        with self._lock:
-            seen = self._bytes.get((path, sep))
-        if seen is not None and seen[0] == data:
+        seen = self._seen(path, data, sep)
+        if seen is not None:
             return seen[1]
         doubled = _check_plain(data, sep)
         with self._lock:

@@ -166,14 +166,19 @@ class Jvm:
         """A projection's output expression ids, and for each expression it adds to its
         child's output that expression's id followed by the ids it references; None
         without the helper or when an added expression holds a subquery."""
-        helper = self.helper
-        if helper is None:
+        if self.helper is None:
             return None
-        known = self._memo.get(("project_info", getattr(project, "_target_id", "")), _MISS)
-        if known is not _MISS:
-            return known  # type: ignore[no-any-return]
+        # (once per proxy; a recorded call's reply has it already, see :meth:`recorded`)
+        found: tuple[list[int], list[list[int]]] | None = self._memoized(
+            "project_info", project, self._project_info
+        )
+        return found
+
+    def _project_info(self, project: JObject) -> tuple[list[int], list[list[int]]] | None:
+        helper = self.helper
+        assert helper is not None, "asked only with the helper"
         reply = helper.projectInfo(project)
-        return None if reply is None else _project_info(self._whole(helper, str(reply)))
+        return None if reply is None else _parse_project_info(self._whole(helper, str(reply)))
 
     def file_relation(self, node: JObject) -> FileRelation | None:
         """A relation of files as the helper reads it in one round trip (once per plan
@@ -499,7 +504,9 @@ class Jvm:
         target = plan._target_id
         self._memo[key] = plan
         if info:
-            self._memo[("project_info", target)] = None if info == "-" else _project_info(info)
+            self._memo[("project_info", target)] = (
+                None if info == "-" else _parse_project_info(info)
+            )
         self._memo[("columns", target)] = self._read_columns(catalog, text, names, df)
         return plan, facts.ident
 
@@ -711,7 +718,7 @@ def _fields(text: str) -> list[str]:
     return out
 
 
-def _project_info(text: str) -> tuple[list[int], list[list[int]]]:
+def _parse_project_info(text: str) -> tuple[list[int], list[list[int]]]:
     lines = text.split("\n")
     out = [int(x) for x in lines[0].split()]
     return out, [[int(x) for x in line.split()] for line in lines[1:]]
