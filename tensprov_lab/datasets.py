@@ -238,7 +238,7 @@ def synthetic(name: str, rows: int | None = None, seed: int = 0) -> pd.DataFrame
     (200, 53)
     >>> bool(t["c_jail_in"].isna().any())
     True
-    >>> synthetic("census", rows=3)["sex"].str.startswith(" ").all()
+    >>> bool(synthetic("census", rows=3)["sex"].str.startswith(" ").all())
     np.True_
     """
     return _synthetic(_check(name), rows, seed)

@@ -447,8 +447,11 @@ def observe_function(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple
         ``(Observation, result of fn)``.  The observation's last step is the result.
     """
     from pyspark.ml.base import Transformer
-    from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.group import GroupedData
+
+    from tensprov_lab.capture._versions import classic_dataframe
+
+    DataFrame = classic_dataframe()
 
     calls: list[tuple[Any, list[Any], str]] = []
     depth = [0]

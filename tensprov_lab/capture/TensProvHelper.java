@@ -393,8 +393,9 @@ public class TensProvHelper {
     /** The projection {@code p} over {@code child}, passing {@code extra} on after its own
      *  expressions. */
     public LogicalPlan projectWith(Project p, scala.collection.immutable.Seq extra, LogicalPlan child) {
-        scala.collection.immutable.Seq list =
-            (scala.collection.immutable.Seq) p.projectList().$plus$plus(extra);
+        // `:::` on Lists: one argument in Scala 2.12 and 2.13 alike (`++` takes a builder in 2.12)
+        scala.collection.immutable.List list =
+            extra.toList().$colon$colon$colon(p.projectList().toList());
         return new Project(list, child);
     }
 

@@ -77,10 +77,10 @@ class BackgroundCapture:
     def start(self) -> None:
         target: Callable[[], None] = self._run
         if self._spark is not None:
-            from pyspark.util import inheritable_thread_target
+            from tensprov_lab.capture._versions import thread_target
 
             # the thread inherits the block's local properties (job group, tags)
-            target = inheritable_thread_target(self._spark)(self._run)
+            target = thread_target(self._spark, self._run)
         # a daemon: a script that ends does not wait for a capture nobody will query
         self.thread = threading.Thread(target=target, name="tensprov-lab-capture", daemon=True)
         self._t0 = time.perf_counter()

@@ -48,6 +48,7 @@ from tensprov_lab.capture._equijoin import (
 from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture._keyed import key_name
 from tensprov_lab.capture._keys import KeyError_, row_dtype
+from tensprov_lab.capture._versions import thread_target, to_arrow
 from tensprov_lab.store import Tensor, tensor_from_flags
 
 __all__ = ["Fusion", "plan"]
@@ -264,10 +265,8 @@ class Fusion:
                     self._read_one(ident, direct.get(ident), frames.get(ident), jvm.to_arrow)
                 self.jobs[ident] = jobs[0]
             return
-        from pyspark.util import inheritable_thread_target
-
         # the workers inherit the thread's job group: Ctrl-C cancels their jobs too
-        read = inheritable_thread_target(jvm.spark)(self._read_one)
+        read = thread_target(jvm.spark, self._read_one)
         pool = ThreadPoolExecutor(len(idents), thread_name_prefix="tensprov-read")
         try:
             with count_jobs() as jobs, jvm.large_batches():
@@ -537,7 +536,7 @@ class Fusion:
 
 
 def _to_arrow(df: Any) -> Any:
-    return df.toArrow()
+    return to_arrow(df)
 
 
 def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:

@@ -9,13 +9,22 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import logging
 import threading
 from collections.abc import Iterator
 from importlib import resources
 from typing import Any, NamedTuple
 
 from tensprov_lab.capture._batches import large_batches
+from tensprov_lab.capture._versions import (
+    java_source,
+    jvm_dataset_class,
+    local_relation_args,
+    product_names,
+    quiet_loggers,
+    scala_list,
+    scala_wrap_array,
+    to_arrow,
+)
 
 __all__ = ["Jvm", "quiet_analysis_errors"]
 
@@ -83,7 +92,7 @@ class Jvm:
         self.spark = spark
         self.jvm = spark._jvm
         self.gateway = spark.sparkContext._gateway
-        self._conv = self.jvm.scala.jdk.javaapi.CollectionConverters
+        self._list = scala_list(self.jvm)
         self._tokens = itertools.count(1)
         self._logical = self.jvm.org.apache.spark.sql.catalyst.plans.logical
         self._expr = self.jvm.org.apache.spark.sql.catalyst.expressions
@@ -149,7 +158,7 @@ class Jvm:
                 else parent.getClass().getClassLoader()
             )
             compiler.setParentClassLoader(loader)
-            compiler.cook(source.read_text(encoding="utf-8"))
+            compiler.cook(java_source(source.read_text(encoding="utf-8")))
             cls = compiler.getClassLoader().loadClass(name)
             no_types = self.gateway.new_array(self.jvm.java.lang.Class, 0)
             no_args = self.gateway.new_array(self.jvm.java.lang.Object, 0)
@@ -233,7 +242,7 @@ class Jvm:
     @functools.cached_property
     def empty(self) -> JObject:
         """An empty Scala ``List``."""
-        return self._conv.asScala(self.jvm.java.util.ArrayList()).toList()
+        return self._list(self.jvm.java.util.ArrayList())
 
     def logical(self, name: str) -> JObject:
         """The Catalyst logical plan class ``name`` (looked up once: each lookup is a
@@ -282,13 +291,13 @@ class Jvm:
 
     def empty_relation(self, attrs: JObject) -> JObject:
         """A ``LocalRelation`` with output ``attrs`` and no rows."""
-        return self.logical("LocalRelation")(attrs, self.empty, False, self.none)
+        return self.logical("LocalRelation")(*local_relation_args(attrs, self.empty, self.none))
 
     # -- collections -------------------------------------------------------------
     def seq(self, items: list[JObject]) -> JObject:
         items = list(items)
         if len(items) > 4:
-            return self._conv.asScala(items).toList()
+            return self._list(items)
         # prepended one by one: a call each, where converting a Python list costs a
         # call per element plus three
         out = self.empty
@@ -559,9 +568,9 @@ class Jvm:
         whose per-batch cost is a third of the read (0.49 s -> 0.35 s).  A plan running
         Python UDFs keeps the session's batches (a pandas UDF sees its input in them)."""
         if self.runs_python(df):
-            return df.toArrow()
+            return to_arrow(df)
         with self.large_batches():
-            return df.toArrow()
+            return to_arrow(df)
 
     def runs_python(self, df: Any) -> bool:
         """Whether ``df``'s plan runs Python UDFs (True when that cannot be read)."""
@@ -576,13 +585,13 @@ class Jvm:
 
     @functools.cached_property
     def _dataset(self) -> JObject:
-        return self.jvm.org.apache.spark.sql.classic.Dataset
+        return functools.reduce(getattr, jvm_dataset_class().split("."), self.jvm)
 
     def copy(self, node: JObject, **replace: JObject) -> JObject:
         """``node`` with some constructor arguments replaced (by position name)."""
         n = node.productArity()
         args = self.gateway.new_array(self.jvm.java.lang.Object, n)
-        names = [str(node.productElementName(i)) for i in range(n)]
+        names = product_names(node, n)
         for i in range(n):
             args[i] = replace[names[i]] if names[i] in replace else node.productElement(i)
         unknown = set(replace) - set(names)
@@ -602,7 +611,9 @@ class Jvm:
         """``Project(exprs ++ extra, child)`` for a Scala ``exprs`` sequence, joined in the
         JVM: moving a wide projection's expressions to Python and back costs two py4j
         round trips per column."""
-        return self.logical("Project")(getattr(exprs, "$plus$plus")(self.seq(extra)), child)
+        # `:::` (prefix ::: list) takes one argument in Scala 2.12 and 2.13 alike
+        joined = getattr(self.seq(extra), "$colon$colon$colon")(exprs.toList())
+        return self.logical("Project")(joined, child)
 
     def reproject(self, project: JObject, extra: list[JObject], child: JObject) -> JObject:
         """The projection ``project`` over ``child``, passing ``extra`` on after its own
@@ -693,7 +704,7 @@ class Jvm:
     @functools.cached_property
     def _wrap_array(self) -> JObject:
         # the member itself: looking a static method up on a class is a round trip
-        return self.jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray
+        return scala_wrap_array(self.jvm)
 
     def tree_string(self, node: JObject) -> str:
         return str(node.simpleString(200))
@@ -788,16 +799,5 @@ def quiet_analysis_errors() -> Iterator[None]:
     typed (a ``where=`` predicate): the error becomes one clear message, and the log
     would print a screen of JSON with the Java stack trace (naming capture's hidden
     key columns) next to it."""
-    from pyspark.logger import PySparkLogger
-
-    # created through pyspark, never as plain loggers: pyspark calls them with extra
-    # keyword arguments only its PySparkLogger class accepts
-    loggers: list[logging.Logger] = [PySparkLogger.getLogger(n) for n in _SPARK_ERROR_LOGGERS]
-    before = [lg.disabled for lg in loggers]
-    for lg in loggers:
-        lg.disabled = True
-    try:
+    with quiet_loggers(_SPARK_ERROR_LOGGERS):
         yield
-    finally:
-        for lg, was in zip(loggers, before):
-            lg.disabled = was

@@ -40,6 +40,7 @@ import numpy as np
 from tensprov_lab.capture._annotate import annotate_source
 from tensprov_lab.capture._keys import arrow_keys
 from tensprov_lab.capture._nodes import ROW, Capturing, Node, _short_error
+from tensprov_lab.capture._versions import classic_dataframe, rdd_class
 from tensprov_lab.store import tensor_from_pairs
 
 __all__ = [
@@ -59,17 +60,13 @@ MARK = "tensprov_lab.from"
 
 def targets(session_cls: type) -> list[tuple[type, list[str], Any]]:
     """The methods wrapped during a block for this rule."""
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    return [(ClassicDataFrame, ["toPandas"], None), (session_cls, ["createDataFrame"], None)]
+    return [(classic_dataframe(), ["toPandas"], None), (session_cls, ["createDataFrame"], None)]
 
 
 def properties() -> list[tuple[type, str, Any]]:
     """The properties wrapped during a block for this rule: ``(class, name, make)``,
     ``make(tracker, original)`` giving the wrapped descriptor."""
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    return [(ClassicDataFrame, "rdd", _watch_rdd)]
+    return [(classic_dataframe(), "rdd", _watch_rdd)]
 
 
 def _watch_rdd(tracker: Any, original: Any) -> property:
@@ -125,9 +122,8 @@ def record_call(
 
 def _rdd_origin(tracker: Capturing, data: Any) -> Node | None:
     """The tracked DataFrame whose ``df.rdd`` an RDD was made from, or None."""
-    try:
-        from pyspark.core.rdd import RDD
-    except ImportError:  # pragma: no cover - pyspark without RDDs (Connect only)
+    RDD = rdd_class()
+    if RDD is None:  # pragma: no cover - pyspark without RDDs (Connect only)
         return None
     seen = 0
     rdd = data

@@ -85,14 +85,14 @@ class Recording(Depth):
     def _classes(self) -> list[tuple[type, list[str], Callable[[str, Any], bool] | None]]:
         """The classes whose methods are wrapped during a block, each with its method names
         and which calls are *transparent* (the calls they make are the operations)."""
-        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
         from pyspark.sql.group import GroupedData
 
         from tensprov_lab.capture import _ml, _pandas, _sql
+        from tensprov_lab.capture._versions import classic_dataframe
 
         session = _sql.session_class(self.spark)
         return [
-            (ClassicDataFrame, DATAFRAME_METHODS, lambda name, obj: name in _TRANSPARENT),
+            (classic_dataframe(), DATAFRAME_METHODS, lambda name, obj: name in _TRANSPARENT),
             (GroupedData, GROUPED_METHODS, None),
             (session, ["sql"], None),
             *_pandas.targets(session),

@@ -20,6 +20,7 @@ from tensprov_lab.capture._keys import (
     keys_sql,
 )
 from tensprov_lab.capture._nodes import Node, _short_error
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.store import Store
 from tensprov_lab.store._sets import unique
 
@@ -183,7 +184,7 @@ class RecordReading:
             condition = self._rows_condition(node, np.asarray(rows, dtype=np.int64))
             if condition is not None:
                 df = df.where(condition)
-        table = df.toArrow()
+        table = to_arrow(df)
         raw = arrow_keys(table, names)
         idx = ki.lookup(raw)
         n_user = table.num_columns - len(names)

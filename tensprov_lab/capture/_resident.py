@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._nodes import _short_error
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.store import ColumnsTensor, Operation, Tensor, WindowTensor, tensor_from_pairs
 from tensprov_lab.store._spill import Put, release, to_files
 
@@ -131,7 +132,7 @@ class SparkTensor(Tensor):
             keys_dir = None
             try:
                 df, keys_dir = self._lookup(column, rows)
-                table = df.toArrow()
+                table = to_arrow(df)
             except Exception as err:
                 raise LookupError(
                     f"could not read the lineage of {self.label} from its table in Spark "

@@ -58,6 +58,7 @@ from tensprov_lab.capture._recording import (
     early_group,
 )
 from tensprov_lab.capture._records import RecordReading
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.rules.aggregate import every_record
 from tensprov_lab.store import Store
@@ -501,11 +502,10 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         from pyspark.sql import functions as F
 
         key = F.col(ann.key_names()[0])
-        sizes = (
+        sizes = to_arrow(
             self.jvm.to_df(ann.plan)
             .groupBy(F.shiftright(key, 33).alias("p"))
             .agg((F.max(key.bitwiseAND((1 << 33) - 1)) + 1).alias("n"))
-            .toArrow()
         )
         parts = np.asarray(sizes.column("p").to_numpy(zero_copy_only=False), dtype=np.int64)
         counts = np.asarray(sizes.column("n").to_numpy(zero_copy_only=False), dtype=np.int64)

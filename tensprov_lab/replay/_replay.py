@@ -36,6 +36,7 @@ import numpy as np
 
 from tensprov_lab.capture._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
 from tensprov_lab.capture._nodes import persisted
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -218,7 +219,7 @@ def _read(
     """Records of a (replayed) annotated plan of ``ds_id`` and their canonical rows;
     ``-1`` for a record the capture did not see (it appears only after a what-if).
     ``small``: the plan reads only a few records (run it in the replay session)."""
-    table = tracker.jvm.to_df(plan, tracker.replay_spark if small else None).toArrow()
+    table = to_arrow(tracker.jvm.to_df(plan, tracker.replay_spark if small else None))
     return _records(_node(tracker, ds_id), table)
 
 

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from tensprov_lab.capture._batches import large_batches
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 
 __all__ = ["python_code", "read_arrow", "runs_python"]
@@ -161,6 +162,6 @@ def read_arrow(spark: Any, rel: Any) -> Any:
     df = P.dataframe(spark, rel)
     python = python_code(rel)
     if python or (python is None and runs_python(df)):
-        return df.toArrow()
+        return to_arrow(df)
     with large_batches(spark):
-        return df.toArrow()
+        return to_arrow(df)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._equijoin import value_codes
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._index import GroupIndex, Index, KeyIndex, SetsIndex, key_array
@@ -96,7 +97,7 @@ def _members_by_lists(
     groups: one row per group with the list of its members' keys (and, for grouping
     sets, each group's ``grouping_id()``)."""
     members_rel, kid = annotator.members(rel)
-    table = P.dataframe(tracker.spark, members_rel).toArrow()
+    table = to_arrow(P.dataframe(tracker.spark, members_rel))
     gid = None
     if f"{P.KEY_PREFIX}s" in table.column_names:
         gid = np.asarray(table.column(f"{P.KEY_PREFIX}s").to_numpy(), dtype=np.int64)

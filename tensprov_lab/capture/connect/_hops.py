@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._pandas import MARK, MATCH_LIMIT, REASON, hop_lineage
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
 from tensprov_lab.capture.connect._rewrite import Annotator
@@ -73,7 +74,7 @@ def capture_hop(
         return False
     note = tracker._key_source(p.out, annotator)
     keyed = annotator.annotate(P.relation(p.out.df))
-    table = P.dataframe(tracker.spark, keyed.rel).toArrow()
+    table = to_arrow(P.dataframe(tracker.spark, keyed.rel))
     run.jobs += 1
     keys = key_array(table, keyed.keys)
     order = np.argsort(keys[:, 0], kind="stable")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._rewrite import Unsupported
 from tensprov_lab.capture.rules import column_category
@@ -114,7 +115,7 @@ def check_limit(spark: Any, rel: Any, annotator: Any) -> None:
         P.alias(o.child, n) for o, n in zip(sort.sort.order, names)
     ])  # fmt: skip
     P.with_id(read, None)
-    rows = P.dataframe(spark, read).toArrow().to_pylist()
+    rows = to_arrow(P.dataframe(spark, read)).to_pylist()
     if len(rows) <= k or k == 0:
         return
     last, after = rows[k - 1], rows[k]

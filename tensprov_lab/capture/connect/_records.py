@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture._nodes import ROW, _short_error
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
 
@@ -46,7 +47,7 @@ def read_records(tracker: Any, ds_id: int, rows: np.ndarray | None, where: str |
                 f"where={where!r} is not a valid predicate over {ds.label} "
                 f"(columns: {', '.join(ds.columns)}): {_short_error(exc)}"
             ) from None
-    table = df.toArrow()
+    table = to_arrow(df)
     raw = key_array(table, names)
     assert node.index is not None
     idx = node.index.occurrences(raw) if shared else node.index.lookup(raw)  # type: ignore[union-attr]

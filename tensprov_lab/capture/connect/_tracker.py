@@ -34,6 +34,7 @@ from tensprov_lab.capture._nodes import (
     bound_dataframes,
 )
 from tensprov_lab.capture._patching import Depth, patch_methods, restore
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._arrow import read_arrow
@@ -379,7 +380,7 @@ class ConnectTracker(Depth, Waits):
             n = df.count()
             return np.zeros((n, 0), dtype=np.int64), []
         cols = [F.col(f"`{k}`") for k in names] + [F.col(f"`{c}`") for c in along]
-        table = df.select(*cols).toArrow()
+        table = to_arrow(df.select(*cols))
         return key_array(table, names), [table.column(c) for c in along]
 
     def _along(self, p: CPending) -> tuple[list[Ride], list[str]]:

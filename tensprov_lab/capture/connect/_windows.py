@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import Index, key_array
 
@@ -323,7 +324,7 @@ def _read_frames(
             exprs.append(P.alias(_over(count, parts, orders, ("range", 0, 0)), ties))
     read = P.wrap("project", kid.rel, expressions=exprs)
     P.with_id(read, None)
-    table = P.dataframe(spark, read).toArrow()
+    table = to_arrow(P.dataframe(spark, read))
     rows = index.lookup(key_array(table, keys))
     struct = table.column(rep).combine_chunks()
     part_of = index.lookup(

@@ -1,0 +1,238 @@
+"""What differs between the pyspark releases capture supports (3.5.x and 4.x), in one place.
+
+Everything else in the package asks here instead of testing ``pyspark.__version__``:
+where a class lives (pyspark 4 moved the py4j-backed DataFrame to
+``pyspark.sql.classic`` and the RDD to ``pyspark.core``), the JVM's ``Dataset`` class
+(``org.apache.spark.sql.classic.Dataset`` in Spark 4), the Scala collections the Java
+helpers are compiled against (Scala 2.12 in Spark 3.5, 2.13 in Spark 4), and the few
+client facilities only one release has (pyspark's own loggers, Connect's plan ids).
+
+Examples
+--------
+>>> spark_version() >= (3, 5)
+True
+>>> "class A { scala.collection.immutable.Seq s; }" != java_source(
+...     "class A { scala.collection.immutable.Seq s; }") or spark_version() >= (4, 0)
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "classic_dataframe",
+    "connect_fresh_plan_id",
+    "java_source",
+    "local_relation_args",
+    "jvm_dataset_class",
+    "quiet_loggers",
+    "product_names",
+    "rdd_class",
+    "scala_list",
+    "scala_wrap_array",
+    "spark_version",
+    "thread_target",
+    "to_arrow",
+]
+
+#: the oldest pyspark capture supports
+OLDEST = (3, 5)
+
+
+@functools.cache
+def spark_version() -> tuple[int, int]:
+    """``(major, minor)`` of the installed pyspark."""
+    import pyspark
+
+    major, minor = pyspark.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def spark4() -> bool:
+    """Whether the installed pyspark is 4.x or newer."""
+    return spark_version() >= (4, 0)
+
+
+def classic_dataframe() -> type:
+    """The DataFrame class of a classic (py4j) session."""
+    if spark4():
+        from pyspark.sql.classic.dataframe import DataFrame
+    else:
+        from pyspark.sql.dataframe import DataFrame
+    return DataFrame
+
+
+def rdd_class() -> type | None:
+    """pyspark's ``RDD`` class (None in a Connect-only client without it)."""
+    try:
+        if spark4():
+            from pyspark.core.rdd import RDD
+        else:
+            from pyspark.rdd import RDD
+    except ImportError:  # pragma: no cover - pyspark-client has no RDDs
+        return None
+    return RDD
+
+
+def to_arrow(df: Any) -> Any:
+    """``df.toArrow()``: all records as one Arrow table, classic or Connect.  pyspark 3.5
+    has no ``toArrow``; its Arrow collection gives the same table (types as pyspark 4
+    gives them: the schema's Arrow form, timestamps in UTC)."""
+    if spark4():
+        return df.toArrow()
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(df.schema)
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        table, _ = df._session.client.to_table(df._plan.to_proto(df._session.client))
+    else:
+        batches = df._collect_as_arrow()
+        table = pa.Table.from_batches(batches) if batches else schema.empty_table()
+    return table.cast(schema)
+
+
+def jvm_dataset_class() -> str:
+    """The JVM class of a classic ``Dataset``."""
+    return "org.apache.spark.sql.classic.Dataset" if spark4() else "org.apache.spark.sql.Dataset"
+
+
+#: the Java helpers are written against Spark 4 (Scala 2.13); each pair is a spelling
+#: there and the same thing in Spark 3.5 (Scala 2.12), where a type moved or a
+#: signature changed (tests/test_jvm.py compiles both helpers on the installed Spark)
+_JAVA_35 = (
+    ("org.apache.spark.sql.classic.Dataset", "org.apache.spark.sql.Dataset"),
+    ("org.apache.spark.sql.classic.SparkSession", "org.apache.spark.sql.SparkSession"),
+    ("scala.collection.immutable.Seq", "scala.collection.Seq"),
+    (
+        "scala.jdk.javaapi.CollectionConverters.asScala(items).toSeq()",
+        "scala.collection.JavaConverters.asScalaBuffer(items).toList()",
+    ),
+    (
+        "scala.jdk.javaapi.CollectionConverters.asScala(wanted.iterator())",
+        "scala.collection.JavaConverters.asScalaIterator(wanted.iterator())",
+    ),
+    ("lookupCachedData(session, plan)", "lookupCachedData(plan)"),
+    # LocalRelation lost its stream argument; Arrow batches their large-types flag
+    (", false, scala.None$.MODULE$);", ", false);"),
+    ("Long.MAX_VALUE, zone, false,\n            largeVarTypes);", "Long.MAX_VALUE, zone, false);"),
+    ("createEmptyArrowBatch(schema, zone, false, largeVarTypes)",
+     "createEmptyArrowBatch(schema, zone, false)"),
+)
+
+
+def java_source(text: str) -> str:
+    """A Java helper's source (written for Spark 4 / Scala 2.13) made fit for the
+    installed Spark (see ``_JAVA_35``)."""
+    if spark4():
+        return text
+    for new, old in _JAVA_35:
+        text = text.replace(new, old)
+    return text
+
+
+def scala_list(jvm: Any) -> Callable[[Any], Any]:
+    """A function making a Scala ``List`` of a Java (or Python) list in ``jvm``."""
+    if spark4():
+        conv = jvm.scala.jdk.javaapi.CollectionConverters
+        return lambda items: conv.asScala(items).toList()
+    old = jvm.scala.collection.JavaConverters
+    return lambda items: old.asScalaBuffer(items).toList()
+
+
+def scala_wrap_array(jvm: Any) -> Any:
+    """The JVM function wrapping a Java array as a Scala ``Seq`` without a copy (the
+    member itself: looking a static method up on a class is a round trip)."""
+    if spark4():
+        return jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray
+    return jvm.scala.Predef.wrapRefArray
+
+
+#: constructor argument names of Catalyst classes, by class name (Scala 2.12)
+_NAMES: dict[str, list[str]] = {}
+
+
+def product_names(node: Any, n: int) -> list[str]:
+    """The names of a Catalyst node's ``n`` constructor arguments, in order.  Scala 2.13
+    asks the node.  Scala 2.12 has no ``productElementName``: a case class's parameters
+    are final instance fields in order, among lazy and body vals; the guess is checked
+    once per class against the node's own elements (a wrong guess raises ``KeyError``:
+    the caller's capture then becomes an explicit opaque step)."""
+    if spark4():
+        return [str(node.productElementName(i)) for i in range(n)]
+    cls = node.getClass()
+    key = str(cls.getName())
+    if key in _NAMES:
+        return _NAMES[key]
+    fields = [
+        f
+        for f in cls.getDeclaredFields()
+        # final, not static, not synthetic (bitmaps): java.lang.reflect.Modifier bits
+        if f.getModifiers() & 0x0010 and not f.getModifiers() & 0x0008 and "$" not in f.getName()
+    ][:n]
+    for i, field in enumerate(fields):
+        field.setAccessible(True)
+        if len(fields) != n or not field.get(node).equals(node.productElement(i)):
+            raise KeyError(f"cannot name the arguments of {key} on this Spark")
+    _NAMES[key] = [str(f.getName()) for f in fields]
+    return _NAMES[key]
+
+
+def local_relation_args(attrs: Any, empty: Any, none: Any) -> tuple[Any, ...]:
+    """``LocalRelation``'s constructor arguments for no rows (Spark 4 added a stream)."""
+    return (attrs, empty, False, none) if spark4() else (attrs, empty, False)
+
+
+def thread_target(spark: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` made to run in another thread with this thread's Spark local properties
+    (job group, tags), so that cancelling them cancels its jobs too.  pyspark 4 takes the
+    session (classic or Connect); pyspark 3.5 decorates the function of a classic
+    session only (its Connect client keeps no such properties per thread)."""
+    from pyspark.util import inheritable_thread_target
+
+    if spark4():
+        return inheritable_thread_target(spark)(fn)
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return fn
+    return inheritable_thread_target(fn)
+
+
+def connect_fresh_plan_id() -> int:
+    """A plan id no other relation of this Connect client has."""
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    fresh = getattr(LogicalPlan, "_fresh_plan_id", None)
+    if fresh is not None:
+        return int(fresh())
+    # pyspark 3.5 numbers plans in __init__ under the class's lock
+    with LogicalPlan._lock:
+        plan_id = LogicalPlan._nextPlanId
+        LogicalPlan._nextPlanId += 1
+    return int(plan_id)
+
+
+@contextlib.contextmanager
+def quiet_loggers(names: tuple[str, ...]) -> Iterator[None]:
+    """Mute pyspark's own loggers ``names`` inside the block (pyspark 4 logs each analysis
+    error with the Java stack there; pyspark 3.5 has no such loggers: nothing to do)."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:
+        yield
+        return
+    # created through pyspark, never as plain loggers: pyspark calls them with extra
+    # keyword arguments only its PySparkLogger class accepts
+    loggers: list[logging.Logger] = [PySparkLogger.getLogger(n) for n in names]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before):
+            lg.disabled = was
