@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import tensprov_lab
+from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _fused
 from tests._connect_session import connect_session
 from tests._dense import watch_dense_pairs
@@ -157,7 +158,7 @@ def test_a_source_read_by_partition_has_the_ids_spark_gives(spark: Any, tmp_path
         ranked = kept.orderBy(F.col("v").desc(), "id")  # its own job: raw ids translated
     assert run.store.producer(run.dataset(kept).id).jobs == 0
     node = run._tracker.by_ds[run.dataset(src).id]
-    ids = src.select(F.monotonically_increasing_id().alias("m")).toArrow().column("m")
+    ids = to_arrow(src.select(F.monotonically_increasing_id().alias("m"))).column("m")
     expected = np.sort(np.asarray(ids.to_numpy(), dtype=np.int64))
     assert len(np.unique(expected >> 33)) > 1  # several partitions
     assert node.index.table[:, 0].tolist() == expected.tolist()

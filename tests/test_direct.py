@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensprov_lab.capture._direct import Unreadable, compile_expr, direct_read, evaluate
+from tensprov_lab.capture._versions import to_arrow
 
 # -- evaluation alone (no JVM) ---------------------------------------------------------
 
@@ -152,7 +153,7 @@ def _read_both(spark: Any, path: str, exprs: dict[str, Any]) -> tuple[Any, Any]:
     jvm = Jvm(spark)
     source = spark.read.parquet(path)
     df = source.select(*[e.alias(n) for n, e in exprs.items()])
-    expected = df.toArrow()
+    expected = to_arrow(df)
     projected = df._jdf.queryExecution().analyzed()
     jexprs = {str(e.name()): e.child() for e in jvm.lst(projected.projectList())}
     reader = direct_read(jvm, source._jdf.queryExecution().analyzed(), jexprs)
@@ -430,7 +431,7 @@ def test_a_catalog_table_of_parquet_files_is_read_from_them(spark: Any) -> None:
         assert jvm.cls(plan) == "SubqueryAlias"
         reader = direct_read(jvm, plan, jexprs)
         assert reader is not None
-        got, expected = reader(), df.toArrow()
+        got, expected = reader(), to_arrow(df)
         for name in ("k", "f"):
             assert got.column(name).to_pylist() == expected.column(name).to_pylist()
     finally:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tensprov_lab.capture._direct import direct_read
 from tensprov_lab.capture._direct_csv import CheckedFiles, CsvLayout, csv_layout, read_csv_files
 from tensprov_lab.capture._direct_files import Unreadable
+from tensprov_lab.capture._versions import to_arrow
 
 SCHEMA = "k bigint, i int, x double, b boolean, s string, t string"
 NAMES = ("k", "i", "x", "b", "s", "t")
@@ -101,7 +102,7 @@ def _read_both(spark: Any, path: str, header: bool) -> tuple[Any, Any, Any]:
     }
     kept = projected.dropna(subset=["key", "x", "s"])
     jexprs["f_dropna"] = kept._jdf.queryExecution().analyzed().condition()
-    expected = df.toArrow()
+    expected = to_arrow(df)
     dropped = [tuple(r) for r in kept.select("key", "i", "x", "b", "s").collect()]
     return expected, dropped, direct_read(jvm, plan, jexprs)
 
@@ -171,7 +172,7 @@ def test_the_compas_file_is_read_from_its_file_as_spark_reads_it(spark: Any) -> 
     )
     assert reader is not None
     got = reader()
-    expected = picked.toArrow()
+    expected = to_arrow(picked)
     for c in keep:
         assert got.column(c).to_pylist() == expected.column(c).to_pylist(), c
     assert sum(got.column("f").to_pylist()) == picked.dropna().count() == 6907

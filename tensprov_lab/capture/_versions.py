@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = [
+    "arrow_schema",
     "classic_dataframe",
     "connect_fresh_plan_id",
     "java_source",
@@ -79,6 +80,21 @@ def rdd_class() -> type | None:
     return RDD
 
 
+def arrow_schema(schema: Any, large: bool = False) -> Any:
+    """The Arrow schema pyspark gives a Spark ``StructType``'s records (timestamps in
+    UTC; ``large`` string and binary types where pyspark 4 is asked for them)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if spark4():
+        return to_arrow_schema(
+            schema,
+            error_on_duplicated_field_names_in_struct=True,
+            timezone="UTC",
+            prefers_large_types=large,
+        )
+    return to_arrow_schema(schema)
+
+
 def to_arrow(df: Any) -> Any:
     """``df.toArrow()``: all records as one Arrow table, classic or Connect.  pyspark 3.5
     has no ``toArrow``; its Arrow collection gives the same table (types as pyspark 4
@@ -86,9 +102,8 @@ def to_arrow(df: Any) -> Any:
     if spark4():
         return df.toArrow()
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = to_arrow_schema(df.schema)
+    schema = arrow_schema(df.schema)
     if type(df).__module__.startswith("pyspark.sql.connect"):
         table, _ = df._session.client.to_table(df._plan.to_proto(df._session.client))
     else:
@@ -152,7 +167,7 @@ def scala_wrap_array(jvm: Any) -> Any:
     member itself: looking a static method up on a class is a round trip)."""
     if spark4():
         return jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray
-    return jvm.scala.Predef.wrapRefArray
+    return jvm.scala.collection.mutable.WrappedArray.make
 
 
 #: constructor argument names of Catalyst classes, by class name (Scala 2.12)
@@ -179,7 +194,8 @@ def product_names(node: Any, n: int) -> list[str]:
     ][:n]
     for i, field in enumerate(fields):
         field.setAccessible(True)
-        if len(fields) != n or not field.get(node).equals(node.productElement(i)):
+        # (py4j compares objects with equals, primitives by value)
+        if len(fields) != n or field.get(node) != node.productElement(i):
             raise KeyError(f"cannot name the arguments of {key} on this Spark")
     _NAMES[key] = [str(f.getName()) for f in fields]
     return _NAMES[key]

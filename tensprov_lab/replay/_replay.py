@@ -36,7 +36,7 @@ import numpy as np
 
 from tensprov_lab.capture._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
 from tensprov_lab.capture._nodes import persisted
-from tensprov_lab.capture._versions import to_arrow
+from tensprov_lab.capture._versions import arrow_schema, to_arrow
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -358,19 +358,13 @@ def _local(
     if node.arrow_schema is None:
         import json
 
-        from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
         conf = tracker.replay_spark.conf
-        large = conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
+        large = conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
         text = tracker.jvm._whole(helper, str(replayer.schemaJson(session, node.ann.plan, helper)))
         node.arrow_large = large
-        node.arrow_schema = to_arrow_schema(
-            StructType.fromJson(json.loads(text)),
-            error_on_duplicated_field_names_in_struct=True,
-            timezone="UTC",
-            prefers_large_types=large,
-        )
+        node.arrow_schema = arrow_schema(StructType.fromJson(json.loads(text)), large)
     plan = _substitute(tracker, node.ann.plan, repl)
     reply = replayer.run(session, plan, _PAIRS, node.arrow_large, helper)
     if reply is None:
