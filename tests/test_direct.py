@@ -436,3 +436,30 @@ def test_a_catalog_table_of_parquet_files_is_read_from_them(spark: Any) -> None:
             assert got.column(name).to_pylist() == expected.column(name).to_pylist()
     finally:
         spark.sql("DROP TABLE IF EXISTS direct_table")
+
+
+def test_three_valued_logic_over_nulls_made_by_if_else() -> None:
+    """AND/OR follow SQL's three-valued logic for every pair, also when a null came out
+    of ``if_else`` (pyarrow 22's ``and_kleene`` says false for null AND null there)."""
+    import itertools
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tensprov_lab.capture._direct import _kleene
+
+    vals = [True, False, None]
+    pairs = list(itertools.product(vals, vals))
+    null = pa.scalar(None, type=pa.bool_())
+    # every value passed through if_else, the way IN makes its nulls
+    a, b = (pa.chunked_array([[p[i]] for p in pairs], pa.bool_()) for i in (0, 1))
+    a, b = (pc.if_else(pc.is_null(x), null, x) for x in (a, b))
+
+    def sql_and(x: bool | None, y: bool | None) -> bool | None:
+        return False if False in (x, y) else None if None in (x, y) else True
+
+    def sql_or(x: bool | None, y: bool | None) -> bool | None:
+        return True if True in (x, y) else None if None in (x, y) else False
+
+    assert _kleene(True, a, b).to_pylist() == [sql_and(x, y) for x, y in pairs]
+    assert _kleene(False, a, b).to_pylist() == [sql_or(x, y) for x, y in pairs]

@@ -510,8 +510,7 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         compare: Callable[..., Any] = getattr(pc, node[1])
         return compare(left, right)
     if kind in ("and_kleene", "or_kleene"):
-        combine: Callable[..., Any] = getattr(pc, kind)
-        return combine(evaluate(node[1], table), evaluate(node[2], table))
+        return _kleene(kind == "and_kleene", evaluate(node[1], table), evaluate(node[2], table))
     if kind == "not":
         return pc.invert(evaluate(node[1], table))
     if kind == "isnull":
@@ -523,6 +522,19 @@ def evaluate(node: Node, table: pa.Table) -> Any:
     if kind == "atleast":
         return _at_least(node[1], node[2], table)
     raise Unreadable(f"cannot evaluate {kind}")
+
+
+def _kleene(conjunction: bool, a: Any, b: Any) -> Any:
+    """SQL's three-valued AND (``conjunction``) or OR.  Not ``pc.and_kleene``: pyarrow 22
+    (the newest for numpy < 2, as pyspark 3.5 pins) answers false for null AND null when
+    a null came out of ``if_else``, as our IN does."""
+    null = pa.scalar(None, type=pa.bool_())
+    some_null = pc.or_(pc.is_null(a), pc.is_null(b))
+    if conjunction:  # false decides, else null, else true
+        decided = pc.or_(pc.fill_null(pc.invert(a), False), pc.fill_null(pc.invert(b), False))
+        return pc.if_else(decided, False, pc.if_else(some_null, null, True))
+    decided = pc.or_(pc.fill_null(a, False), pc.fill_null(b, False))
+    return pc.if_else(decided, True, pc.if_else(some_null, null, False))
 
 
 def _at_least(n: int, kids: tuple[Node, ...], table: pa.Table) -> Any:
