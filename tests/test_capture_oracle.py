@@ -7,12 +7,14 @@ import tempfile
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab.capture._tracker import TensProvWarning
+from tensprov_lab.capture._versions import spark_version
 from tests._numpy_joins import numpy_joins
 from tests.oracle import ANY, Step, Table, apply, backward_cells, forward_cells
 
@@ -180,6 +182,17 @@ def spark_step(step: tuple, df, a_df, b_df):  # noqa: ANN001, ANN201
         pdf = pdf[pdf[step[1]].notna()].sort_values(
             list(pdf.columns), na_position="first", kind="stable"
         )
+        if spark_version() < (4, 0):
+            # pyspark 3.5 refuses NaN (pandas' null of an int column) in a long column:
+            # a 3.5 user's frame holds None there
+            pdf = pdf.astype(object)
+            for f in df.schema.fields:
+                whole = f.dataType.typeName() in ("integer", "long")
+                pdf[f.name] = pd.Series(
+                    [None if pd.isna(v) else int(v) if whole else v for v in pdf[f.name]],
+                    index=pdf.index,
+                    dtype=object,
+                )
         return df.sparkSession.createDataFrame(pdf, schema=df.schema)
     if kind in ("window_lag", "window_lead"):
         # ordered by every column: records that tie are equal, so is their lagged value

@@ -40,7 +40,7 @@ import numpy as np
 from tensprov_lab.capture._annotate import annotate_source
 from tensprov_lab.capture._keys import arrow_keys
 from tensprov_lab.capture._nodes import ROW, Capturing, Node, _short_error
-from tensprov_lab.capture._versions import classic_dataframe, rdd_class
+from tensprov_lab.capture._versions import cached_rdd, classic_dataframe, rdd_class
 from tensprov_lab.store import tensor_from_pairs
 
 __all__ = [
@@ -75,7 +75,7 @@ def _watch_rdd(tracker: Any, original: Any) -> property:
     hop from it links to it even when nothing else in the block reads it."""
 
     def rdd(df: Any) -> Any:
-        cached = df.__dict__.get("rdd")
+        cached = cached_rdd(df)
         if cached is not None:
             return cached
         value = original.__get__(df, type(df))  # computes it and caches it on df
@@ -129,8 +129,8 @@ def _rdd_origin(tracker: Capturing, data: Any) -> Node | None:
     rdd = data
     while isinstance(rdd, RDD) and seen < 1000:
         for node in tracker.nodes.values():
-            # DataFrame.rdd is a cached property: the RDD sits in the instance's dict
-            if getattr(node.df, "__dict__", {}).get("rdd") is rdd:
+            # DataFrame.rdd is cached: the RDD sits in the instance's dict
+            if hasattr(node.df, "__dict__") and cached_rdd(node.df) is rdd:
                 return node
         rdd, seen = getattr(rdd, "prev", None), seen + 1
     return None

@@ -26,6 +26,9 @@ from typing import Any
 
 __all__ = [
     "arrow_schema",
+    "cached_rdd",
+    "from_arrow",
+    "from_pandas",
     "classic_dataframe",
     "connect_fresh_plan_id",
     "java_source",
@@ -110,6 +113,31 @@ def to_arrow(df: Any) -> Any:
         batches = df._collect_as_arrow()
         table = pa.Table.from_batches(batches) if batches else schema.empty_table()
     return table.cast(schema)
+
+
+def cached_rdd(df: Any) -> Any:
+    """The RDD ``df.rdd`` made already (None before): pyspark 4 caches the property in
+    the instance's dict under its name, pyspark 3.5 as ``_lazy_rdd``."""
+    return df.__dict__.get("rdd" if spark4() else "_lazy_rdd")
+
+
+def from_pandas(spark: Any, pdf: Any, schema: Any) -> Any:
+    """``spark.createDataFrame(pdf, schema=schema)`` of a classic session, through Arrow
+    on pyspark 3.5 too: without it 3.5 checks each value against the schema and refuses
+    pandas' NaN (and floats) in an integer column."""
+    if spark4():
+        return spark.createDataFrame(pdf, schema=schema)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    return spark._create_from_pandas_with_arrow(pdf, schema, zone)
+
+
+def from_arrow(spark: Any, table: Any) -> Any:
+    """``spark.createDataFrame(table)`` of an Arrow table (pyspark 3.5 takes pandas)."""
+    if spark4():
+        return spark.createDataFrame(table)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_pandas(spark, table.to_pandas(), from_arrow_schema(table.schema))
 
 
 def jvm_dataset_class() -> str:

@@ -36,7 +36,7 @@ import numpy as np
 
 from tensprov_lab.capture._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
 from tensprov_lab.capture._nodes import persisted
-from tensprov_lab.capture._versions import arrow_schema, to_arrow
+from tensprov_lab.capture._versions import arrow_schema, from_arrow, from_pandas, to_arrow
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -183,7 +183,7 @@ def _keyed_filter(
     from pyspark.sql import functions as F
 
     df = tracker.jvm.to_df(source)
-    want = tracker.spark.createDataFrame(pa.table({"__tp_want": values}))
+    want = from_arrow(tracker.spark, pa.table({"__tp_want": values}))
     how = "left_semi" if keep else "left_anti"
     kept = df.join(F.broadcast(want), df[key] == want["__tp_want"], how)
     return kept._jdf.queryExecution().analyzed()
@@ -543,7 +543,7 @@ def what_if(
             kv = int(ki.values(np.array([row], np.int64))[0])
             for col, val in new.items():
                 pdf.loc[pdf[key] == kv, col] = val
-        local = tracker.spark.createDataFrame(pdf, schema=df.schema)
+        local = from_pandas(tracker.spark, pdf, df.schema)
         jvm = tracker.jvm
         lplan = _analyzed(local)
         # its columns take the source's expression ids, so the plans above read it
