@@ -263,7 +263,7 @@ def _values(
 ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """Both datasets' records in canonical order, or None (with a note) when a run
     cannot read them (loaded from a save, say)."""
-    from tensprov_lab.capture._nodes import ROW
+    from tensprov_lab.capture.plan._nodes import ROW
 
     try:
         a = before.rows(da).sort_values(ROW).drop(columns=[ROW]).reset_index(drop=True)

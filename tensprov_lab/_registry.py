@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tensprov_lab.store import Store
 
 if TYPE_CHECKING:
-    from tensprov_lab.capture._tracker import Tracker
+    from tensprov_lab.capture.recording._tracker import Tracker
 
 __all__ = ["store", "runs", "last_run", "forget", "wait"]
 
@@ -58,7 +58,7 @@ def last_run() -> Any:
 def forget(run: Any = None) -> None:
     """Free the provenance of ``run``, or of every run (``tensprov_lab.forget``)."""
     global _FORGOT
-    from tensprov_lab.capture._tracker import TensProvWarning
+    from tensprov_lab.capture.recording._tracker import TensProvWarning
 
     wait()
     if any(t._active is not None for t in _TRACKERS.values()):
@@ -120,7 +120,7 @@ def _tracker(spark: Any) -> Tracker:
         if found is None:
             found = _TRACKERS[key] = ConnectTracker(spark, _STORE)  # type: ignore[assignment]
         return found  # type: ignore[return-value]
-    from tensprov_lab.capture._tracker import Tracker
+    from tensprov_lab.capture.recording._tracker import Tracker
 
     key = id(spark._jsparkSession)
     tracker = _TRACKERS.get(key)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._nodes import ROW
+from tensprov_lab.capture.plan._nodes import ROW
 from tensprov_lab.query import CellResult, LineageResult, Path
 from tensprov_lab.replay import read_records
 from tensprov_lab.store import Dataset, Operation

@@ -16,7 +16,7 @@ from tensprov_lab._results import (
     _human_bytes,
     _short,
 )
-from tensprov_lab.capture._nodes import ROW
+from tensprov_lab.capture.plan._nodes import ROW
 from tensprov_lab.query import (
     backward,
     cell_lineage,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import scipy.sparse
 
-    from tensprov_lab.capture._tracker import RunLog, Tracker
+    from tensprov_lab.capture.recording._tracker import RunLog, Tracker
     from tensprov_lab.replay import WhatIf
 
 __all__ = ["Run", "Lineage", "CellLineage", "ROW"]
@@ -147,7 +147,7 @@ class Run:
         >>> moved = run.spill(to="spark")  # doctest: +SKIP
         >>> run.backward(out, rows=[0])   # a Spark job now  # doctest: +SKIP
         """
-        from tensprov_lab.capture._budget import Budget
+        from tensprov_lab.capture.memory._budget import Budget
 
         self._check()
         budget = getattr(self._tracker, "budget", None) or Budget()
@@ -409,7 +409,7 @@ class Run:
             if truncated:
                 import warnings
 
-                from tensprov_lab.capture._tracker import TensProvWarning
+                from tensprov_lab.capture.recording._tracker import TensProvWarning
 
                 warnings.warn(
                     "how-provenance: too many paths, only the first 10,000 are listed",
@@ -724,7 +724,7 @@ class Run:
         """
         import pandas as pd
 
-        from tensprov_lab.capture._ml import follow_slot
+        from tensprov_lab.capture.hops._ml import follow_slot
 
         ds_id = self._ds_id(df)
         self._columns(ds_id, column)  # a clear error for an unknown column

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tensprov_lab._run import Run
-    from tensprov_lab.capture._nodes import RunLog
+    from tensprov_lab.capture.plan._nodes import RunLog
     from tensprov_lab.store import Store
 
 __all__ = ["save", "load", "SaveInfo"]
@@ -199,7 +199,7 @@ def load(path: str | os.PathLike[str], verify: bool = True) -> list[Run]:
     """
     from tensprov_lab import _registry
     from tensprov_lab._run import Run
-    from tensprov_lab.capture._nodes import RunLog
+    from tensprov_lab.capture.plan._nodes import RunLog
     from tensprov_lab.store._persist import read_store
 
     saved = read_store(path, verify=verify)

@@ -239,7 +239,7 @@ def synthetic(name: str, rows: int | None = None, seed: int = 0) -> pd.DataFrame
     >>> bool(t["c_jail_in"].isna().any())
     True
     >>> bool(synthetic("census", rows=3)["sex"].str.startswith(" ").all())
-    np.True_
+    True
     """
     return _synthetic(_check(name), rows, seed)
 

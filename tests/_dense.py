@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tensprov_lab.capture._equijoin import dense_pairs
+from tensprov_lab.capture.plan._equijoin import dense_pairs
 
 
 def watch_dense_pairs(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[bool]:

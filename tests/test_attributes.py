@@ -152,7 +152,7 @@ def test_projections(spark) -> None:  # noqa: ANN001
 
 
 def test_projections_of_a_wide_table(spark) -> None:  # noqa: ANN001
-    # wide projections are read by their new expressions only (capture/_attributes.py):
+    # wide projections are read by their new expressions only (capture/rewrite/_attributes.py):
     # the same maps as for a narrow table, whatever the column order
     cols = [f"c{i}" for i in range(30)]
     wide = spark.createDataFrame([tuple(range(30)), tuple(range(1, 31))], [*cols])
@@ -217,8 +217,8 @@ def test_filters_and_dropna(spark) -> None:  # noqa: ANN001
 def test_filters_are_read_alike_with_and_without_the_helper(spark) -> None:  # noqa: ANN001
     """With the helper a filter's maps come from the ids its condition references, in one
     round trip (TensProvHelper.filterRefs); without it, from the condition's JSON."""
-    from tensprov_lab.capture._attributes import attribute_maps
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.rewrite._attributes import attribute_maps
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     p = people(spark)
     filters = [

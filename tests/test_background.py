@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 import tensprov_lab
 from tensprov_lab._api import _tracker
-from tensprov_lab.capture._tracker import TensProvWarning, Tracker
+from tensprov_lab.capture.recording._tracker import TensProvWarning, Tracker
 from tests.test_interrupt import _earlier_run, _interrupted
 
 pytestmark = pytest.mark.spark

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
-from tensprov_lab.capture._tracker import TensProvWarning
-from tensprov_lab.capture._versions import spark_version
+from tensprov_lab.capture.recording._tracker import TensProvWarning
+from tensprov_lab.capture.spark._versions import spark_version
 from tests._numpy_joins import numpy_joins
 from tests.oracle import ANY, Step, Table, apply, backward_cells, forward_cells
 
@@ -321,7 +321,7 @@ _SCAN_ORDERED = {"filter_gt", "filter_eq", "filter_notnull", "with", "select", "
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_fused_filters_joins_and_aggregates_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     """Filters and projections, an equi-join and an aggregate: the shapes a fused capture
-    derives from one read of each source (capture/_fused.py), checked against the oracle
+    derives from one read of each source (capture/sources/_fused.py), checked against the oracle
     and checked to be fused."""
     _fused_pipeline(spark, a, b, data, None)
 
@@ -330,7 +330,7 @@ def test_fused_filters_joins_and_aggregates_match_oracle(spark, a, b, data) -> N
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_fused_reads_of_parquet_files_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     """The same pipelines over Parquet sources, whose fused reads come straight from
-    the files (capture/_direct.py) where Spark reads each file whole."""
+    the files (capture/sources/_direct.py) where Spark reads each file whole."""
     with tempfile.TemporaryDirectory(prefix="tensprov-oracle-") as folder:
         _fused_pipeline(spark, a, b, data, folder)
 
@@ -339,7 +339,7 @@ def test_fused_reads_of_parquet_files_match_oracle(spark, a, b, data) -> None:  
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_fused_reads_of_csv_files_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     """The same pipelines over CSV sources (nulls written as empty values, several files
-    a source), whose fused reads come straight from the files (capture/_direct_csv.py)."""
+    a source), whose fused reads come straight from the files (capture/sources/_direct_csv.py)."""
     with tempfile.TemporaryDirectory(prefix="tensprov-oracle-") as folder:
         _fused_pipeline(spark, a, b, data, folder, "csv")
 

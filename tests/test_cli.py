@@ -182,7 +182,7 @@ def test_bench_smoke_prints_every_figure() -> None:
     assert baseline > 0 and capture > 0 and abs(ratio - capture / baseline) < 0.02 * ratio + 0.01
     jobs, py_peak, jvm_peak = int(figures[5]), float(figures[9]), float(figures[10])
     # the bench's sources are local Parquet files: their fused reads come from the files
-    # (capture/_direct.py), no Spark job
+    # (capture/sources/_direct.py), no Spark job
     assert first > 0 and jobs == 0 and py_peak > 0 and jvm_peak > 0
     assert out.count("capture 3/3") == 1  # three turns by default
     one = _run(

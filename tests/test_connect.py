@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
-from tensprov_lab.capture._nodes import TensProvWarning
+from tensprov_lab.capture.plan._nodes import TensProvWarning
 from tests._connect_session import connect_session
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step, run_pipeline

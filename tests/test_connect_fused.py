@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import tensprov_lab
-from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _fused
+from tensprov_lab.capture.spark._versions import to_arrow
 from tests._connect_session import connect_session
 from tests._dense import watch_dense_pairs
 

@@ -1,4 +1,4 @@
-"""Reading a Parquet source's columns straight from its files (capture/_direct.py).
+"""Reading a Parquet source's columns straight from its files (capture/sources/_direct.py).
 
 The oracle is Spark itself: every column and every condition read from the files must
 equal, record for record and null for null, what Spark's own read of the same source
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensprov_lab.capture._direct import Unreadable, compile_expr, direct_read, evaluate
-from tensprov_lab.capture._versions import to_arrow
+from tensprov_lab.capture.sources._direct import Unreadable, compile_expr, direct_read, evaluate
+from tensprov_lab.capture.spark._versions import to_arrow
 
 # -- evaluation alone (no JVM) ---------------------------------------------------------
 
@@ -148,7 +148,7 @@ def _write(spark: Any, data: list[tuple], files: int) -> str:
 
 def _read_both(spark: Any, path: str, exprs: dict[str, Any]) -> tuple[Any, Any]:
     """What Spark's read of ``exprs`` over the source gives, and the direct reader."""
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     jvm = Jvm(spark)
     source = spark.read.parquet(path)
@@ -221,7 +221,7 @@ def _special(F: Any) -> list[Any]:  # noqa: N803 - pyspark's functions, as usual
 
 def _both_ways(spark: Any, exprs: list[Any]) -> tuple[list[Any], list[Any]]:
     """``exprs`` over the test schema compiled with the helper, and node by node."""
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     df = spark.createDataFrame([], SCHEMA).select(*[e.alias(f"f{n}") for n, e in enumerate(exprs)])
     fast, slow = Jvm(spark), Jvm(spark)
@@ -380,7 +380,7 @@ def test_what_spark_reads_differently_is_left_to_it(spark: Any, tmp_path: Any) -
     _, reader = _read_both(spark, str(tmp_path / "parts"), {"k": F.col("k")})
     assert reader is None
     data.write.json(str(tmp_path / "json"))
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     jvm = Jvm(spark)
     source = spark.read.json(str(tmp_path / "json"))
@@ -418,7 +418,7 @@ def test_a_catalog_table_of_parquet_files_is_read_from_them(spark: Any) -> None:
     )
     data.repartition(2).write.mode("overwrite").format("parquet").saveAsTable("direct_table")
     try:
-        from tensprov_lab.capture._jvm import Jvm
+        from tensprov_lab.capture.spark._jvm import Jvm
 
         jvm = Jvm(spark)
         table = spark.table("direct_table")
@@ -446,7 +446,7 @@ def test_three_valued_logic_over_nulls_made_by_if_else() -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tensprov_lab.capture._direct import _kleene
+    from tensprov_lab.capture.sources._direct import _kleene
 
     vals = [True, False, None]
     pairs = list(itertools.product(vals, vals))

@@ -1,4 +1,4 @@
-"""Reading a CSV source's columns straight from its files (capture/_direct_csv.py).
+"""Reading a CSV source's columns straight from its files (capture/sources/_direct_csv.py).
 
 The oracle is Spark's own CSV reader: every column and condition the direct read gives
 must equal, record for record and null for null, Spark's read of the same files.  Random
@@ -18,10 +18,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tensprov_lab.capture._direct import direct_read
-from tensprov_lab.capture._direct_csv import CheckedFiles, CsvLayout, csv_layout, read_csv_files
-from tensprov_lab.capture._direct_files import Unreadable
-from tensprov_lab.capture._versions import to_arrow
+from tensprov_lab.capture.sources._direct import direct_read
+from tensprov_lab.capture.sources._direct_csv import (
+    CheckedFiles,
+    CsvLayout,
+    csv_layout,
+    read_csv_files,
+)
+from tensprov_lab.capture.sources._direct_files import Unreadable
+from tensprov_lab.capture.spark._versions import to_arrow
 
 SCHEMA = "k bigint, i int, x double, b boolean, s string, t string"
 NAMES = ("k", "i", "x", "b", "s", "t")
@@ -89,7 +94,7 @@ def _read_both(spark: Any, path: str, header: bool) -> tuple[Any, Any, Any]:
     and the direct reader of both (through a projection that renames a column)."""
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     jvm = Jvm(spark)
     source = spark.read.csv(path, schema=SCHEMA, header=header)
@@ -155,7 +160,7 @@ def test_the_compas_file_is_read_from_its_file_as_spark_reads_it(spark: Any) -> 
     """The published COMPAS file (quoted values, doubled quotes in columns not read) is
     read directly, and its columns and dropna equal Spark's."""
     from tensprov_lab import datasets
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     folder = datasets.data_dir(None)
     if folder is None or not datasets.available("compas", folder):
@@ -192,7 +197,7 @@ def test_a_csv_file_spark_splits_is_left_to_spark(spark: Any, tmp_path: Any) -> 
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "20000")
     try:
-        from tensprov_lab.capture._jvm import Jvm
+        from tensprov_lab.capture.spark._jvm import Jvm
 
         jvm = Jvm(spark)
         source = spark.read.csv(str(path), schema=SCHEMA)
@@ -209,7 +214,7 @@ def test_a_csv_file_spark_splits_is_left_to_spark(spark: Any, tmp_path: Any) -> 
 
 @pytest.mark.spark
 def test_csv_options_that_change_the_reading_are_left_to_spark(spark: Any, tmp_path: Any) -> None:
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     path = tmp_path / "t.csv"
     path.write_text("1,2,1.5,true,a,b\n")
@@ -300,7 +305,7 @@ def test_a_file_found_plain_is_checked_again_when_its_bytes_change(
 ) -> None:
     """A capture checks a file once (its early count, then its fused read): the bytes
     read again are compared with the ones found plain, and other bytes are checked."""
-    from tensprov_lab.capture import _direct_csv
+    from tensprov_lab.capture.sources import _direct_csv
 
     checks: list[int] = []
     check = _direct_csv._check_plain
@@ -345,7 +350,7 @@ def test_a_file_says_whether_a_value_quotes_a_quote(tmp_path: Any) -> None:
     """Only a file with a doubled quote inside a quoted value has values holding a
     quote; the flag is kept with the bytes a capture found plain, so a second read of
     the file still refuses such a value in a column it reads."""
-    from tensprov_lab.capture._direct_csv import _check_plain
+    from tensprov_lab.capture.sources._direct_csv import _check_plain
 
     assert _check_plain(b"a,b\n1,2\n", b",") is False
     assert _check_plain(b'a,b\n1,"x, y"\n', b",") is False

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
-from tensprov_lab.capture import _equijoin
-from tensprov_lab.capture._equijoin import (
+from tensprov_lab.capture.plan import _equijoin
+from tensprov_lab.capture.plan._equijoin import (
     arrow_codes,
     dense_pairs,
     first_appearance,
@@ -351,7 +351,7 @@ def test_a_broadcast_join_of_uncounted_sources_counts_them_from_its_keys(
     two sources, which otherwise takes a Spark job each; once they are numbered, the
     next capture leaves the join to Spark."""
     from tensprov_lab._api import _tracker as tracker_of
-    from tensprov_lab.capture import _tracker
+    from tensprov_lab.capture.recording import _tracker
     from tensprov_lab.capture.rules import join as join_rule
 
     assert int(spark.conf.get("spark.sql.autoBroadcastJoinThreshold").rstrip("b")) > 0

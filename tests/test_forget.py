@@ -10,7 +10,7 @@ import pytest
 
 import tensprov_lab
 from tensprov_lab import _registry
-from tensprov_lab.capture._nodes import persisted
+from tensprov_lab.capture.plan._nodes import persisted
 from tensprov_lab.store import CSRTensor, IdentityTensor, MaskTensor, Store, StoreError
 
 # -- the store (no JVM) -----------------------------------------------------------------
@@ -323,7 +323,7 @@ def test_dataframes_of_a_forgotten_run_are_new_sources_later(spark: Any, fresh: 
 def test_the_budget_message_names_forget_and_forgetting_frees_the_budget(
     spark: Any, fresh: None
 ) -> None:
-    from tensprov_lab.capture._tracker import TensProvWarning
+    from tensprov_lab.capture.recording._tracker import TensProvWarning
 
     src = _source(spark, 3)
     with tensprov_lab.track(spark, name="full") as full:

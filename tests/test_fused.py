@@ -1,4 +1,4 @@
-"""Fused capture (capture/_fused.py) gives the same lineage as one job per operation.
+"""Fused capture (capture/sources/_fused.py) gives the same lineage as one job per operation.
 
 Each pipeline is captured twice on the same data, with the block's reads fused and with
 every operation reading its own keys (the path every other capture test also checks
@@ -131,8 +131,8 @@ def test_reads_are_released_once_no_operation_needs_them(
     """The capture of each operation sees only the reads it and later operations still
     need: the orders' read (flag and join key) goes once the join's pairs are known, the
     join's pairs once the aggregate has its groups; the lineage stays the same."""
-    from tensprov_lab.capture import _fused
-    from tensprov_lab.capture._record_rules import RecordRules
+    from tensprov_lab.capture.recording._record_rules import RecordRules
+    from tensprov_lab.capture.sources import _fused
 
     orders, customers = data
     seen: list[tuple[str, int, int, int]] = []
@@ -342,8 +342,8 @@ def test_a_source_read_through_a_projection_is_not_counted(
     count started while the block ran is cancelled before the reads begin (a count still
     running would take cores from them).  The read goes through Spark, or (``direct``)
     straight to the source's files through the projection."""
-    from tensprov_lab.capture import _fused
-    from tensprov_lab.capture._keys import LazyScanKeyIndex
+    from tensprov_lab.capture.plan._keys import LazyScanKeyIndex
+    from tensprov_lab.capture.sources import _fused
 
     orders, _ = data
     tracker = _tracker(spark)
@@ -385,7 +385,7 @@ def test_a_foreign_key_join_reads_its_pairs_from_the_key_columns(
     null takes its pairs straight from the key columns (``dense_pairs``), the filtered
     left side's records picked by their positions: the lineage is the per-operation
     capture's."""
-    from tensprov_lab.capture import _fused
+    from tensprov_lab.capture.sources import _fused
 
     rng = np.random.default_rng(3)
     # keys 0..59 on the left, 0..49 on the right: some left records match nothing

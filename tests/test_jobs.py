@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tensprov_lab.capture._jobs import JobGroup
+from tensprov_lab.capture.spark._jobs import JobGroup
 
 
 def _count_in_turns(spark: Any, jobs: JobGroup) -> list[list[int]]:

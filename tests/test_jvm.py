@@ -21,7 +21,7 @@ pytestmark = pytest.mark.spark
 def test_ident_numbers_objects_not_values(spark) -> None:  # noqa: ANN001
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     jvm = Jvm(spark)
     src = spark.range(10)
@@ -40,7 +40,7 @@ def test_ident_numbers_objects_not_values(spark) -> None:  # noqa: ANN001
 
 
 def test_ident_is_unique_over_many_objects(spark) -> None:  # noqa: ANN001
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     jvm = Jvm(spark)
     plans = [jvm.plan(spark.range(i)) for i in range(300)]
@@ -74,7 +74,7 @@ def test_columns_read_like_pyspark_schema(spark, fields, helper) -> None:  # noq
     fall back to JSON rather than split wrongly.  Read through the helper or not."""
     from pyspark.ml.linalg import Vectors
 
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     jvm = Jvm(spark)
     if not helper:
@@ -128,8 +128,8 @@ class _PointUDT(UserDefinedType):
 def test_catalog_strings_split_or_refuse() -> None:
     import doctest
 
-    from tensprov_lab.capture import _jvm
-    from tensprov_lab.capture._jvm import _split_types
+    from tensprov_lab.capture.spark import _jvm
+    from tensprov_lab.capture.spark._jvm import _split_types
 
     assert doctest.testmod(_jvm).failed == 0
     assert _split_types("struct<a:int>", ["a"]) == ["int"]
@@ -148,7 +148,7 @@ _Point.__UDT__ = _PointUDT()  # type: ignore[attr-defined]
 
 
 def test_memo_forgets_without_changing_answers(spark, monkeypatch) -> None:  # noqa: ANN001
-    from tensprov_lab.capture import _jvm
+    from tensprov_lab.capture.spark import _jvm
 
     jvm = _jvm.Jvm(spark)
     monkeypatch.setattr(_jvm, "_MEMO_SIZE", 3)
@@ -166,7 +166,7 @@ def test_memo_forgets_without_changing_answers(spark, monkeypatch) -> None:  # n
 
 @pytest.fixture(scope="module")
 def jvm(spark):  # noqa: ANN001, ANN201
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     jvm = Jvm(spark)
     assert jvm.helper is not None, "Janino did not compile TensProvHelper.java"
@@ -242,7 +242,7 @@ def test_helper_shapes_equal_those_read_call_by_call(spark) -> None:  # noqa: AN
     """One answer of the helper gives what walking a plan asked node by node: the same
     class names, deterministic flags and children, and one numbering (ident) whichever
     side, Python or the helper, numbered an object first."""
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     a = spark.range(20).withColumn("g", F.col("id") % 3)
     b = spark.range(5).withColumnRenamed("id", "k")
@@ -299,7 +299,7 @@ def test_capture_without_the_helper_is_the_same(spark, monkeypatch) -> None:  # 
     import numpy as np
 
     import tensprov_lab
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     def wide(name: str) -> tuple:
         src = spark.createDataFrame(
@@ -333,8 +333,8 @@ def test_schema_read_in_pieces_equals_pyspark(spark, jvm) -> None:  # noqa: ANN0
     from pyspark.ml.feature import OneHotEncoder, StringIndexer, VectorAssembler
     from pyspark.sql.types import StructType
 
-    from tensprov_lab.capture import _ml
-    from tensprov_lab.capture._jvm import schema_json
+    from tensprov_lab.capture.hops import _ml
+    from tensprov_lab.capture.spark._jvm import schema_json
 
     rows = [(f"category number {i % 90}", f"c{i % 7}", float(i)) for i in range(200)]
     df = spark.createDataFrame(rows, "a string, b string, x double")
@@ -355,7 +355,7 @@ def test_facts_read_when_recorded_equal_those_asked_later(spark, monkeypatch) ->
     a fresh reader asks for one by one; asked again, they take no round trip."""
     from pyspark.ml.linalg import Vectors
 
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     base = spark.range(3).withColumn("a", F.col("id") + 1)
     wide = base

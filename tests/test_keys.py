@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tensprov_lab.capture._keys import (
+from tensprov_lab.capture.plan._keys import (
     ComposedKeyIndex,
     KeyError_,
     MappedKeyIndex,
@@ -74,7 +74,7 @@ def test_records_after_spark_stopped_say_so() -> None:
     from types import SimpleNamespace
     from unittest.mock import MagicMock
 
-    from tensprov_lab.capture._tracker import Node, Tracker
+    from tensprov_lab.capture.recording._tracker import Node, Tracker
     from tensprov_lab.store import Store
 
     store = Store()
@@ -97,7 +97,7 @@ def test_records_after_spark_stopped_say_so() -> None:
 def test_keys_in_keeps_exactly_the_given_keys(spark, wanted) -> None:  # noqa: ANN001
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture._keys import keys_in
+    from tensprov_lab.capture.plan._keys import keys_in
 
     df = spark.range(0, 3000).withColumn("k", F.col("id"))
     df = df.union(spark.createDataFrame([(-1, 2**40)], "id long, k long"))

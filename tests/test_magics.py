@@ -22,7 +22,7 @@ from IPython.utils.capture import capture_output
 
 import tensprov_lab
 from tensprov_lab._run import Run
-from tensprov_lab.capture._tracker import TensProvWarning
+from tensprov_lab.capture.recording._tracker import TensProvWarning
 from tensprov_lab.notebook import ProvenanceMagics
 from tensprov_lab.notebook._magics import _Progress, _selection
 

@@ -1,4 +1,4 @@
-"""Spark ML feature stages inside a tracked block (capture/_ml.py).
+"""Spark ML feature stages inside a tracked block (capture/hops/_ml.py).
 
 ``fit`` and ``transform`` calls are operations (Pipeline calls are recorded stage by
 stage, each once); a transform's output equals the untracked one; its column lineage
@@ -130,8 +130,8 @@ def test_fit_is_contextual_and_keeps_the_model(spark, df) -> None:  # noqa: ANN0
 def test_a_fit_over_records_that_cannot_be_read_is_opaque(spark, df, monkeypatch) -> None:  # noqa: ANN001
     """A fit's tensor needs its input's records: when an opaque step before it left them
     unreadable, the fit is kept as an opaque operation with its one-record model."""
-    from tensprov_lab.capture import _tracker
-    from tensprov_lab.capture._tracker import TensProvWarning
+    from tensprov_lab.capture.recording import _tracker
+    from tensprov_lab.capture.recording._tracker import TensProvWarning
 
     real = _tracker.annotate_source
 

@@ -20,7 +20,7 @@ from pyspark.sql import Row, Window
 from pyspark.sql import functions as F
 
 import tensprov_lab
-from tensprov_lab.capture._tracker import TensProvWarning
+from tensprov_lab.capture.recording._tracker import TensProvWarning
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import tensprov_lab
-from tensprov_lab.capture._nodes import TensProvWarning
+from tensprov_lab.capture.plan._nodes import TensProvWarning
 from tests import test_operations as ops
 from tests._connect_session import connect_session
 

@@ -37,14 +37,33 @@ def test_last_run_before_tracking_says_what_to_do() -> None:
 
 def test_layers_hold() -> None:
     """The import-linter contracts of pyproject.toml: runs above capture above query
-    above store, no Spark or IPython in store/query, no notebook or bench in the engine."""
+    above store, capture's rooms one way, no Spark or IPython in store/query, no notebook
+    or bench in the engine."""
     from pathlib import Path
 
     lint = Path(sys.executable).with_name("lint-imports")
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([str(lint)], cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 kept, 0 broken" in done.stdout
+    assert "4 kept, 0 broken" in done.stdout
+    assert "capture's rooms, one way" in done.stdout
+
+
+def test_capture_is_in_rooms() -> None:
+    """capture/ holds rooms, not modules: each a package whose docstring says what it is
+    for and what it may import, none with more than 15 modules."""
+    from pathlib import Path
+
+    capture = Path(tensprov_lab.__file__).parent / "capture"
+    loose = [p.name for p in capture.glob("*.py") if p.name != "__init__.py"]
+    assert loose == []
+    rooms = [d for d in capture.iterdir() if (d / "__init__.py").exists()]
+    assert len(rooms) >= 8
+    for room in rooms:
+        doc = (room / "__init__.py").read_text(encoding="utf-8")
+        assert doc.startswith('"""') and "import" in doc.split('"""')[1].lower(), room.name
+        modules = list(room.glob("*.py"))
+        assert len(modules) - 1 <= 15, (room.name, len(modules))
 
 
 def test_what_cannot_be_tracked_says_so() -> None:

@@ -1,4 +1,4 @@
-"""A hop through pandas inside a tracked block (``capture/_pandas.py``): never a
+"""A hop through pandas inside a tracked block (``capture/hops/_pandas.py``): never a
 "not captured" error, an explicit opaque operation linked to the DataFrame the pandas
 frame came from, exact lineage again below the hop, and the user's results unchanged."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import tensprov_lab
-from tensprov_lab.capture._tracker import TensProvWarning
+from tensprov_lab.capture.recording._tracker import TensProvWarning
 
 pytestmark = pytest.mark.spark
 

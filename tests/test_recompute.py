@@ -306,7 +306,7 @@ def test_what_if_reports_what_it_cannot_preview(spark: Any) -> None:
 def test_kept_records_are_read_by_key(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Some records of a kept (materialized) join, union or aggregate are read with a
     filter on their keys, not by bringing the whole dataset to Python."""
-    from tensprov_lab.capture._tracker import Tracker
+    from tensprov_lab.capture.recording._tracker import Tracker
 
     orders = spark.createDataFrame(ORDERS, "oid int, cid int, amount double, items array<int>")
     cust = spark.createDataFrame(CUSTOMERS, "cid int, name string, region string")

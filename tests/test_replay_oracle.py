@@ -99,7 +99,7 @@ def _settings() -> Any:
 def test_recomputed_records_equal_full_evaluation(spark, a, b, data) -> None:  # noqa: ANN001
     # every key filter of two or more keys also tests them as a hash set (the path of
     # replays of many records), single keys take the plain IN list
-    from tensprov_lab.capture._jvm import Jvm
+    from tensprov_lab.capture.spark._jvm import Jvm
 
     before = Jvm.HASHED
     Jvm.HASHED = 2

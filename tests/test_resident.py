@@ -15,8 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
-from tensprov_lab.capture import _budget, _resident
-from tensprov_lab.capture._resident import SparkTensor, SparkTierError, spark_tensor, to_spark
+from tensprov_lab.capture.memory import _budget, _resident
+from tensprov_lab.capture.memory._resident import (
+    SparkTensor,
+    SparkTierError,
+    spark_tensor,
+    to_spark,
+)
 from tensprov_lab.store import (
     ColumnsTensor,
     CSRTensor,

@@ -1,4 +1,4 @@
-"""SQL statements inside a tracked block (capture/_sql.py).
+"""SQL statements inside a tracked block (capture/hops/_sql.py).
 
 Each statement is run untracked and tracked (same records, same schema), and its record
 lineage is compared with the lineage of the equivalent DataFrame-API pipeline: the
@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import tensprov_lab
-from tensprov_lab.capture._tracker import TensProvWarning
+from tensprov_lab.capture.recording._tracker import TensProvWarning
 
 pytestmark = pytest.mark.spark
 

@@ -357,7 +357,8 @@ def test_long_edges_get_bend_points_between_layers() -> None:
         assert xs == sorted(xs)
 
 
-#: every category the capture gives an operation (capture/_tracker.py, capture/_ml.py)
+#: every category the capture gives an operation (capture/recording/_tracker.py,
+#: capture/hops/_ml.py)
 CATEGORIES = [
     "transformation", "vertical_reduction", "vertical_augmentation", "horizontal_reduction",
     "join", "append", "aggregate", "dedup", "window", "sort", "explode", "trivial",

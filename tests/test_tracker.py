@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import tensprov_lab
-from tensprov_lab.capture import _tracker
+from tensprov_lab.capture.recording import _tracker
 
 pytestmark = pytest.mark.spark
 
@@ -111,7 +111,7 @@ def test_a_source_of_one_file_is_counted_from_it(
     """A source that is one local file Spark reads whole is counted from the file, not
     by a Spark job; a CSV file that is not plain (a blank line, which Spark skips) is
     counted by Spark.  Either way the lineage is that of Spark's count."""
-    from tensprov_lab.capture import _recording
+    from tensprov_lab.capture.recording import _recording
 
     rows = [(i, f"s{i}", float(i) / 2) for i in range(23)]
     if source == "parquet":

@@ -449,7 +449,7 @@ def observe_function(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple
     from pyspark.ml.base import Transformer
     from pyspark.sql.group import GroupedData
 
-    from tensprov_lab.capture._versions import classic_dataframe
+    from tensprov_lab.capture.spark._versions import classic_dataframe
 
     DataFrame = classic_dataframe()
 

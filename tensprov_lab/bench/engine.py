@@ -280,7 +280,7 @@ def _tier_latencies(
 ) -> list[tuple[str, float, float, float, int, float]]:
     """Single-record backward / forward p50 of ``run`` as captured, then with every
     tensor moved to local disk, then into Spark (fewer queries there: each is a job)."""
-    from tensprov_lab.capture._resident import SparkTensor
+    from tensprov_lab.capture.memory._resident import SparkTensor
 
     rng = np.random.default_rng(1)
     figures = []

@@ -32,7 +32,7 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 from tensprov_lab import _api, _registry
-from tensprov_lab.capture._jvm import quiet_analysis_errors as _quiet_spark_errors
+from tensprov_lab.capture.spark._jvm import quiet_analysis_errors as _quiet_spark_errors
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -54,7 +54,7 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     """
     ipython.register_magics(ProvenanceMagics)
     if getattr(ipython, "kernel", None) is not None:
-        from tensprov_lab.capture._resident import on_progress
+        from tensprov_lab.capture.memory._resident import on_progress
 
         on_progress(_QueryProgress(ipython))
 
@@ -325,7 +325,7 @@ class ProvenanceMagics(Magics):
         the cell's variables live in the user namespace, so a stand-in frame over
         that namespace is passed instead.
         """
-        from tensprov_lab.capture._tracker import TensProvWarning
+        from tensprov_lab.capture.recording._tracker import TensProvWarning
 
         shell = self._ip
         scope = SimpleNamespace(f_locals=shell.user_ns, f_globals=shell.user_global_ns)

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._nodes import ROW
+from tensprov_lab.capture.plan._nodes import ROW
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
-from tensprov_lab.capture._nodes import persisted
-from tensprov_lab.capture._versions import arrow_schema, from_arrow, from_pandas, to_arrow
+from tensprov_lab.capture.plan._keys import IN_LIST, KeyError_, arrow_keys, keys_sql
+from tensprov_lab.capture.plan._nodes import persisted
+from tensprov_lab.capture.spark._versions import arrow_schema, from_arrow, from_pandas, to_arrow
 from tensprov_lab.query import backward, cell_lineage, forward
 from tensprov_lab.query._colineage import _down, _up
 from tensprov_lab.query._lineage import _topo
@@ -47,8 +47,8 @@ from tensprov_lab.store._sets import difference, union, unique
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tensprov_lab.capture._nodes import Capturing as Tracker
-    from tensprov_lab.capture._nodes import Node
+    from tensprov_lab.capture.plan._nodes import Capturing as Tracker
+    from tensprov_lab.capture.plan._nodes import Node
 
 __all__ = ["WhatIf", "replay_records", "what_if", "frontier", "NotPreviewable"]
 
@@ -399,7 +399,7 @@ def _rows_of(
     pdf: pd.DataFrame, idx: np.ndarray, rows: np.ndarray, recomputed: bool = True
 ) -> pd.DataFrame:
     """The records ``rows`` of a replay's answer, in canonical order, with ``_row``."""
-    from tensprov_lab.capture._nodes import ROW
+    from tensprov_lab.capture.plan._nodes import ROW
 
     pdf.insert(0, ROW, idx)
     pdf = pdf[np.isin(idx, rows)]
@@ -507,7 +507,7 @@ def what_if(
     """Preview dropping and editing records of source datasets (see the module text)."""
     import pandas as pd
 
-    from tensprov_lab.capture._nodes import ROW
+    from tensprov_lab.capture.plan._nodes import ROW
 
     store = tracker.store
     changed: dict[int, np.ndarray] = {d: unique(np.asarray(r, np.int64)) for d, r in drop.items()}
@@ -620,7 +620,7 @@ def _by_deltas(
     (one replay when the change only drops records of the sources ``changed`` and every
     operation on the way just loses the records made from them).  None when ``t`` is not such an
     aggregate or a group needs a replay."""
-    from tensprov_lab.capture._nodes import ROW
+    from tensprov_lab.capture.plan._nodes import ROW
 
     store = tracker.store
     op = store.producer(t)

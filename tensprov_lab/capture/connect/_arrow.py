@@ -2,7 +2,7 @@
 
 Over gRPC every Arrow batch is a message of its own: a 5M-record source read takes 500
 in Spark's default batches of 10,000 records, 5 in batches of a million (1.27 s -> 1.13 s:
-see :mod:`tensprov_lab.capture._batches`, which also says why a plan that runs Python
+see :mod:`tensprov_lab.capture.spark._batches`, which also says why a plan that runs Python
 code keeps the session's batches).  The client tells that from the plan's messages when
 it can (:func:`python_code`); a plan it cannot read whole (a table by name, a SQL query,
 a function it does not know) is asked of the server, whose physical plan says (an
@@ -15,9 +15,9 @@ import functools
 import re
 from typing import Any
 
-from tensprov_lab.capture._batches import large_batches
-from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.spark._batches import large_batches
+from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["python_code", "read_arrow", "runs_python"]
 

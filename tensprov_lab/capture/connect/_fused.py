@@ -3,7 +3,7 @@ keys in one job, and filters, equi-joins and the grouping values after them in N
 
 Without this, every traced dataset takes a job that runs its plan again up to it and
 reads its keys back: a filter re-reads its source, a join re-runs both sides and the
-join itself.  As the classic capture does (:mod:`tensprov_lab.capture._fused`),
+join itself.  As the classic capture does (:mod:`tensprov_lab.capture.sources._fused`),
 :func:`plan` walks a block's operations before they are captured and, for the shapes
 below, notes per source the columns their rules need.  The source's key read then
 reads those columns too, and:
@@ -13,7 +13,7 @@ reads those columns too, and:
   true;
 - an *equi-join* (inner or outer, ``using`` columns or equalities of plain columns, of
   types Spark and Arrow compare alike) of two such datasets of different sources
-  pairs their key columns in NumPy (:func:`~tensprov_lab.capture._equijoin.join_pairs`),
+  pairs their key columns in NumPy (:func:`~tensprov_lab.capture.plan._equijoin.join_pairs`),
   in canonical (left, right) order;
 - an aggregate whose grouping values ride along that join (:mod:`._rides`) takes them
   from the sources' columns.
@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._equijoin import (
+from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.connect._index import KeyIndex
+from tensprov_lab.capture.plan._equijoin import (
     EXACT_KEY_TYPES,
     arrow_codes,
     dense_pairs,
@@ -38,8 +40,6 @@ from tensprov_lab.capture._equijoin import (
     join_pairs,
     key_codes,
 )
-from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._index import KeyIndex
 
 __all__ = ["Fusion", "plan"]
 

@@ -13,8 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._equijoin import value_codes
-from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._index import GroupIndex, Index, KeyIndex, SetsIndex, key_array
@@ -25,6 +23,8 @@ from tensprov_lab.capture.connect._rewrite import (
     pivot_of,
     plain_names,
 )
+from tensprov_lab.capture.plan._equijoin import value_codes
+from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, tensor_from_groups, tensor_from_pairs
 
 __all__ = ["EXACT_GROUP_TYPES", "plain_grouping", "trace_groups"]

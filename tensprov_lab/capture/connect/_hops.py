@@ -1,9 +1,9 @@
 """Hops through pandas over Spark Connect: ``df.toPandas()`` … ``spark.createDataFrame(pdf)``.
 
-The same rule as on a classic session (:mod:`tensprov_lab.capture._pandas`): ``toPandas``
+The same rule as on a classic session (:mod:`tensprov_lab.capture.hops._pandas`): ``toPandas``
 marks the pandas frame it returns with the DataFrame it came from; ``createDataFrame``
 of a marked frame is an operation from that DataFrame.  Its records are matched back
-*by value* to the upstream records (:func:`~tensprov_lab.capture._pandas.hop_lineage`);
+*by value* to the upstream records (:func:`~tensprov_lab.capture.hops._pandas.hop_lineage`);
 when one does not match (a value changed in pandas) the hop is opaque with a warning
 that says so.  Either way the new DataFrame is keyed as a source of its own.  A
 ``createDataFrame`` of anything else is a source of the block from the start.
@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._pandas import MARK, MATCH_LIMIT, REASON, hop_lineage
-from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
 from tensprov_lab.capture.connect._rewrite import Annotator
+from tensprov_lab.capture.hops._pandas import MARK, MATCH_LIMIT, REASON, hop_lineage
+from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["HOP", "REASON", "capture_hop", "record_hop"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._rewrite import Unsupported
 from tensprov_lab.capture.rules import column_category
+from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = [
     "SAME_RECORDS",

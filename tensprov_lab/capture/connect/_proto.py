@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tensprov_lab.capture._versions import connect_fresh_plan_id
+from tensprov_lab.capture.spark._versions import connect_fresh_plan_id
 
 __all__ = [
     "AGGREGATES", "GENERATORS", "KEY_PREFIX", "alias", "calls", "children", "col",

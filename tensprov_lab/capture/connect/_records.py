@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._nodes import ROW, _short_error
-from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
+from tensprov_lab.capture.plan._nodes import ROW, _short_error
+from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["keyed_frame", "read_records"]
 

@@ -22,19 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._background import BackgroundCapture, Waits
-from tensprov_lab.capture._budget import Budget
-from tensprov_lab.capture._nodes import (
-    ROW,
-    RunLog,
-    TensProvWarning,
-    _dataframes_in,
-    _describe,
-    _short_error,
-    bound_dataframes,
-)
-from tensprov_lab.capture._patching import Depth, patch_methods, restore
-from tensprov_lab.capture._versions import to_arrow
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._arrow import read_arrow
@@ -74,6 +61,19 @@ from tensprov_lab.capture.connect._rewrite import (
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
 from tensprov_lab.capture.connect._sql import SQL, VIEW_METHODS, capture_sql, record_sql
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
+from tensprov_lab.capture.memory._budget import Budget
+from tensprov_lab.capture.plan._nodes import (
+    ROW,
+    RunLog,
+    TensProvWarning,
+    _dataframes_in,
+    _describe,
+    _short_error,
+    bound_dataframes,
+)
+from tensprov_lab.capture.recording._background import BackgroundCapture, Waits
+from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
@@ -174,7 +174,7 @@ class ConnectTracker(Depth, Waits):
     def end(self, frame: Any, progress: Any = None, background: bool = False) -> RunLog:
         """Capture the block that ends; with ``background``, return once the methods are
         restored and the caller's DataFrames noted, the capture running in a thread of
-        its own (:class:`~tensprov_lab.capture._background.BackgroundCapture`)."""
+        its own (:class:`~tensprov_lab.capture.recording._background.BackgroundCapture`)."""
         run = self._active
         assert run is not None
         self.unpatch()

@@ -1,7 +1,8 @@
 """One provenance rule per kind of logical-plan node: record, attribute and replay rule.
 
 Capture reads each operation's analyzed plan from its root down to its inputs and asks,
-for every node on the way, the :class:`Rule` registered for the node's class:
+for every node on the way, the :class:`Rule` registered for the node's class.  Rules
+may import ``plan`` and ``spark`` (and the store), never the rooms above them:
 
 ==================  ==========================================================
 module              Catalyst nodes (what the user wrote)
@@ -58,7 +59,7 @@ from tensprov_lab.capture.rules.union import Union
 from tensprov_lab.capture.rules.window import Window
 
 if TYPE_CHECKING:
-    from tensprov_lab.capture._keyed import Rewrite
+    from tensprov_lab.capture.plan._keyed import Rewrite
 
 __all__ = [
     "KEEPS_RECORDS",

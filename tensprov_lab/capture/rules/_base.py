@@ -7,10 +7,10 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from tensprov_lab.capture._exprs import Expr, Lin
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._keyed import Block, Rewrite, Unsupported
-from tensprov_lab.capture._keys import KeyIndex, ScanKeyIndex
+from tensprov_lab.capture.plan._exprs import Expr, Lin
+from tensprov_lab.capture.plan._keyed import Block, Rewrite, Unsupported
+from tensprov_lab.capture.plan._keys import KeyIndex, ScanKeyIndex
+from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = [
     "Captured", "PlanNode", "Reading", "Rewriting", "Rule", "Walking", "attrs", "single",

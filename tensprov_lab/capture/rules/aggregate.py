@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._exprs import Expr, Lin, exprs, ids
-from tensprov_lab.capture._keyed import Block, Group, Pivot, Rewrite, Unsupported, key_name
-from tensprov_lab.capture._keys import (
+from tensprov_lab.capture.plan._exprs import Expr, Lin, exprs, ids
+from tensprov_lab.capture.plan._keyed import Block, Group, Pivot, Rewrite, Unsupported, key_name
+from tensprov_lab.capture.plan._keys import (
     GroupSetKeyIndex,
     KeyIndex,
     MappedKeyIndex,
@@ -458,7 +458,7 @@ def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
     integral, string, boolean and date columns."""
     import pandas as pd
 
-    from tensprov_lab.capture._equijoin import value_codes
+    from tensprov_lab.capture.plan._equijoin import value_codes
 
     code, _ = value_codes([table.column(name) for name in columns])
     # hash-based: no sort of every member

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture._exprs import Lin
-from tensprov_lab.capture._keyed import Group, Unsupported
+from tensprov_lab.capture.plan._exprs import Lin
+from tensprov_lab.capture.plan._keyed import Group, Unsupported
 from tensprov_lab.capture.rules._base import (
     PlanNode,
     Rewriting,

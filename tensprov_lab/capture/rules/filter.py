@@ -15,7 +15,7 @@ Examples
 
 from __future__ import annotations
 
-from tensprov_lab.capture._exprs import Lin
+from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.rules._base import PlanNode, Rule, Walking
 
 __all__ = ["Filter"]

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture._exprs import Lin, exprs, ids
-from tensprov_lab.capture._keyed import Block, Unsupported, key_name
+from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
+from tensprov_lab.capture.plan._keyed import Block, Unsupported, key_name
 from tensprov_lab.capture.rules._base import PlanNode, Rewriting, Rule, Walked, Walking, single
 
 __all__ = ["Generate"]

@@ -22,11 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._equijoin import find_equi_join, join_pairs, key_codes
-from tensprov_lab.capture._exprs import Lin
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._keyed import Rewrite, Semi, Unsupported, key_name
-from tensprov_lab.capture._keys import ScanKeyIndex, arrow_keys
+from tensprov_lab.capture.plan._equijoin import find_equi_join, join_pairs, key_codes
+from tensprov_lab.capture.plan._exprs import Lin
+from tensprov_lab.capture.plan._keyed import Rewrite, Semi, Unsupported, key_name
+from tensprov_lab.capture.plan._keys import ScanKeyIndex, arrow_keys
 from tensprov_lab.capture.rules._base import (
     Captured,
     PlanNode,
@@ -36,6 +35,7 @@ from tensprov_lab.capture.rules._base import (
     Walked,
     Walking,
 )
+from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.store import tensor_from_pairs
 
 __all__ = ["Join", "semi_tensors"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture._jvm import Jvm
 from tensprov_lab.capture.rules._base import Rule
+from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = ["Limit", "Sample"]
 

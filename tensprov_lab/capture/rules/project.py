@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture._exprs import Lin, exprs, ids
+from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
 from tensprov_lab.capture.rules._base import (
     PlanNode,
     Rewriting,

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._exprs import Lin, exprs, ids
-from tensprov_lab.capture._keyed import Rewrite, key_name
-from tensprov_lab.capture._keys import arrow_keys
+from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
+from tensprov_lab.capture.plan._keyed import Rewrite, key_name
+from tensprov_lab.capture.plan._keys import arrow_keys
 from tensprov_lab.capture.rules._base import (
     Captured,
     PlanNode,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._keys import row_dtype
+from tensprov_lab.capture.plan._keys import row_dtype
 
 __all__ = [
     "arrow_codes",

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._resident import SparkTensor, to_spark
+from tensprov_lab.capture.memory._resident import SparkTensor, to_spark
 from tensprov_lab.store import Store
 from tensprov_lab.store._spill import Put, memory_nbytes, release, spill, to_files
 
@@ -47,7 +47,7 @@ def _arrays(ki: Any) -> list[tuple[str, np.ndarray]]:
 def key_nbytes(ki: Any) -> int:
     """Bytes a key index holds in memory (its arrays not mapped from a file).
 
-    >>> from tensprov_lab.capture._keys import MappedKeyIndex, RangeKeyIndex
+    >>> from tensprov_lab.capture.plan._keys import MappedKeyIndex, RangeKeyIndex
     >>> key_nbytes(MappedKeyIndex(RangeKeyIndex(1000), np.arange(1000), 1000))
     4000
     """

@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture import _fused
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._keyed import Rewrite, Unsupported
-from tensprov_lab.capture._keys import (
+from tensprov_lab.capture.plan._keyed import Rewrite, Unsupported
+from tensprov_lab.capture.plan._keys import (
     ComposedKeyIndex,
     KeyError_,
     KeyIndex,
@@ -27,9 +25,11 @@ from tensprov_lab.capture._keys import (
     ScanKeyIndex,
     row_dtype,
 )
-from tensprov_lab.capture._nodes import Node, _short_error
+from tensprov_lab.capture.plan._nodes import Node, _short_error
 from tensprov_lab.capture.rules.aggregate import partition_groups
 from tensprov_lab.capture.rules.join import semi_tensors
+from tensprov_lab.capture.sources import _fused
+from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.store import IdentityTensor, make_tensor
 
 __all__ = ["RecordRules"]

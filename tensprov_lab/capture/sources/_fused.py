@@ -33,10 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._annotate import STABLE_LEAVES
-from tensprov_lab.capture._direct import DirectRead, direct_read
-from tensprov_lab.capture._direct_csv import CheckedFiles
-from tensprov_lab.capture._equijoin import (
+from tensprov_lab.capture.plan._equijoin import (
     arrow_codes,
     combine_codes,
     dense_pairs,
@@ -45,10 +42,13 @@ from tensprov_lab.capture._equijoin import (
     join_pairs,
     key_codes,
 )
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._keyed import key_name
-from tensprov_lab.capture._keys import KeyError_, row_dtype
-from tensprov_lab.capture._versions import thread_target, to_arrow
+from tensprov_lab.capture.plan._keyed import key_name
+from tensprov_lab.capture.plan._keys import KeyError_, row_dtype
+from tensprov_lab.capture.rewrite._annotate import STABLE_LEAVES
+from tensprov_lab.capture.sources._direct import DirectRead, direct_read
+from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.spark._jvm import Jvm
+from tensprov_lab.capture.spark._versions import thread_target, to_arrow
 from tensprov_lab.store import Tensor, tensor_from_flags
 
 __all__ = ["Fusion", "plan"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._keyed import Annotated, Block, Rewrite, Unsupported, key_name
+from tensprov_lab.capture.plan._keyed import Annotated, Block, Rewrite, Unsupported, key_name
 from tensprov_lab.capture.rules import rule_for
+from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = ["STABLE_LEAVES", "annotate_source", "find_input", "plan_is_stable", "rewrite"]
 

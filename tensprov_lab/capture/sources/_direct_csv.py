@@ -8,7 +8,7 @@ of the token, a token that does not convert is null (``PERMISSIVE`` mode).  Wher
 rules leave room for a difference with pyarrow's parser (an escape, a quote inside a
 value, a blank line, a token that Java and Arrow might read differently, a row of
 another width), :func:`read_csv_files` raises
-:class:`~tensprov_lab.capture._direct_files.Unreadable` and the caller reads through
+:class:`~tensprov_lab.capture.sources._direct_files.Unreadable` and the caller reads through
 Spark.  What it accepts is a subset where every token has one reading:
 
 - the bytes hold no ``\\`` or NUL and no byte-order mark, lines end in ``\\n`` or
@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from tensprov_lab.capture._direct_files import FilePart, Unreadable
+from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable
 
 __all__ = ["CheckedFiles", "CsvLayout", "csv_layout", "read_csv_files"]
 
@@ -130,7 +130,7 @@ class CheckedFiles:
     >>> checked.check("u.csv", b"a,b\\n\\\\,2\\n", b",")
     Traceback (most recent call last):
     ...
-    tensprov_lab.capture._direct_files.Unreadable: an escape in the file
+    tensprov_lab.capture.sources._direct_files.Unreadable: an escape in the file
     """
 
     def __init__(self, limit: int = 256 << 20) -> None:

@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from tensprov_lab.capture._nodes import RunLog, TensProvWarning
+from tensprov_lab.capture.plan._nodes import RunLog, TensProvWarning
 
 __all__ = ["BackgroundCapture", "Waits"]
 
@@ -77,7 +77,7 @@ class BackgroundCapture:
     def start(self) -> None:
         target: Callable[[], None] = self._run
         if self._spark is not None:
-            from tensprov_lab.capture._versions import thread_target
+            from tensprov_lab.capture.spark._versions import thread_target
 
             # the thread inherits the block's local properties (job group, tags)
             target = thread_target(self._spark, self._run)

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._nodes import _short_error
-from tensprov_lab.capture._versions import to_arrow
+from tensprov_lab.capture.plan._nodes import _short_error
+from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import ColumnsTensor, Operation, Tensor, WindowTensor, tensor_from_pairs
 from tensprov_lab.store._spill import Put, release, to_files
 

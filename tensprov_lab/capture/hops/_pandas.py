@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._annotate import annotate_source
-from tensprov_lab.capture._keys import arrow_keys
-from tensprov_lab.capture._nodes import ROW, Capturing, Node, _short_error
-from tensprov_lab.capture._versions import cached_rdd, classic_dataframe, rdd_class
+from tensprov_lab.capture.plan._keys import arrow_keys
+from tensprov_lab.capture.plan._nodes import ROW, Capturing, Node, _short_error
+from tensprov_lab.capture.rewrite._annotate import annotate_source
+from tensprov_lab.capture.spark._versions import cached_rdd, classic_dataframe, rdd_class
 from tensprov_lab.store import tensor_from_pairs
 
 __all__ = [

@@ -64,23 +64,20 @@ def spark4() -> bool:
 
 def classic_dataframe() -> type:
     """The DataFrame class of a classic (py4j) session."""
-    if spark4():
-        from pyspark.sql.classic.dataframe import DataFrame
-    else:
-        from pyspark.sql.dataframe import DataFrame
-    return DataFrame
+    import importlib
+
+    module = "pyspark.sql.classic.dataframe" if spark4() else "pyspark.sql.dataframe"
+    return importlib.import_module(module).DataFrame  # type: ignore[no-any-return]
 
 
 def rdd_class() -> type | None:
     """pyspark's ``RDD`` class (None in a Connect-only client without it)."""
+    import importlib
+
     try:
-        if spark4():
-            from pyspark.core.rdd import RDD
-        else:
-            from pyspark.rdd import RDD
+        return importlib.import_module("pyspark.core.rdd" if spark4() else "pyspark.rdd").RDD  # type: ignore[no-any-return]
     except ImportError:  # pragma: no cover - pyspark-client has no RDDs
         return None
-    return RDD
 
 
 def arrow_schema(schema: Any, large: bool = False) -> Any:

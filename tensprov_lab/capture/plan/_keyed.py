@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = [
     "Annotated", "Block", "Group", "Pivot", "Rewrite", "Semi", "Unsupported", "key_name",

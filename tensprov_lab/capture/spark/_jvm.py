@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from importlib import resources
 from typing import Any, NamedTuple
 
-from tensprov_lab.capture._batches import large_batches
-from tensprov_lab.capture._versions import (
+from tensprov_lab.capture.spark._batches import large_batches
+from tensprov_lab.capture.spark._versions import (
     java_source,
     jvm_dataset_class,
     local_relation_args,

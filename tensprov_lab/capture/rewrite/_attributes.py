@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture._annotate import find_input, regroup_union
-from tensprov_lab.capture._exprs import Cell, Expr, Lin, added
-from tensprov_lab.capture._exprs import exprs as read_exprs
-from tensprov_lab.capture._jvm import Jvm
+from tensprov_lab.capture.plan._exprs import Cell, Expr, Lin, added
+from tensprov_lab.capture.plan._exprs import exprs as read_exprs
+from tensprov_lab.capture.rewrite._annotate import find_input, regroup_union
 from tensprov_lab.capture.rules import rule_for
 from tensprov_lab.capture.rules._base import PlanNode
+from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = ["AttributeMaps", "attribute_maps"]
 

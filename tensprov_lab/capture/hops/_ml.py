@@ -10,7 +10,7 @@ wrapped like DataFrame methods:
   stage skips invalid rows (mask); what the rewrite cannot trace is opaque.  The stage is
   kept on the operation (``Operation.model``): with it the transform is localized and can
   be replayed.  ``SQLTransformer`` runs a SQL statement, which goes through the SQL
-  capture (:mod:`tensprov_lab.capture._sql`).
+  capture (:mod:`tensprov_lab.capture.hops._sql`).
 - ``estimator.fit(df)`` is a *contextual* operation (``<Estimator>.fit``, category
   ``ml_fit``) whose output is a dataset of role ``"model"`` holding one record, the fitted
   model, which is kept on the operation.  Its tensor says that record depends on every
@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._sql import FinishingNode, record_plan
+from tensprov_lab.capture.hops._sql import FinishingNode, record_plan
 
 if TYPE_CHECKING:
-    from tensprov_lab.capture._nodes import Capturing as Tracker
-    from tensprov_lab.capture._nodes import Node
+    from tensprov_lab.capture.plan._nodes import Capturing as Tracker
+    from tensprov_lab.capture.plan._nodes import Node
     from tensprov_lab.store import Store
 
 __all__ = ["Hop", "follow_slot", "record_call", "slots_of", "targets"]
@@ -240,7 +240,7 @@ def _field(df: Any, col: str) -> Any:
     if col not in fields:
         from pyspark.sql.types import StructField, StructType
 
-        from tensprov_lab.capture._jvm import schema_json
+        from tensprov_lab.capture.spark._jvm import schema_json
 
         try:
             text = schema_json(df)

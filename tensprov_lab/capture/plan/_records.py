@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._jvm import Jvm, quiet_analysis_errors
-from tensprov_lab.capture._keys import (
+from tensprov_lab.capture.plan._keys import (
     IN_LIST,
     ScanKeyIndex,
     UniqueKeyIndex,
@@ -19,8 +18,9 @@ from tensprov_lab.capture._keys import (
     keys_in,
     keys_sql,
 )
-from tensprov_lab.capture._nodes import Node, _short_error
-from tensprov_lab.capture._versions import to_arrow
+from tensprov_lab.capture.plan._nodes import Node, _short_error
+from tensprov_lab.capture.spark._jvm import Jvm, quiet_analysis_errors
+from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import Store
 from tensprov_lab.store._sets import unique
 
@@ -157,7 +157,7 @@ class RecordReading:
     def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
         """Records of ``ds_id`` read from Spark (the whole dataset's annotated plan,
         filtered), with their canonical ``_row``."""
-        from tensprov_lab.capture._nodes import ROW
+        from tensprov_lab.capture.plan._nodes import ROW
 
         op = self.store.producer(ds_id)
         node = self._readable(ds_id)

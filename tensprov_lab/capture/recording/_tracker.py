@@ -24,23 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture import _fused, _pandas
-from tensprov_lab.capture._annotate import annotate_source, plan_is_stable, rewrite
-from tensprov_lab.capture._attributes import attribute_maps
-from tensprov_lab.capture._background import BackgroundCapture, Waits
-from tensprov_lab.capture._budget import Budget
-from tensprov_lab.capture._direct_csv import CheckedFiles
-from tensprov_lab.capture._jobs import JobGroup
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._keyed import Annotated, Rewrite, Unsupported
-from tensprov_lab.capture._keys import (
+from tensprov_lab.capture.hops import _pandas
+from tensprov_lab.capture.memory._budget import Budget
+from tensprov_lab.capture.plan._keyed import Annotated, Rewrite, Unsupported
+from tensprov_lab.capture.plan._keys import (
     KeyError_,
     KeyIndex,
     LazyScanKeyIndex,
     ScanKeyIndex,
     arrow_keys,
 )
-from tensprov_lab.capture._nodes import (
+from tensprov_lab.capture.plan._nodes import (
     Node,
     Pending,
     Persisting,
@@ -50,17 +44,24 @@ from tensprov_lab.capture._nodes import (
     first_consumers,
     persisted,
 )
-from tensprov_lab.capture._record_rules import RecordRules
-from tensprov_lab.capture._recording import (
+from tensprov_lab.capture.plan._records import RecordReading
+from tensprov_lab.capture.recording._background import BackgroundCapture, Waits
+from tensprov_lab.capture.recording._record_rules import RecordRules
+from tensprov_lab.capture.recording._recording import (
     DATAFRAME_METHODS,
     GROUPED_METHODS,
     Recording,
     early_group,
 )
-from tensprov_lab.capture._records import RecordReading
-from tensprov_lab.capture._versions import to_arrow
+from tensprov_lab.capture.rewrite._annotate import annotate_source, plan_is_stable, rewrite
+from tensprov_lab.capture.rewrite._attributes import attribute_maps
 from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.rules.aggregate import every_record
+from tensprov_lab.capture.sources import _fused
+from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.spark._jobs import JobGroup
+from tensprov_lab.capture.spark._jvm import Jvm
+from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import Store
 
 __all__ = [

@@ -8,8 +8,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tensprov_lab.capture._keyed import Annotated
-from tensprov_lab.capture._keys import KeyIndex
+from tensprov_lab.capture.plan._keyed import Annotated
+from tensprov_lab.capture.plan._keys import KeyIndex
 
 __all__ = [
     "ROW",

@@ -33,10 +33,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._nodes import Capturing as Tracker
-from tensprov_lab.capture._nodes import Node
+from tensprov_lab.capture.plan._nodes import Capturing as Tracker
+from tensprov_lab.capture.plan._nodes import Node
 from tensprov_lab.capture.rules import TRIVIAL
+from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = ["FinishingNode", "readable", "record_plan", "record_statement", "session_class"]
 

@@ -48,15 +48,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tensprov_lab.capture._direct_csv import (
+from tensprov_lab.capture.sources._direct_csv import (
     CSV_TYPES,
     CheckedFiles,
     CsvLayout,
     csv_layout,
     read_csv_files,
 )
-from tensprov_lab.capture._direct_files import FilePart, Unreadable, read_parquet_files
-from tensprov_lab.capture._jvm import FileRelation, Jvm
+from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
+from tensprov_lab.capture.spark._jvm import FileRelation, Jvm
 
 __all__ = ["DirectRead", "Unreadable", "direct_count", "direct_read"]
 

@@ -14,13 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensprov_lab.capture._annotate import annotate_source, plan_is_stable
-from tensprov_lab.capture._direct import direct_count
-from tensprov_lab.capture._direct_csv import CheckedFiles
-from tensprov_lab.capture._jvm import Jvm
-from tensprov_lab.capture._keyed import Annotated
-from tensprov_lab.capture._keys import ScanKeyIndex
-from tensprov_lab.capture._nodes import (
+from tensprov_lab.capture.plan._keyed import Annotated
+from tensprov_lab.capture.plan._keys import ScanKeyIndex
+from tensprov_lab.capture.plan._nodes import (
     Node,
     Pending,
     RunLog,
@@ -29,8 +25,12 @@ from tensprov_lab.capture._nodes import (
     _describe,
     bound_dataframes,
 )
-from tensprov_lab.capture._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.rewrite._annotate import annotate_source, plan_is_stable
 from tensprov_lab.capture.rules import METHODS
+from tensprov_lab.capture.sources._direct import direct_count
+from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.spark._jvm import Jvm
 
 if TYPE_CHECKING:
     from tensprov_lab.store import Store
@@ -87,8 +87,8 @@ class Recording(Depth):
         and which calls are *transparent* (the calls they make are the operations)."""
         from pyspark.sql.group import GroupedData
 
-        from tensprov_lab.capture import _ml, _pandas, _sql
-        from tensprov_lab.capture._versions import classic_dataframe
+        from tensprov_lab.capture.hops import _ml, _pandas, _sql
+        from tensprov_lab.capture.spark._versions import classic_dataframe
 
         session = _sql.session_class(self.spark)
         return [
@@ -102,7 +102,7 @@ class Recording(Depth):
     def patch(self) -> None:
         try:
             patch_methods(self, self._classes(), self._patched)
-            from tensprov_lab.capture import _pandas
+            from tensprov_lab.capture.hops import _pandas
 
             for cls, name, make in _pandas.properties():
                 had = cls.__dict__.get(name)
@@ -216,24 +216,24 @@ class Recording(Depth):
                 stack.extend(self.jvm.children(p))
         return found
 
-    # -- SQL statements and Spark ML stages (capture/_sql.py, capture/_ml.py) ---------
+    # -- SQL statements and Spark ML stages (capture/hops/_sql.py, capture/hops/_ml.py) ---------
     def _record_extension(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> bool:
         """Record a wrapped call made on something other than a DataFrame or GroupedData
         (``spark.sql``, an ML ``transform`` or ``fit``); False leaves it to ``_record``."""
         from pyspark.sql import DataFrame
 
         if method in ("toPandas", "createDataFrame"):
-            from tensprov_lab.capture._pandas import record_call as record_pandas
+            from tensprov_lab.capture.hops._pandas import record_call as record_pandas
 
             return record_pandas(self, method, obj, args, kwargs, out)  # type: ignore[arg-type]
         if isinstance(obj, DataFrame) or hasattr(obj, "_df"):
             return False
         if method == "sql":
-            from tensprov_lab.capture._sql import record_statement
+            from tensprov_lab.capture.hops._sql import record_statement
 
             record_statement(self, obj, args, kwargs, out)  # type: ignore[arg-type]  # the Tracker
             return True
-        from tensprov_lab.capture._ml import record_call
+        from tensprov_lab.capture.hops._ml import record_call
 
         record_call(self, method, obj, args, kwargs, out)  # type: ignore[arg-type]  # the Tracker
         return True
