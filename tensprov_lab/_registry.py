@@ -133,6 +133,17 @@ def _check_session(spark: Any) -> None:
     """A clear error for what capture cannot track."""
     kind = type(spark)
     if kind.__module__.startswith("pyspark.sql.connect"):
+        from tensprov_lab.capture.spark._versions import spark4
+
+        if not spark4():
+            import pyspark
+
+            raise NotImplementedError(
+                "tracking a Spark Connect session needs pyspark 4's Connect client; this "
+                f"is pyspark {pyspark.__version__}. Track a classic session of Spark 3.5 "
+                "(SparkSession.builder without .remote(...)), or use pyspark>=4 for Spark "
+                "Connect (docs/connect.md)"
+            )
         return
     if not hasattr(spark, "_jsparkSession"):
         raise TypeError(

@@ -92,3 +92,18 @@ def test_constructor_names_are_the_node_own(spark: object) -> None:
     assert names == ["groupingExpressions", "aggregateExpressions", "child"]
     copied = jvm.copy(plan, child=plan.child())
     assert str(copied.toString()) == str(plan.toString())
+
+
+@pytest.mark.skipif(V.spark4(), reason="pyspark 4's Connect client is tracked (test_connect.py)")
+def test_a_connect_session_of_pyspark_35_is_refused_clearly() -> None:
+    """pyspark 3.5's Connect client lacks what capture needs (and pip has no 3.5 Connect
+    server to test against): tracking one says so before anything runs."""
+    import tensprov_lab
+    from pyspark.sql.connect.session import SparkSession
+
+    # no server needed: a session object that never sends a request
+    session = SparkSession.__new__(SparkSession)
+    before = len(tensprov_lab.runs())
+    with pytest.raises(NotImplementedError, match="needs pyspark 4's Connect client"):
+        tensprov_lab.track(session).__enter__()
+    assert len(tensprov_lab.runs()) == before
