@@ -163,8 +163,9 @@ def _clean_compas(df: DataFrame) -> DataFrame:
     df = df.withColumn("label", F.when(F.col("label") == 1, 0).otherwise(1))
     # local date-times (no time zone in the file): read them without the session's zone,
     # and floor like a timedelta's .days, so that 23 h in jail is 0 days and -1 h is -1
-    seconds = F.timestamp_diff(
-        "SECOND", F.to_timestamp_ntz(F.col("c_jail_in")), F.to_timestamp_ntz(F.col("c_jail_out"))
+    # (SQL's timestampdiff: Spark 3.5 has no F.timestamp_diff)
+    seconds = F.expr(
+        "timestampdiff(SECOND, to_timestamp_ntz(c_jail_in), to_timestamp_ntz(c_jail_out))"
     )
     df = df.withColumn("jailtime", F.floor(seconds / 86400).cast("int"))
     df = df.drop("c_jail_in", "c_jail_out")

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensprov_lab.capture.sources._direct import Unreadable, compile_expr, direct_read, evaluate
-from tensprov_lab.capture.spark._versions import to_arrow
+from tensprov_lab.capture.spark._versions import spark_version, to_arrow
 
 # -- evaluation alone (no JVM) ---------------------------------------------------------
 
@@ -390,9 +390,10 @@ def test_what_spark_reads_differently_is_left_to_it(spark: Any, tmp_path: Any) -
     for expr in (F.upper("s") == "A", F.col("k") + 1 > 1, F.col("x").cast("int") > 0):
         _, reader = _read_both(spark, path, {"f": expr})
         assert reader is None
-    collated = spark.read.parquet(path).select(F.col("s").cast("string collate UTF8_LCASE"))
-    jplan = collated._jdf.queryExecution().analyzed()
-    assert direct_read(jvm, jplan, {"s": jvm.output(jplan)[0]}) is None
+    if spark_version() >= (4, 0):  # Spark 3.5 has no collations
+        collated = spark.read.parquet(path).select(F.col("s").cast("string collate UTF8_LCASE"))
+        jplan = collated._jdf.queryExecution().analyzed()
+        assert direct_read(jvm, jplan, {"s": jvm.output(jplan)[0]}) is None
 
 
 @pytest.mark.spark

@@ -51,10 +51,11 @@ SUMMARY = re.compile(
 
 
 def _classes() -> list[type]:
-    from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.group import GroupedData
 
-    return [DataFrame, GroupedData]
+    from tensprov_lab.capture.spark._versions import classic_dataframe
+
+    return [classic_dataframe(), GroupedData]
 
 
 def _collected(df: Any) -> tuple[Any, list[tuple]]:

@@ -98,8 +98,9 @@ def test_constructor_names_are_the_node_own(spark: object) -> None:
 def test_a_connect_session_of_pyspark_35_is_refused_clearly() -> None:
     """pyspark 3.5's Connect client lacks what capture needs (and pip has no 3.5 Connect
     server to test against): tracking one says so before anything runs."""
-    import tensprov_lab
     from pyspark.sql.connect.session import SparkSession
+
+    import tensprov_lab
 
     # no server needed: a session object that never sends a request
     session = SparkSession.__new__(SparkSession)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tensprov_lab
+from tensprov_lab.capture.spark._versions import spark_version
 from tensprov_lab.store import FrameTensor, WindowTensor
 
 # -- the tensors alone (no JVM) ---------------------------------------------------------
@@ -285,6 +286,7 @@ def test_frames_do_not_depend_on_partitioning(spark, frame) -> None:  # noqa: AN
 
 
 @pytest.mark.spark
+@pytest.mark.skipif(spark_version() < (4, 0), reason="Spark 3.5's lag has no ignoreNulls argument")
 def test_lag_skipping_nulls_takes_every_earlier_row(spark, frame) -> None:  # noqa: ANN001
     from pyspark.sql import Window
     from pyspark.sql import functions as F
