@@ -1,4 +1,4 @@
-"""Spark-resident tensors (capture._resident): a tensor kept as a Parquet table that
+"""Spark-resident tensors (capture.memory._resident): a tensor kept as a Parquet table that
 queries read with Spark jobs answers exactly as the tensor it came from; a run with
 ``storage="spark"`` keeps record-level lineage, saves, loads and forgets its tables."""
 

@@ -1,5 +1,5 @@
 """Tensors past the memory budget spill to disk, memory-mapped (store._spill,
-capture._budget): the same answers, no bytes held in memory, files gone with the run."""
+capture.memory._budget): the same answers, no bytes held in memory, files gone with the run."""
 
 from __future__ import annotations
 
