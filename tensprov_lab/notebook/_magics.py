@@ -32,7 +32,7 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 from tensprov_lab import _api, _registry
-from tensprov_lab.capture.spark._jvm import quiet_analysis_errors as _quiet_spark_errors
+from tensprov_lab.capture.spark._versions import quiet_analysis_errors as _quiet_spark_errors
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell

@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tensprov_lab.capture.spark._versions import connect_fresh_plan_id
-
 __all__ = [
     "AGGREGATES", "GENERATORS", "KEY_PREFIX", "alias", "calls", "children", "col",
     "dataframe", "fn", "fresh_id", "kind", "messages", "nondeterministic", "null_long",
@@ -55,7 +53,9 @@ def _pb() -> Any:
 
 def fresh_id() -> int:
     """A plan id no other relation of this client has."""
-    return connect_fresh_plan_id()
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    return LogicalPlan._fresh_plan_id()
 
 
 def relation(df: Any) -> Any:

@@ -19,8 +19,8 @@ from tensprov_lab.capture.plan._keys import (
     keys_sql,
 )
 from tensprov_lab.capture.plan._nodes import Node, _short_error
-from tensprov_lab.capture.spark._jvm import Jvm, quiet_analysis_errors
-from tensprov_lab.capture.spark._versions import to_arrow
+from tensprov_lab.capture.spark._jvm import Jvm
+from tensprov_lab.capture.spark._versions import quiet_analysis_errors, to_arrow
 from tensprov_lab.store import Store
 from tensprov_lab.store._sets import unique
 

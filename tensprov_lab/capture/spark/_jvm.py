@@ -10,7 +10,6 @@ import contextlib
 import functools
 import itertools
 import threading
-from collections.abc import Iterator
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -20,13 +19,12 @@ from tensprov_lab.capture.spark._versions import (
     jvm_dataset_class,
     local_relation_args,
     product_names,
-    quiet_loggers,
     scala_list,
     scala_wrap_array,
     to_arrow,
 )
 
-__all__ = ["Jvm", "quiet_analysis_errors"]
+__all__ = ["Jvm"]
 
 JObject = Any
 
@@ -787,17 +785,3 @@ def _split_types(catalog: str, names: list[str]) -> list[str] | None:
     if pos < len(body) and names:
         return None
     return types if names or not body else None
-
-
-#: loggers pyspark writes every analysis error to (a JSON record with the Java stack)
-_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
-
-
-@contextlib.contextmanager
-def quiet_analysis_errors() -> Iterator[None]:
-    """Mute pyspark's own log of analysis errors while capture checks something the user
-    typed (a ``where=`` predicate): the error becomes one clear message, and the log
-    would print a screen of JSON with the Java stack trace (naming capture's hidden
-    key columns) next to it."""
-    with quiet_loggers(_SPARK_ERROR_LOGGERS):
-        yield

@@ -5,7 +5,7 @@ where a class lives (pyspark 4 moved the py4j-backed DataFrame to
 ``pyspark.sql.classic`` and the RDD to ``pyspark.core``), the JVM's ``Dataset`` class
 (``org.apache.spark.sql.classic.Dataset`` in Spark 4), the Scala collections the Java
 helpers are compiled against (Scala 2.12 in Spark 3.5, 2.13 in Spark 4), and the few
-client facilities only one release has (pyspark's own loggers, Connect's plan ids).
+client facilities only one release has (pyspark 4's own loggers).
 
 Examples
 --------
@@ -30,11 +30,10 @@ __all__ = [
     "from_arrow",
     "from_pandas",
     "classic_dataframe",
-    "connect_fresh_plan_id",
     "java_source",
     "local_relation_args",
     "jvm_dataset_class",
-    "quiet_loggers",
+    "quiet_analysis_errors",
     "product_names",
     "rdd_class",
     "scala_list",
@@ -96,19 +95,17 @@ def arrow_schema(schema: Any, large: bool = False) -> Any:
 
 
 def to_arrow(df: Any) -> Any:
-    """``df.toArrow()``: all records as one Arrow table, classic or Connect.  pyspark 3.5
-    has no ``toArrow``; its Arrow collection gives the same table (types as pyspark 4
-    gives them: the schema's Arrow form, timestamps in UTC)."""
+    """``df.toArrow()``: all records as one Arrow table.  pyspark 3.5 has no ``toArrow``;
+    its Arrow collection gives the same table (types as pyspark 4 gives them: the
+    schema's Arrow form, timestamps in UTC).  A 3.5 DataFrame here is a classic one:
+    ``track()`` refuses a 3.5 Connect session."""
     if spark4():
         return df.toArrow()
     import pyarrow as pa
 
     schema = arrow_schema(df.schema)
-    if type(df).__module__.startswith("pyspark.sql.connect"):
-        table, _ = df._session.client.to_table(df._plan.to_proto(df._session.client))
-    else:
-        batches = df._collect_as_arrow()
-        table = pa.Table.from_batches(batches) if batches else schema.empty_table()
+    batches = df._collect_as_arrow()
+    table = pa.Table.from_batches(batches) if batches else schema.empty_table()
     return table.cast(schema)
 
 
@@ -234,35 +231,25 @@ def local_relation_args(attrs: Any, empty: Any, none: Any) -> tuple[Any, ...]:
 def thread_target(spark: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` made to run in another thread with this thread's Spark local properties
     (job group, tags), so that cancelling them cancels its jobs too.  pyspark 4 takes the
-    session (classic or Connect); pyspark 3.5 decorates the function of a classic
-    session only (its Connect client keeps no such properties per thread)."""
+    session (classic or Connect); pyspark 3.5 decorates the function (classic only:
+    ``track()`` refuses a 3.5 Connect session)."""
     from pyspark.util import inheritable_thread_target
 
     if spark4():
         return inheritable_thread_target(spark)(fn)
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        return fn
     return inheritable_thread_target(fn)
 
 
-def connect_fresh_plan_id() -> int:
-    """A plan id no other relation of this Connect client has."""
-    from pyspark.sql.connect.plan import LogicalPlan
-
-    fresh = getattr(LogicalPlan, "_fresh_plan_id", None)
-    if fresh is not None:
-        return int(fresh())
-    # pyspark 3.5 numbers plans in __init__ under the class's lock
-    with LogicalPlan._lock:
-        plan_id = LogicalPlan._nextPlanId
-        LogicalPlan._nextPlanId += 1
-    return int(plan_id)
+#: loggers pyspark 4 writes every analysis error to (a JSON record with the Java stack)
+_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
 @contextlib.contextmanager
-def quiet_loggers(names: tuple[str, ...]) -> Iterator[None]:
-    """Mute pyspark's own loggers ``names`` inside the block (pyspark 4 logs each analysis
-    error with the Java stack there; pyspark 3.5 has no such loggers: nothing to do)."""
+def quiet_analysis_errors() -> Iterator[None]:
+    """Mute pyspark's own log of analysis errors while capture checks something the user
+    typed (a ``where=`` predicate): the error becomes one clear message, and the log
+    would print a screen of JSON with the Java stack trace (naming capture's hidden
+    key columns) next to it.  pyspark 3.5 has no such log: nothing to mute."""
     try:
         from pyspark.logger import PySparkLogger
     except ImportError:
@@ -270,7 +257,7 @@ def quiet_loggers(names: tuple[str, ...]) -> Iterator[None]:
         return
     # created through pyspark, never as plain loggers: pyspark calls them with extra
     # keyword arguments only its PySparkLogger class accepts
-    loggers: list[logging.Logger] = [PySparkLogger.getLogger(n) for n in names]
+    loggers: list[logging.Logger] = [PySparkLogger.getLogger(n) for n in _SPARK_ERROR_LOGGERS]
     before = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True
