@@ -15,6 +15,7 @@ from tensprov_lab._api import forget, last_run, parse_size, runs, store, track
 from tensprov_lab._diff import diff, history
 from tensprov_lab._java import use_pip_java
 from tensprov_lab._saves import load, save
+from tensprov_lab._spark import local_spark
 
 __all__ = [
     "track",
@@ -27,6 +28,7 @@ __all__ = [
     "load",
     "diff",
     "history",
+    "local_spark",
     "Run",
     "Lineage",
     "CellLineage",

