@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
-import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from tensprov_lab import _registry
 from tensprov_lab._registry import _tracker, store
+from tensprov_lab._warn import warn
 
 if TYPE_CHECKING:
     from tensprov_lab._run import Run
@@ -182,7 +182,7 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
             self._tracker.abort()
             if exc_type is None:
                 raise
-            warnings.warn(f"tensprov-lab: capture failed: {err}", stacklevel=2)
+            warn(f"tensprov-lab: capture failed: {err}")
         finally:
             del frame
         assert self.run is not None

@@ -6,7 +6,6 @@ capture: it holds runs but never imports the Run class, so no module imports it 
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from tensprov_lab.store import Store
@@ -58,7 +57,7 @@ def last_run() -> Any:
 def forget(run: Any = None) -> None:
     """Free the provenance of ``run``, or of every run (``tensprov_lab.forget``)."""
     global _FORGOT
-    from tensprov_lab.capture.recording._tracker import TensProvWarning
+    from tensprov_lab._warn import warn
 
     wait()
     if any(t._active is not None for t in _TRACKERS.values()):
@@ -88,11 +87,9 @@ def forget(run: Any = None) -> None:
         _RUNS[:] = [r for r in _RUNS if r._log is not run._log]
     _FORGOT = True
     if problems:
-        warnings.warn(
+        warn(
             "tensprov-lab: the provenance was forgotten, but part of what capture kept in "
-            f"Spark's cache could not be released: {'; '.join(problems)}",
-            TensProvWarning,
-            stacklevel=2,
+            f"Spark's cache could not be released: {'; '.join(problems)}"
         )
 
 

@@ -407,15 +407,9 @@ class Run:
         if with_how:
             paths, truncated = how(self.store, ds_id, picked, direction, to=targets, columns=cols)
             if truncated:
-                import warnings
+                from tensprov_lab._warn import warn
 
-                from tensprov_lab.capture.recording._tracker import TensProvWarning
-
-                warnings.warn(
-                    "how-provenance: too many paths, only the first 10,000 are listed",
-                    TensProvWarning,
-                    stacklevel=3,
-                )
+                warn("how-provenance: too many paths, only the first 10,000 are listed")
         if cols is not None:
             res = cell_lineage(
                 self.store, ds_id, picked, cols, direction, to=targets, localized=localized

@@ -21,6 +21,7 @@ from IPython.core.magic_arguments import parse_argstring
 from IPython.utils.capture import capture_output
 
 import tensprov_lab
+from tensprov_lab import _registry
 from tensprov_lab._run import Run
 from tensprov_lab.capture.recording._tracker import TensProvWarning
 from tensprov_lab.notebook import ProvenanceMagics
@@ -275,15 +276,22 @@ def test_budget_is_passed_to_the_capture(
 
     # without spilling: coarse lineage past the budget, with the warning, nothing spilled
     before = spilled()
-    with pytest.warns(TensProvWarning, match="memory budget of 1 bytes"):
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter("always")
         assert shell.run_cell("%%provtrack --budget 1B --no-spill\n" + cell).success
+    # the warnings are listed under the summary, led by the user's variable, not raised
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[1].startswith("  warning: lean: filter('amount > 20'): record-level")
+    assert "memory budget of 1 bytes" in listed[1]
+    assert not [w for w in raised if issubclass(w.category, TensProvWarning)]
     run = tensprov_lab.last_run()
     assert [op.opaque for op in run.operations] == [True, True]
     assert spilled() == before
     # by default tensors spill to disk past the budget (record-level lineage within a
     # budget is tests/test_spill.py's; 1 byte leaves no room even for column maps)
-    with pytest.warns(TensProvWarning, match="every tensor and key spilled to disk"):
-        assert shell.run_cell("%%provtrack --budget 1B\n" + cell).success
+    assert shell.run_cell("%%provtrack --budget 1B\n" + cell).success
+    assert "every tensor and key spilled to disk" in capsys.readouterr().out
     assert spilled() > before
     # --storage spark (no budget): every tensor goes to Spark-resident tables under
     # --spark-dir (their queries: tests/test_resident.py)
@@ -320,17 +328,21 @@ def test_explore_calls_run_explore_or_says_it_is_missing(
     assert out == [tensprov_lab.last_run().summary(), "'explorer of ex'"]
 
 
-def test_capture_warnings_are_shown_again_when_a_cell_is_rerun(
-    shell: InteractiveShell, retail: Any
+def test_capture_warnings_are_listed_with_the_summary_each_time_a_cell_runs(
+    shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cell = "%%provtrack\nfew = orders.limit(2)\n"
+    capsys.readouterr()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # the usual "once per code location"
         assert shell.run_cell(cell).success
         assert shell.run_cell(cell).success
-    shown = [w for w in caught if issubclass(w.category, TensProvWarning)]
-    assert len(shown) == 2
-    assert all("not deterministic" in str(w.message) for w in shown)
+    out = capsys.readouterr().out.splitlines()
+    listed = [line for line in out if line.startswith("  warning: few: ")]
+    assert len(listed) == 2
+    assert all("not deterministic" in line for line in listed)
+    # listed once, with the summary: not raised as well (pointing at our modules)
+    assert not [w for w in caught if issubclass(w.category, TensProvWarning)]
 
 
 # -- progress ---------------------------------------------------------------------------
@@ -341,7 +353,7 @@ def test_progress_in_a_notebook_turns_into_the_summary(
 ) -> None:
     monkeypatch.setattr(shell, "kernel", object(), raising=False)  # as in ipykernel
     with capture_output() as cap:
-        result = shell.run_cell("%%provtrack --name nb\nnb = orders.filter('amount > 20')")
+        result = shell.run_cell("%%provtrack --wait --name nb\nnb = orders.filter('amount > 20')")
     assert result.success
     outputs = cap.outputs
     ids = {o.transient.get("display_id") for o in outputs}
@@ -473,13 +485,13 @@ def test_importing_the_package_imports_neither_ipython_nor_pyspark() -> None:
 # -- --background -----------------------------------------------------------------------
 
 
-def test_background_cell_ends_before_its_capture_and_says_so(
+def test_notebook_cell_ends_before_its_capture_by_default_and_says_so(
     shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(shell, "kernel", object(), raising=False)  # as in ipykernel
     magics = shell.magics_manager.magics["cell"]["provtrack"].__self__
     with capture_output() as cap:
-        result = shell.run_cell("%%provtrack --background --name bgcell\n" + BODY)
+        result = shell.run_cell("%%provtrack --name bgcell\n" + BODY)  # no --background
         assert result.success
         run = tensprov_lab.last_run()  # waits for the capture
         magics.progress.summarizer.join(30)
@@ -520,3 +532,119 @@ def test_background_capture_writes_nothing_under_a_terminal_prompt(
     with capture_output() as cap:
         assert shell.run_cell("%%provtrack --name term2\nt2 = orders.limit(1)").success
     assert "capturing provenance" in cap.stdout
+
+
+def _notebook_cell(shell: InteractiveShell, cell: str) -> tuple[Any, Any, Any]:
+    """Run ``cell`` as a notebook kernel would (capture in the background), wait for
+    its capture and its summary: (the cell's result, its outputs, the run)."""
+    magics = shell.magics_manager.magics["cell"]["provtrack"].__self__
+    with capture_output() as cap:
+        result = shell.run_cell(cell)
+        run = tensprov_lab.last_run()
+        magics.progress.summarizer.join(60)
+    return result, cap.outputs, run
+
+
+def test_a_notebook_summary_lists_the_runs_warnings_once(
+    shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, outputs, run = _notebook_cell(
+            shell, "%%provtrack --name nbwarn\nfew = orders.limit(2)"
+        )
+        assert run.dataset(shell.user_ns["few"]).n_rows == 2  # a query: nothing raised
+    assert result.success
+    lines = outputs[-1].data["text/plain"].splitlines()
+    assert lines[0] == run.summary()
+    assert lines[1].startswith("  warning: few: limit(2) is not deterministic")
+    assert len(lines) == 2 == len(run.warnings) + 1
+    assert not [w for w in caught if issubclass(w.category, TensProvWarning)]
+
+
+def test_a_failed_notebook_capture_shows_in_its_summary_and_at_the_next_query(
+    shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tensprov_lab.capture.recording._tracker import Tracker
+
+    def boom(self: Tracker, run: Any) -> None:
+        raise RuntimeError("boom while materializing")
+
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    monkeypatch.setattr(Tracker, "_materialize", boom)
+    magics = shell.magics_manager.magics["cell"]["provtrack"].__self__
+    with capture_output() as cap:
+        assert shell.run_cell(
+            "%%provtrack --name nbfails\nbad = orders.filter('amount > 50')"
+        ).success
+        with pytest.warns(TensProvWarning, match="capture failed: boom while materializing"):
+            tensprov_lab.last_run().wait()  # the next query waits, and is told
+        magics.progress.summarizer.join(60)
+    shown = cap.outputs[-1].data["text/plain"]
+    assert "capture failed: boom while materializing" in shown
+    monkeypatch.undo()
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    result, _, run = _notebook_cell(
+        shell, "%%provtrack --name nbthen\nok = orders.filter('amount > 50')"
+    )
+    assert result.success and run.dataset(shell.user_ns["ok"]).n_rows == 4
+
+
+SLOW = """\
+import time as _time
+@F.udf("boolean")
+def slow(x):
+    _time.sleep(0.02)
+    return x % 2 == 0
+ids = spark.createDataFrame([(i,) for i in range({n})], "id long")
+"""
+
+
+def test_rerunning_a_notebook_cell_while_its_capture_runs_is_safe(
+    shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    assert shell.run_cell(SLOW.format(n=200)).success  # a capture of ~2 s
+    cell = "%%provtrack --name again\nkept = ids.filter(slow('id'))"
+    with capture_output():
+        assert shell.run_cell(cell).success
+        first = _registry._RUNS[-1]  # (runs() would wait for the capture)
+        assert first.capturing  # the cell has ended, its capture has not
+        assert shell.run_cell(cell).success  # waits for the first capture, then its own
+    second = tensprov_lab.last_run()
+    assert first is not second and not first.capturing
+    for run in (first, second):
+        assert run.name == "again" and run.dataset(shell.user_ns["kept"]).n_rows == 100
+    assert [op.method for op in first.operations] == [op.method for op in second.operations]
+
+
+def test_ctrl_c_while_a_notebook_capture_runs_drops_it_and_restores_pyspark(
+    shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _thread
+    import threading
+
+    from pyspark.sql import DataFrame
+
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    assert shell.run_cell(SLOW.format(n=4000)).success  # a capture of ~40 s
+    filter_before = DataFrame.filter
+    runs_before = len(tensprov_lab.runs())
+    store = tensprov_lab.store()
+    state = (len(store.datasets), len(store.operations))
+    with capture_output():
+        assert shell.run_cell("%%provtrack --name cut\ncut = ids.filter(slow('id'))").success
+        assert DataFrame.filter is filter_before  # restored when the cell's code has run
+        timer = threading.Timer(1.5, _thread.interrupt_main)
+        timer.start()
+        # Ctrl-C while the next query waits for the capture: the run is dropped whole
+        waited = shell.run_cell("import tensprov_lab; tensprov_lab.last_run().wait()")
+        timer.cancel()
+    assert isinstance(waited.error_in_exec, KeyboardInterrupt)
+    assert len(tensprov_lab.runs()) == runs_before
+    store = tensprov_lab.store()
+    assert (len(store.datasets), len(store.operations)) == state
+    assert DataFrame.filter is filter_before
+    result, _, after = _notebook_cell(shell, "%%provtrack --name after\nafter = orders.limit(2)")
+    assert result.success and after.dataset(shell.user_ns["after"]).n_rows == 2

@@ -19,7 +19,6 @@ import ast
 import html
 import re
 import sys
-import warnings
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -157,10 +156,17 @@ class ProvenanceMagics(Magics):
         help="run the cell untracked (the other options are then ignored)",
     )
     @argument(
+        "--wait",
+        action="store_true",
+        help="capture before the cell ends (the default in a terminal, where no line "
+        "above the prompt can be updated later)",
+    )
+    @argument(
         "--background",
         action="store_true",
-        help="capture in the background: the cell ends as soon as it has run, queries "
-        "wait for the capture (the summary line appears when it is done)",
+        help="capture in the background (the default in a notebook): the cell ends as "
+        "soon as its code has run, queries wait for the capture, and the summary line "
+        "updates itself when it is done",
     )
     @argument("--explore", action="store_true", help="open the lineage explorer after capture")
     @cell_magic
@@ -169,9 +175,16 @@ class ProvenanceMagics(Magics):
 
         The cell runs in the notebook namespace exactly as it would without the magic
         (same values, output and errors); the datasets of the run are named after the
-        notebook variables that hold them. A one-line summary follows the cell and the
-        run is added to ``tensprov_lab.runs()`` (re-running the cell adds a new run).
-        Needs an active SparkSession.
+        notebook variables that hold them. A one-line summary follows the cell, with
+        the run's warnings listed under it, and the run is added to
+        ``tensprov_lab.runs()`` (re-running the cell adds a new run). Needs an active
+        SparkSession.
+
+        In a notebook the capture runs in the background: the cell ends when its code
+        has run, and the summary shows the capture's progress until it turns into the
+        summary line (or says why the capture failed). A query, ``%provtrace``, the
+        explorer or the next tracked cell wait for it; a Ctrl-C while they wait drops
+        the run. ``--wait`` captures before the cell ends (the default in a terminal).
 
         Examples
         --------
@@ -182,6 +195,9 @@ class ProvenanceMagics(Magics):
             out = big.join(customers, "cust_id").groupBy("region").count()
         """
         args = parse_argstring(self.provtrack, line)
+        if args.wait and args.background:
+            raise UsageError("--wait and --background: choose one")
+        background = args.background or (not args.wait and _in_notebook(self._ip))
         if args.no_capture:
             prepared = self._prepare(cell)
             if prepared is not None:
@@ -200,7 +216,7 @@ class ProvenanceMagics(Magics):
             _unquote(args.name) if args.name else None,
             budget,
             not args.no_spill,
-            background=args.background,
+            background=background,
             storage=args.storage,
             spark_dir=_unquote(args.spark_dir) if args.spark_dir else None,
         )
@@ -316,6 +332,12 @@ class ProvenanceMagics(Magics):
         except BaseException:
             tracker.abort()  # patching may have stopped half way: leave pyspark as it was
             raise
+        # the run's warnings are listed with its summary, not raised at our lines: a
+        # notebook shows the summary whenever the capture ends; a terminal only when it
+        # ends before the prompt (there a background capture's warnings are raised by
+        # the first query that waits for it, at the user's line)
+        assert tracked.run is not None
+        tracked.run._runlog.listed = _in_notebook(self._ip) or not background
         return tracked
 
     def _capture(self, tracked: _api.track) -> Run:
@@ -325,8 +347,6 @@ class ProvenanceMagics(Magics):
         the cell's variables live in the user namespace, so a stand-in frame over
         that namespace is passed instead.
         """
-        from tensprov_lab.capture.recording._tracker import TensProvWarning
-
         shell = self._ip
         scope = SimpleNamespace(f_locals=shell.user_ns, f_globals=shell.user_global_ns)
         progress = self.progress = _Progress(shell)
@@ -334,26 +354,25 @@ class ProvenanceMagics(Magics):
         run = tracked.run
         assert run is not None
         recorded = False
+        failure: str | None = None
         try:
             try:
-                # Entering catch_warnings (filters unchanged) resets the "shown once
-                # per code location" memory: every capture warns from the same line
-                # of this module, and a re-run cell must show its warnings again.
                 # a terminal gets no progress from a capture in the background: its
                 # lines would land under the prompt of whatever runs next
                 live = progress if not tracked.background or progress.notebook else None
-                with warnings.catch_warnings():
-                    tracked._tracker.end(scope, progress=live, background=tracked.background)
+                if tracked.background:
+                    progress.say("tensprov-lab: capturing provenance in the background…")
+                tracked._tracker.end(scope, progress=live, background=tracked.background)
             except Exception as err:  # the cell has run: report, keep what was captured
                 tracked._tracker.abort()
-                warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=2)
+                failure = _one_line(err)
             _registry._RUNS.append(run)
             recorded = True
         finally:
             if recorded and tracked.background:
                 progress.later(run)
             else:
-                progress.finish(run.summary() if recorded else None)
+                progress.finish(_summary(run, failure) if recorded else None)
         return run
 
     def _explore(self, run: Run) -> None:
@@ -605,6 +624,16 @@ class _Progress:
             sys.stdout.flush()
             self._width = len(text)
 
+    def say(self, text: str) -> None:
+        """Show ``text`` in the notebook's progress display (nothing elsewhere)."""
+        if not self.notebook:
+            return
+        bundle = {"text/plain": text, "text/html": f"<progress></progress> {html.escape(text)}"}
+        if self._handle is None:
+            self._handle = display(bundle, raw=True, display_id=True)
+        else:
+            self._handle.update(bundle, raw=True)
+
     def later(self, run: Run) -> None:
         """A capture running in the background: say so now, and put the summary line in
         its place when the capture ends (a notebook only: a terminal gets nothing
@@ -614,15 +643,14 @@ class _Progress:
         if not self.notebook:
             self.finish(None)
             return
-        self(0, 1, "in the background")
+
+        background = run._tracker._background
 
         def summarize() -> None:
             try:
-                # (waits in this thread: the capture's warnings are shown in the
-                # user's thread, by the first query that waits)
-                text = run.summary()
-                if run._runlog.warnings:
-                    text += f" ({len(run._runlog.warnings)} warnings: run.warnings)"
+                run.wait()  # in this thread: a failure is raised in the user's, by a query
+                error = background.error if background is not None else None
+                text = _summary(run, None if error is None else _one_line(error))
             except LookupError as exc:  # cancelled
                 text = f"tensprov-lab: {exc}"
             self.finish(text)
@@ -641,6 +669,32 @@ class _Progress:
             sys.stdout.flush()
         if summary is not None:
             print(summary)
+
+
+#: at most this many of a run's warnings are listed under its summary
+_LISTED = 5
+
+
+def _summary(run: Run, failure: str | None = None) -> str:
+    """The summary line of a tracked cell, the run's warnings listed under it (each on
+    one line, at most :data:`_LISTED`), or why its capture failed."""
+    if run._log.interrupted:
+        return f"tensprov-lab run {run.name or run.id}: capture interrupted, nothing kept"
+    lines = [run.summary()]
+    if failure is not None:
+        lines.append(f"  capture failed: {failure} (what was captured before is kept)")
+    if run._log.listed:
+        notes = run._log.warnings
+        for note in notes[:_LISTED]:
+            lines.append(f"  warning: {note.strip().splitlines()[0] if note.strip() else note}")
+        if len(notes) > _LISTED:
+            lines.append(f"  … {len(notes) - _LISTED} more warnings: run.warnings")
+    return "\n".join(lines)
+
+
+def _in_notebook(shell: Any) -> bool:
+    """Whether the shell is a Jupyter kernel (the one shell with a ``kernel``)."""
+    return getattr(shell, "kernel", None) is not None
 
 
 def _isatty(stream: Any) -> bool:

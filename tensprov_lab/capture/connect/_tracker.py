@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._arrow import read_arrow
@@ -65,7 +65,6 @@ from tensprov_lab.capture.memory._budget import Budget
 from tensprov_lab.capture.plan._nodes import (
     ROW,
     RunLog,
-    TensProvWarning,
     _dataframes_in,
     _describe,
     _short_error,
@@ -341,11 +340,13 @@ class ConnectTracker(Depth, Waits):
         return None if self._active is None else self._active.id
 
     def _note(self, message: str) -> None:
-        if self._active is not None:
-            self._active.warnings.append(message)
+        run = self._active
+        if run is not None:
+            run.warnings.append(message)
         bg = self._background
-        if bg is None or not bg.in_capture_thread():  # (else shown at the first wait)
-            warnings.warn(message, TensProvWarning, stacklevel=3)
+        in_thread = bg is not None and bg.in_capture_thread()  # (shown at the first wait)
+        if not in_thread and not (run is not None and run.listed):
+            warn(message)
 
     def _name_variables(self, frame: Any) -> None:
         self._name_bound(bound_dataframes(frame))
@@ -477,7 +478,7 @@ class ConnectTracker(Depth, Waits):
         exprs = own_expressions(rel, set(ids))
         nondet = any(P.nondeterministic(e) for e in exprs)
         window = any(e.WhichOneof("expr_type") == "window" for e in exprs)
-        warn: list[str] = []
+        notes: list[str] = []
         jobs_before = run.jobs
         try:
             if p.method == HOP:
@@ -489,7 +490,7 @@ class ConnectTracker(Depth, Waits):
                 raise Unsupported("an input that was not traced record by record")
             if nondet and kinds - {"project", "with_columns"}:
                 raise Unsupported("a non-deterministic expression that decides which records")
-            framed = self._trace_window(p, rel, annotator, run, warn) if window else None
+            framed = self._trace_window(p, rel, annotator, run, notes) if window else None
             if framed is not None:
                 n_out, tensors, index, category = framed
             else:
@@ -507,23 +508,23 @@ class ConnectTracker(Depth, Waits):
         if P.kind(rel) == "limit" and not sorted_input(rel):
             nondet = True  # whichever records Spark reads first, as on a classic session
         if nondet:
-            warn.append(
+            notes.append(
                 f"{p.expression} is not deterministic: its records may differ between "
                 "executions, and so may their provenance"
             )
         subset = list(rel.deduplicate.column_names) if P.kind(rel) == "deduplicate" else []
         if category == "dedup" and subset and len(set(subset)) < len(cols):
             nondet = True
-            warn.append(
+            notes.append(
                 f"{p.expression} keeps an arbitrary record of each group; the provenance "
                 "lists every record of the group"
             )
         if window and framed is None:
-            warn.append(
+            notes.append(
                 "window function: over Spark Connect its lineage is the record's own input "
                 "row (the localized answer); the frame is not traced here"
             )
-        for w in warn:
+        for w in notes:
             self._note(f"{p.method}: {w}")
         p.out.index = index
         ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n_out,
@@ -536,13 +537,13 @@ class ConnectTracker(Depth, Waits):
             expression=p.expression, run=run.id, seconds=time.perf_counter() - t0,
             nondeterministic=nondet, contextual=window or category == "window",
             contributing=contributing, influencing=influencing, attributes_exact=exact,
-            warnings=warn, jobs=run.jobs - jobs_before,
+            warnings=notes, jobs=run.jobs - jobs_before,
             trivial=category == "trivial",
         )  # fmt: skip
         run.operations.append(op.id)
 
     def _trace_window(
-        self, p: CPending, rel: Any, annotator: Annotator, run: RunLog, warn: list[str]
+        self, p: CPending, rel: Any, annotator: Annotator, run: RunLog, notes_out: list[str]
     ) -> tuple[int, list[Any], Index, str] | None:
         """A withColumn or select of window functions over one input: every record from
         its frames (None: not that shape, or frames the plan does not tell; the caller
@@ -564,7 +565,7 @@ class ConnectTracker(Depth, Waits):
         except Unframed:
             return None
         run.jobs += jobs
-        warn.extend(f"window: {note}" for note in notes)
+        notes_out.extend(f"window: {note}" for note in notes)
         return node.index.n, [tensor], node.index, "window"
 
     def _trace(

@@ -245,7 +245,7 @@ def to_spark(spark: Any, directory: str | None = None, fallback: str | None = No
     an operation becomes a :class:`SparkTensor` under ``directory`` (default: a new
     temporary directory).  When Spark cannot take them, the operation goes to local
     files under ``fallback`` instead, with a warning (None: it stays where it is)."""
-    import warnings
+    from tensprov_lab._warn import warn
 
     base = directory or tempfile.mkdtemp(prefix="tensprov-spark-")
 
@@ -264,7 +264,7 @@ def to_spark(spark: Any, directory: str | None = None, fallback: str | None = No
                 paths.extend(_paths_of(moved[-1]))
         except SparkTierError as err:
             release(paths)
-            warnings.warn(f"tensprov-lab: {err}", stacklevel=2)
+            warn(f"tensprov-lab: {err}")
             return to_files(fallback)(op) if fallback is not None else None
         return moved, paths
 

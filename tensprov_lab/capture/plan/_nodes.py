@@ -8,6 +8,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tensprov_lab._warn import TensProvWarning
 from tensprov_lab.capture.plan._keyed import Annotated
 from tensprov_lab.capture.plan._keys import KeyIndex
 
@@ -25,10 +26,6 @@ __all__ = [
 
 #: name of the column holding the canonical row index in record tables
 ROW = "_row"
-
-
-class TensProvWarning(UserWarning):
-    """Capture could not trace something exactly, or found something worth knowing."""
 
 
 class Persisting:
@@ -132,6 +129,9 @@ class RunLog:
     started: float | None = field(default_factory=time.time)
     ended: float | None = None
     uuid: str = field(default_factory=lambda: str(uuid_module.uuid4()))
+    #: its warnings are listed with the notebook's summary of the run (``%%provtrack``)
+    #: instead of being raised as Python warnings
+    listed: bool = False
 
 
 def _describe(value: Any) -> str:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
-from tensprov_lab.capture.plan._nodes import RunLog, TensProvWarning
+from tensprov_lab._warn import warn
+from tensprov_lab.capture.plan._nodes import RunLog
 
 __all__ = ["BackgroundCapture", "Waits"]
 
@@ -100,6 +100,12 @@ class BackgroundCapture:
         """Whether the capture has ended (finished, failed or cancelled)."""
         return self._finished.is_set()
 
+    @property
+    def error(self) -> BaseException | None:
+        """What stopped the capture (a ``KeyboardInterrupt`` when it was cancelled), or
+        None."""
+        return self._error
+
     def in_capture_thread(self) -> bool:
         return threading.current_thread() is self.thread
 
@@ -133,11 +139,12 @@ class BackgroundCapture:
         if self.reported or threading.current_thread() is not threading.main_thread():
             return
         self.reported = True
-        for message in self.run.warnings[self._warnings_before :]:
-            warnings.warn(message, TensProvWarning, stacklevel=4)
+        if not self.run.listed:  # (else listed with the notebook's summary of the run)
+            for message in self.run.warnings[self._warnings_before :]:
+                warn(message)
         err = self._error
         if err is not None and not isinstance(err, KeyboardInterrupt):
-            warnings.warn(f"tensprov-lab: capture failed: {err}", TensProvWarning, stacklevel=4)
+            warn(f"tensprov-lab: capture failed: {err}")
 
 
 class Waits:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -14,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensprov_lab._warn import warn
 from tensprov_lab.capture.plan._keyed import Annotated
 from tensprov_lab.capture.plan._keys import ScanKeyIndex
 from tensprov_lab.capture.plan._nodes import (
     Node,
     Pending,
     RunLog,
-    TensProvWarning,
     _dataframes_in,
     _describe,
     bound_dataframes,
@@ -130,11 +129,26 @@ class Recording(Depth):
                 if node.ds_id is not None:
                     self.store.datasets[node.ds_id].name = var
 
+    #: the dataset whose operation is being captured: its variable names the notes
+    _current: Node | None = None
+
+    def _named(self, message: str) -> str:
+        """``message`` led by the variable holding the operation's result, so that a
+        note says which of the user's DataFrames it is about."""
+        name = self._current.name if self._current is not None else None
+        if not name or message.startswith(f"{name}:") or message.startswith(f"{name} "):
+            return message
+        return f"{name}: {message}"
+
     def _note(self, message: str) -> None:
-        if self._active is not None:
-            self._active.warnings.append(message)
-        if not self._in_background():  # else shown when the capture is waited for
-            warnings.warn(message, TensProvWarning, stacklevel=3)
+        message = self._named(message)
+        run = self._active
+        if run is not None:
+            run.warnings.append(message)
+        # in the background, shown when the capture is waited for; in a notebook,
+        # listed with the run's summary
+        if not self._in_background() and not (run is not None and run.listed):
+            warn(message)
 
     def _in_background(self) -> bool:
         """Whether this is the thread of a background capture."""

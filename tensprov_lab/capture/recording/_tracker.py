@@ -16,7 +16,6 @@ import functools
 import itertools
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab._warn import warn
 from tensprov_lab.capture.hops import _pandas
 from tensprov_lab.capture.memory._budget import Budget
 from tensprov_lab.capture.plan._keyed import Annotated, Rewrite, Unsupported
@@ -208,6 +208,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
                 if progress is not None:
                     what = item.method if isinstance(item, Pending) else "source"
                     progress(i, len(pending), what)
+                self._current = item.out if isinstance(item, Pending) else item
                 with self._job_group.counting() as jobs:
                     if isinstance(item, Pending):
                         try:
@@ -221,6 +222,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
                 run.jobs += jobs[0]
                 if isinstance(item, Pending):
                     self._account(item, jobs[0])
+            self._current = None  # (what follows is about the whole block)
             with self._job_group.counting() as jobs:
                 self._index_deferred([n for n in pending if isinstance(n, Node)])
                 self._materialize(run)
@@ -236,7 +238,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             run.interrupted = True
             raise
         finally:
-            self._active, self._fusion = None, None
+            self._active, self._fusion, self._current = None, None, None
             self._fused_done = set()
             kept = {id(n.cached) for n in self.by_ds.values() if n.cached is not None}
             for df in self._cached:
@@ -691,9 +693,10 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         }
 
     def _note_done(self, run: RunLog, message: str) -> None:
+        message = self._named(message)
         run.warnings.append(message)
-        if not self._in_background():
-            warnings.warn(message, TensProvWarning, stacklevel=4)
+        if not self._in_background() and not run.listed:
+            warn(message)
 
     def _unordered_limit(self, rw: Rewrite, occ: list[Node]) -> bool:
         if not ({"GlobalLimit", "Offset"} & set(rw.nodes)) or rw.sort:
