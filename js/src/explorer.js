@@ -315,9 +315,9 @@ function render({ model, el }) {
     coarseBox.checked = !!model.get("coarse");
     rollupBox.checked = !!model.get("rollup");
     showLegend(g.legend || []);
-    drawOverview();
     unfocusBtn.disabled = !model.get("focus");
-    cy.fit(undefined, 24);
+    fitLegibly();
+    drawOverview();
     showSelected();
     showMatches();
     showLineage();
@@ -753,12 +753,37 @@ function render({ model, el }) {
     }
   }
 
+  // -- default view ----------------------------------------------------------------------
+  // Labels are drawn at their font size (11 px nodes, 10 px edges) times the zoom. The
+  // first view fits the graph, but never below LEGIBLE_ZOOM: a graph too wide (or tall)
+  // for the canvas at that zoom is shown from its sources (left), centred where it fits,
+  // and pans, the overview showing where the view is. "Fit" shows all of it at any size.
+  const LEGIBLE_ZOOM = 1.0;
+  const MAX_FIRST_ZOOM = 1.5; // a small graph is not blown up past this
+  const MARGIN = 24;
+  function fitLegibly() {
+    const eles = cy.elements();
+    if (eles.empty() || !cy.width() || !cy.height()) return;
+    cy.fit(undefined, MARGIN);
+    const fitted = cy.zoom();
+    if (fitted >= LEGIBLE_ZOOM && fitted <= MAX_FIRST_ZOOM) return;
+    const zoom = Math.min(Math.max(fitted, LEGIBLE_ZOOM), MAX_FIRST_ZOOM);
+    const bb = eles.boundingBox();
+    const W = cy.width(), H = cy.height();
+    const place = (lo, size, room) =>
+      size * zoom + 2 * MARGIN <= room ? (room - size * zoom) / 2 - lo * zoom : MARGIN - lo * zoom;
+    cy.viewport({ zoom, pan: { x: place(bb.x1, bb.w, W), y: place(bb.y1, bb.h, H) } });
+  }
+
   // -- overview (minimap) -----------------------------------------------------------------
   const OVERVIEW_MIN_NODES = 10;
   let overviewFit = null;
   function drawOverview() {
     const nodes = cy.nodes();
-    if (nodes.length <= OVERVIEW_MIN_NODES) {
+    const seen = cy.extent(), all = nodes.boundingBox();
+    const overflows =
+      !nodes.empty() && (all.x1 < seen.x1 || all.x2 > seen.x2 || all.y1 < seen.y1 || all.y2 > seen.y2);
+    if (nodes.length <= OVERVIEW_MIN_NODES && !overflows) {
       overview.style.display = "none";
       overviewFit = null;
       return;
@@ -1046,7 +1071,7 @@ function render({ model, el }) {
     if (sel) setTrait("focus", sel);
   });
   unfocusBtn.addEventListener("click", () => setTrait("focus", ""));
-  fitBtn.addEventListener("click", () => cy.fit(undefined, 24));
+  fitBtn.addEventListener("click", () => cy.fit(undefined, 24)); // the whole graph, any size
   search.addEventListener("input", () => setTrait("search", search.value));
 
   const handlers = {
@@ -1087,7 +1112,7 @@ function render({ model, el }) {
   }
   const resize = new ResizeObserver(() => {
     cy.resize();
-    if (!moved) cy.fit(undefined, 24);
+    if (!moved) fitLegibly();
   });
   resize.observe(canvas);
 

@@ -28,6 +28,7 @@ __all__ = [
     "build_graph",
     "coarsen",
     "dataset_node",
+    "fit_label",
     "focus_graph",
     "graph_columns",
     "layout_view",
@@ -163,6 +164,46 @@ def node_style(attrs: dict[str, Any]) -> dict[str, Any]:
 def short(text: str, limit: int = LABEL_CHARS) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: font size (px) of node labels, in the explorer at zoom 1 and in the SVG
+LABEL_FONT = 11.0
+#: the widest a character of a label is on average, as a share of the font size
+#: (Helvetica/Arial bold, mixed case and digits, with room to spare)
+CHAR_WIDTH = 0.64
+#: room kept free on either side of a label inside its box (px)
+LABEL_PAD = 7.0
+
+
+def fit_label(text: str, width: float, lines: int = 2, font: float = LABEL_FONT) -> list[str]:
+    """``text`` word-wrapped into at most ``lines`` lines that fit a box ``width`` pixels
+    wide at ``font`` px (the last line cut with an ellipsis when the text is longer).
+
+    >>> fit_label("119 steps: withColumn ×118, drop", 132)
+    ['119 steps:', 'withColumn ×118…']
+    >>> fit_label("customers", 156, lines=1)
+    ['customers']
+    """
+    per_line = max(4, int((width - 2 * LABEL_PAD) / (font * CHAR_WIDTH)))
+    out: list[str] = []
+    rest = " ".join(text.split())
+    while rest and len(out) < lines:
+        if len(rest) <= per_line:
+            out.append(rest)
+            rest = ""
+            break
+        if len(out) == lines - 1:  # the last line: cut, at a word when one ends late enough
+            cut = rest.rfind(" ", 0, per_line - 1)
+            cut = cut + 1 if cut >= per_line - 5 else per_line - 1
+            out.append(rest[:cut] + "…")
+            rest = ""
+            break
+        cut = rest.rfind(" ", 0, per_line + 1)
+        if cut <= 0:  # one long word: break it
+            cut = per_line
+        out.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    return out or [""]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -585,8 +626,10 @@ class GraphView:
         for nid, attrs in self.graph.nodes(data=True):
             x, y = self.pos[nid]
             w, h = self.size(nid)
-            label = short(str(attrs["label"]))
-            if attrs["kind"] != "operation" and attrs.get("rows") is not None:
+            with_rows = attrs["kind"] != "operation" and attrs.get("rows") is not None
+            # drawn inside its box at the explorer's default zoom (rows on a line of its own)
+            label = "\n".join(fit_label(str(attrs["label"]), w, lines=1 if with_rows else 2))
+            if with_rows:
                 label += f"\n{attrs['rows']:,} rows"
             nodes.append(
                 {

@@ -12,8 +12,10 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from tensprov_lab.notebook._graph_view import (
+    LABEL_FONT,
     GraphView,
     build_graph,
+    fit_label,
     graph_key,
     layout_view,
     node_style,
@@ -24,6 +26,8 @@ from tensprov_lab.notebook._graph_view import (
 __all__ = ["to_svg", "view_to_svg"]
 
 MARGIN = 24.0
+#: distance between the lines of a node's label (px)
+LINE = 13.0
 FONT = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
 DASHES = {"dashed": "6 3", "dotted": "2 3"}
 
@@ -173,16 +177,21 @@ def view_to_svg(view: GraphView) -> str:
         if st["border_style"] == "double":
             inner = f'fill="none" stroke="{st["border"]}" stroke-width="1.5"'
             out.append(_shape(attrs["kind"], st["shape"], x, y, w - 7, h - 7, inner))
-        label = escape(short(str(attrs["label"])))
+        # (lines that fit the box: the explorer's font size and wrapping)
         if attrs["kind"] == "operation" or attrs.get("rows") is None:
-            out.append(
-                f'<text x="{_fmt(x)}" y="{_fmt(y + 4)}" text-anchor="middle" '
-                f'fill="{st["text"]}" font-weight="600">{label}</text>'
-            )
+            lines = fit_label(str(attrs["label"]), w, lines=2)
+            top = y + 4 - (len(lines) - 1) * LINE / 2
+            out += [
+                f'<text x="{_fmt(x)}" y="{_fmt(top + k * LINE)}" text-anchor="middle" '
+                f'fill="{st["text"]}" font-size="{_fmt(LABEL_FONT)}" font-weight="600">'
+                f"{escape(line)}</text>"
+                for k, line in enumerate(lines)
+            ]
         else:
+            (label,) = fit_label(str(attrs["label"]), w, lines=1)
             out.append(
                 f'<text x="{_fmt(x)}" y="{_fmt(y - 3)}" text-anchor="middle" fill="{st["text"]}" '
-                f'font-weight="600">{label}</text>'
+                f'font-size="{_fmt(LABEL_FONT)}" font-weight="600">{escape(label)}</text>'
                 f'<text x="{_fmt(x)}" y="{_fmt(y + 12)}" text-anchor="middle" '
                 f'fill="{st["text"]}" font-size="10">{attrs["rows"]:,} rows</text>'
             )
