@@ -109,9 +109,53 @@ def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) 
     )
     for k, v in conf.items():
         builder = builder.config(k, str(v))
+    _launch_quietly(builder)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+#: what the JVM itself prints on every start of Spark 4 (its launcher asks for an
+#: incubator module): not Spark's, and nothing a user can act on
+_JVM_NOTICES = ("WARNING: Using incubator modules:",)
+
+
+def _launch_quietly(builder: Any) -> None:
+    """Start the JVM of the session ``builder`` will make (when none runs yet) with its
+    standard error passed on, line by line, to Python's ``sys.stderr`` (in a notebook:
+    the running cell, as before), all but the JVM's start-up notices."""
+    import threading
+    from subprocess import PIPE
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    options = getattr(builder, "_options", None)
+    if SparkContext._gateway is not None or not isinstance(options, dict):
+        return
+    conf = SparkConf(loadDefaults=False)
+    for k, v in options.items():
+        conf.set(k, str(v))
+    with SparkContext._lock:  # type: ignore[attr-defined]
+        if SparkContext._gateway is not None:
+            return
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": PIPE})
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+    proc = getattr(gateway, "proc", None)
+    if proc is None or proc.stderr is None:
+        return
+
+    def forward(stream: Any) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            if line.startswith(_JVM_NOTICES):
+                continue
+            with contextlib.suppress(Exception):  # a closed or swapped stream: drop it
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    threading.Thread(target=forward, args=(proc.stderr,), name="spark-stderr", daemon=True).start()
 
 
 @contextlib.contextmanager
