@@ -6,6 +6,7 @@ capture: it holds runs but never imports the Run class, so no module imports it 
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from tensprov_lab.store import Store
@@ -107,7 +108,38 @@ def _dependency_message(run: Any, blocking: list[int | None]) -> str:
     )
 
 
+#: guards the making of trackers (``prepare`` makes one in a thread of its own)
+_MAKING = threading.Lock()
+
+
+def prepare(spark: Any) -> threading.Thread | None:
+    """Get capture ready for ``spark`` in a thread of its own: its modules imported, its
+    tracker made and its JVM helper compiled, so that the first tracked block does not
+    wait for them (``local_spark()`` and ``%load_ext tensprov_lab`` call this). Returns
+    the thread (None when there is nothing to prepare); failures are left to the first
+    block, which reports them."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+
+    def work() -> None:
+        try:
+            tracker = _tracker(spark)
+            tracker._classes()  # (imports what a block wraps: SQL, pandas and ML hops)
+            tracker.jvm.helper  # noqa: B018 - compiled on first use, once per JVM
+        except Exception:  # noqa: BLE001, S110 - the first block says what is wrong
+            pass
+
+    thread = threading.Thread(target=work, name="tensprov-lab-prepare", daemon=True)
+    thread.start()
+    return thread
+
+
 def _tracker(spark: Any) -> Tracker:
+    with _MAKING:
+        return _make_tracker(spark)
+
+
+def _make_tracker(spark: Any) -> Tracker:
     _check_session(spark)
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         from tensprov_lab.capture.connect import ConnectTracker

@@ -112,6 +112,9 @@ def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) 
     _launch_quietly(builder)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    from tensprov_lab._registry import prepare
+
+    prepare(spark)  # while the user's first cells run
     return spark
 
 

@@ -438,19 +438,24 @@ def _parse_rows(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     suite = argparse.ArgumentParser(add_help=False)
-    suite.add_argument("--suite", choices=["engine", "paper"], default="engine")
+    suite.add_argument("--suite", choices=["engine", "paper", "notebook"], default="engine")
     chosen, rest = suite.parse_known_args(argv)
     if chosen.suite == "paper":
         from tensprov_lab.bench.paper import main as paper
 
         return paper(rest)
+    if chosen.suite == "notebook":
+        from tensprov_lab.bench.notebook import main as notebook
+
+        return notebook(rest)
     parser = argparse.ArgumentParser(prog="tensprov-lab bench", description=__doc__)
     parser.add_argument(
         "--suite",
-        choices=["engine", "paper"],
+        choices=["engine", "paper", "notebook"],
         default="engine",
-        help="engine (this benchmark, default) or paper (the TensProv paper's evaluation; "
-        "see --suite paper --help)",
+        help="engine (this benchmark, default), paper (the TensProv paper's evaluation; "
+        "see --suite paper --help) or notebook (cells timed in a kernel: the first "
+        "capture, and a tracked cell ending with an action)",
     )
     parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
     parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")

@@ -52,6 +52,12 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     >>> get_ipython().run_line_magic("load_ext", "tensprov_lab")  # doctest: +SKIP
     """
     ipython.register_magics(ProvenanceMagics)
+    if "pyspark" in sys.modules:  # a session started before the extension was loaded
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is not None:
+            _registry.prepare(spark)
     if getattr(ipython, "kernel", None) is not None:
         from tensprov_lab.capture.memory._resident import on_progress
 
