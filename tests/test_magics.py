@@ -25,7 +25,8 @@ from tensprov_lab import _registry
 from tensprov_lab._run import Run
 from tensprov_lab.capture.recording._tracker import TensProvWarning
 from tensprov_lab.notebook import ProvenanceMagics
-from tensprov_lab.notebook._magics import _Progress, _selection
+from tensprov_lab.notebook._magics import _selection
+from tensprov_lab.notebook._progress import Progress as _Progress
 
 pytestmark = pytest.mark.spark
 
@@ -522,7 +523,7 @@ def test_next_cell_waits_for_a_background_capture(shell: InteractiveShell, retai
 def test_background_capture_writes_nothing_under_a_terminal_prompt(
     shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tensprov_lab.notebook._magics._isatty", lambda stream: True)
+    monkeypatch.setattr("tensprov_lab.notebook._progress._isatty", lambda stream: True)
     with capture_output() as cap:
         assert shell.run_cell("%%provtrack --background --name term\nt1 = orders.limit(1)").success
         run = tensprov_lab.last_run()  # the capture has ended: it wrote what it would

@@ -32,6 +32,13 @@ from IPython.utils.process import arg_split
 
 from tensprov_lab import _api, _registry
 from tensprov_lab.capture.spark._versions import quiet_analysis_errors as _quiet_spark_errors
+from tensprov_lab.notebook._progress import (
+    Progress,
+    QueryProgress,
+    in_notebook,
+    one_line,
+    summary_text,
+)
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -61,32 +68,7 @@ def load_ipython_extension(ipython: InteractiveShell) -> None:
     if getattr(ipython, "kernel", None) is not None:
         from tensprov_lab.capture.memory._resident import on_progress
 
-        on_progress(_QueryProgress(ipython))
-
-
-class _QueryProgress:
-    """A line in the running cell while a query reads Spark-resident tensors (one
-    output per cell, emptied when the job is done)."""
-
-    def __init__(self, shell: Any) -> None:
-        self.shell = shell
-        self._handle: Any = None
-        self._cell: Any = None
-
-    def __call__(self, message: str | None) -> None:
-        cell = getattr(self.shell, "execution_count", None)
-        if message is None:
-            if self._handle is not None and cell == self._cell:
-                self._handle.update({"text/plain": ""}, raw=True)
-            return
-        bundle = {
-            "text/plain": message,
-            "text/html": f"<progress></progress> {html.escape(message)}",
-        }
-        if self._handle is None or cell != self._cell:
-            self._handle, self._cell = display(bundle, raw=True, display_id=True), cell
-        else:
-            self._handle.update(bundle, raw=True)
+        on_progress(QueryProgress(ipython))
 
 
 @dataclass
@@ -122,7 +104,7 @@ class ProvenanceMagics(Magics):
 
     #: the progress line of the last tracked cell (its summary comes later when the
     #: capture runs in the background)
-    progress: _Progress | None = None
+    progress: Progress | None = None
 
     @property
     def _ip(self) -> InteractiveShell:
@@ -203,7 +185,7 @@ class ProvenanceMagics(Magics):
         args = parse_argstring(self.provtrack, line)
         if args.wait and args.background:
             raise UsageError("--wait and --background: choose one")
-        background = args.background or (not args.wait and _in_notebook(self._ip))
+        background = args.background or (not args.wait and in_notebook(self._ip))
         if args.no_capture:
             prepared = self._prepare(cell)
             if prepared is not None:
@@ -343,7 +325,7 @@ class ProvenanceMagics(Magics):
         # ends before the prompt (there a background capture's warnings are raised by
         # the first query that waits for it, at the user's line)
         assert tracked.run is not None
-        tracked.run._runlog.listed = _in_notebook(self._ip) or not background
+        tracked.run._runlog.listed = in_notebook(self._ip) or not background
         return tracked
 
     def _capture(self, tracked: _api.track) -> Run:
@@ -355,7 +337,7 @@ class ProvenanceMagics(Magics):
         """
         shell = self._ip
         scope = SimpleNamespace(f_locals=shell.user_ns, f_globals=shell.user_global_ns)
-        progress = self.progress = _Progress(shell)
+        progress = self.progress = Progress(shell)
         tracked._progress = progress
         run = tracked.run
         assert run is not None
@@ -371,14 +353,14 @@ class ProvenanceMagics(Magics):
                 tracked._tracker.end(scope, progress=live, background=tracked.background)
             except Exception as err:  # the cell has run: report, keep what was captured
                 tracked._tracker.abort()
-                failure = _one_line(err)
+                failure = one_line(err)
             _registry._RUNS.append(run)
             recorded = True
         finally:
             if recorded and tracked.background:
                 progress.later(run)
             else:
-                progress.finish(_summary(run, failure) if recorded else None)
+                progress.finish(summary_text(run, failure) if recorded else None)
         return run
 
     def _explore(self, run: Run) -> None:
@@ -427,7 +409,7 @@ class ProvenanceMagics(Magics):
         try:
             run = _api.last_run()
         except LookupError as exc:
-            raise UsageError(_one_line(exc)) from None
+            raise UsageError(one_line(exc)) from None
         # a run loaded from a save has no DataFrames here: its datasets go by name
         loaded = run._tracker.spark is None
         df = self._dataframe(_unquote(args.var), loaded)
@@ -438,7 +420,7 @@ class ProvenanceMagics(Magics):
             with _quiet_spark_errors():
                 lineage = query(df, rows=rows, where=where, to=to)
         except (LookupError, ValueError, TypeError) as exc:  # KeyError/IndexError included
-            raise UsageError(_one_line(exc)) from None
+            raise UsageError(one_line(exc)) from None
         _show(lineage)
 
     def _dataframe(self, name: str, by_name: bool = False) -> Any:
@@ -487,7 +469,7 @@ class ProvenanceMagics(Magics):
                 runs = [known[n] for n in args.runs]
             info = save(_unquote(args.path), runs=runs)
         except (LookupError, ValueError, TypeError, OSError) as exc:
-            raise UsageError(_one_line(exc)) from None
+            raise UsageError(one_line(exc)) from None
         print(repr(info))
 
     @magic_arguments()
@@ -509,7 +491,7 @@ class ProvenanceMagics(Magics):
         try:
             runs = load(_unquote(args.path))
         except (LookupError, ValueError, OSError) as exc:
-            raise UsageError(_one_line(exc)) from None
+            raise UsageError(one_line(exc)) from None
         for run in runs:
             print(run.summary().replace("capture", "captured in", 1))
 
@@ -560,7 +542,7 @@ class ProvenanceMagics(Magics):
             with _quiet_spark_errors():
                 result = diff(before, after, output=output)
         except (LookupError, ValueError) as exc:
-            raise UsageError(_one_line(exc)) from None
+            raise UsageError(one_line(exc)) from None
         print(result.summary())
         for label, table in result.records.items():
             moved = table[table["status"] != "same"]
@@ -596,118 +578,6 @@ def _is_dataframe(value: Any) -> bool:
     from pyspark.sql import DataFrame
 
     return isinstance(value, DataFrame)
-
-
-class _Progress:
-    """Live progress of a capture: an updating output in a notebook, one rewritten line
-    on a terminal, nothing when output goes to a file. At the end it turns into the
-    summary line.
-    """
-
-    def __init__(self, shell: Any) -> None:
-        # Jupyter kernels run a ZMQInteractiveShell, the one shell with a kernel
-        self.notebook = getattr(shell, "kernel", None) is not None
-        self._terminal = not self.notebook and _isatty(sys.stdout)
-        self._handle: Any = None
-        self._width = 0
-        #: the thread that writes the summary of a capture in the background
-        self.summarizer: Any = None
-
-    def __call__(self, i: int, n: int, what: str) -> None:
-        text = f"tensprov-lab: capturing provenance {i + 1}/{n} ({what})"
-        if self.notebook:
-            bundle = {
-                "text/plain": text,
-                "text/html": f"<progress value='{i}' max='{n}'></progress> "
-                f"capturing provenance {i + 1}/{n} ({html.escape(what)})",
-            }
-            if self._handle is None:
-                self._handle = display(bundle, raw=True, display_id=True)
-            else:
-                self._handle.update(bundle, raw=True)
-        elif self._terminal:
-            sys.stdout.write("\r" + text.ljust(self._width))
-            sys.stdout.flush()
-            self._width = len(text)
-
-    def say(self, text: str) -> None:
-        """Show ``text`` in the notebook's progress display (nothing elsewhere)."""
-        if not self.notebook:
-            return
-        bundle = {"text/plain": text, "text/html": f"<progress></progress> {html.escape(text)}"}
-        if self._handle is None:
-            self._handle = display(bundle, raw=True, display_id=True)
-        else:
-            self._handle.update(bundle, raw=True)
-
-    def later(self, run: Run) -> None:
-        """A capture running in the background: say so now, and put the summary line in
-        its place when the capture ends (a notebook only: a terminal gets nothing
-        written under its prompt; ``run.summary()`` is there to ask)."""
-        import threading
-
-        if not self.notebook:
-            self.finish(None)
-            return
-
-        background = run._tracker._background
-
-        def summarize() -> None:
-            try:
-                run.wait()  # in this thread: a failure is raised in the user's, by a query
-                error = background.error if background is not None else None
-                text = _summary(run, None if error is None else _one_line(error))
-            except LookupError as exc:  # cancelled
-                text = f"tensprov-lab: {exc}"
-            self.finish(text)
-
-        self.summarizer = threading.Thread(
-            target=summarize, name="tensprov-lab-summary", daemon=True
-        )
-        self.summarizer.start()
-
-    def finish(self, summary: str | None) -> None:
-        if self._handle is not None:
-            self._handle.update({"text/plain": summary or ""}, raw=True)
-            return
-        if self._width:
-            sys.stdout.write("\r" + " " * self._width + "\r")
-            sys.stdout.flush()
-        if summary is not None:
-            print(summary)
-
-
-#: at most this many of a run's warnings are listed under its summary
-_LISTED = 5
-
-
-def _summary(run: Run, failure: str | None = None) -> str:
-    """The summary line of a tracked cell, the run's warnings listed under it (each on
-    one line, at most :data:`_LISTED`), or why its capture failed."""
-    if run._log.interrupted:
-        return f"tensprov-lab run {run.name or run.id}: capture interrupted, nothing kept"
-    lines = [run.summary()]
-    if failure is not None:
-        lines.append(f"  capture failed: {failure} (what was captured before is kept)")
-    if run._log.listed:
-        notes = run._log.warnings
-        for note in notes[:_LISTED]:
-            lines.append(f"  warning: {note.strip().splitlines()[0] if note.strip() else note}")
-        if len(notes) > _LISTED:
-            lines.append(f"  … {len(notes) - _LISTED} more warnings: run.warnings")
-    return "\n".join(lines)
-
-
-def _in_notebook(shell: Any) -> bool:
-    """Whether the shell is a Jupyter kernel (the one shell with a ``kernel``)."""
-    return getattr(shell, "kernel", None) is not None
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
 
 
 def _run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -779,19 +649,13 @@ def _selection(line: str, var: str, selection: list[str]) -> tuple[list[int] | N
     return None, text
 
 
-def _one_line(exc: BaseException) -> str:
-    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    lines = str(msg).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
 def _show(lineage: Lineage) -> None:
     """Display a lineage and the records it reached, one table per dataset."""
     display(lineage)
     try:
         tables = lineage.to_pandas()
     except (LookupError, ValueError) as exc:
-        print(f"tensprov-lab: the records cannot be shown: {_one_line(exc)}")
+        print(f"tensprov-lab: the records cannot be shown: {one_line(exc)}")
         return
     if not isinstance(tables, dict):  # one dataset reached: a single table
         tables = {label: tables for label, _ in lineage.items()}
