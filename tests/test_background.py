@@ -122,6 +122,30 @@ def test_block_returns_before_its_capture_and_queries_wait(
     assert run.dataset(frames["big"]).n_rows == sum(1 for r in ORDERS if r[2] > 30)
 
 
+def test_a_wait_past_a_moment_says_what_it_waits_for(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tensprov_lab.capture.memory._resident import on_progress
+
+    release = _hold(monkeypatch)
+    said: list[str | None] = []
+    on_progress(said.append)  # as the notebook extension does: a line in the running cell
+    try:
+        orders, _ = _sources(spark)
+        with tensprov_lab.track(spark, name="saying", background=True) as run:
+            kept = orders.filter("amount > 30")
+        threading.Timer(1.0, release.set).start()
+        run.wait()
+    finally:
+        on_progress(None)
+    assert said and said[-1] is None  # emptied once the capture has ended
+    assert all(
+        m.startswith("tensprov-lab: waiting for the capture of run saying") for m in said[:-1]
+    )
+    assert len(said) >= 2
+    assert run.dataset(kept).n_rows == sum(1 for r in ORDERS if r[2] > 30)
+
+
 def test_store_and_runs_wait_for_a_capture(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     release = _hold(monkeypatch)
     orders, _ = _sources(spark)

@@ -35,7 +35,14 @@ from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import ColumnsTensor, Operation, Tensor, WindowTensor, tensor_from_pairs
 from tensprov_lab.store._spill import Put, release, to_files
 
-__all__ = ["SparkTensor", "SparkTierError", "on_progress", "spark_tensor", "to_spark"]
+__all__ = [
+    "SparkTensor",
+    "SparkTierError",
+    "on_progress",
+    "report_progress",
+    "spark_tensor",
+    "to_spark",
+]
 
 #: pairs written per Parquet row group (the unit a lookup reads)
 _ROW_GROUP = 1 << 20
@@ -62,7 +69,9 @@ def on_progress(report: Callable[[str | None], None] | None) -> None:
     _progress[:] = [report] if report is not None else []
 
 
-def _report(message: str | None) -> None:
+def report_progress(message: str | None) -> None:
+    """Tell whoever listens (:func:`on_progress`) about a wait in the user's thread:
+    ``message`` before it and as it goes on, None once it is over."""
     if _progress:
         _progress[0](message)
     elif sys.stderr is not None and sys.stderr.isatty():
@@ -128,7 +137,9 @@ class SparkTensor(Tensor):
         if len(rows) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         with _lock:
-            _report(f"tensprov-lab: {what} of {self.label} from Spark ({len(rows):,} rows) …")
+            report_progress(
+                f"tensprov-lab: {what} of {self.label} from Spark ({len(rows):,} rows) …"
+            )
             keys_dir = None
             try:
                 df, keys_dir = self._lookup(column, rows)
@@ -141,7 +152,7 @@ class SparkTensor(Tensor):
                     "while the session runs (tensprov_lab.save)"
                 ) from None
             finally:
-                _report(None)
+                report_progress(None)
                 if keys_dir is not None:
                     release([keys_dir])
         o = table.column("o").to_numpy().astype(np.int64, copy=False)

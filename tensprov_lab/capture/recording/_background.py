@@ -73,6 +73,29 @@ class BackgroundCapture:
         self.thread: threading.Thread | None = None
         #: seconds from start to the end of the capture
         self.seconds = 0.0
+        #: the capture's last step: (index, count, what), as progress reports it
+        self.step: tuple[int, int, str] | None = None
+
+    def relay(
+        self, progress: Callable[[int, int, str], None] | None
+    ) -> Callable[[int, int, str], None]:
+        """A progress callback for the capture that notes its step (said to whoever
+        waits) and passes it on to ``progress``."""
+
+        def step(i: int, n: int, what: str) -> None:
+            self.step = (i, n, what)
+            if progress is not None:
+                progress(i, n, what)
+
+        return step
+
+    def _waiting(self) -> str:
+        name = self.run.name or self.run.id
+        text = f"tensprov-lab: waiting for the capture of run {name} in the background"
+        if self.step is not None:
+            i, n, what = self.step
+            text += f" ({i + 1}/{n}: {what})"
+        return text + " …"
 
     def start(self) -> None:
         target: Callable[[], None] = self._run
@@ -115,13 +138,25 @@ class BackgroundCapture:
         capture's warnings, and a failure of the capture as a warning."""
         if self.in_capture_thread():
             return
+        from tensprov_lab.capture.memory._resident import report_progress
+
+        # the user's thread says what it waits for, past a moment (a notebook shows it
+        # in the running cell)
+        said: str | None = None
+        user = threading.current_thread() is threading.main_thread()
+        t0 = time.perf_counter()
         try:
             # short slices: a Ctrl-C reaches this thread at once
             while not self._finished.wait(0.05):
-                pass
+                if user and time.perf_counter() - t0 > 0.3 and self._waiting() != said:
+                    said = self._waiting()
+                    report_progress(said)
         except KeyboardInterrupt:
             self.cancel()
             raise
+        finally:
+            if said is not None:
+                report_progress(None)
         self._report()
 
     def cancel(self) -> None:

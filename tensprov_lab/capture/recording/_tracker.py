@@ -177,7 +177,8 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
         def work() -> None:
             with self._job_group.running():
                 self._name_variables(None, bound)
-                self._end(run, None, progress)
+                relay = self._background.relay(progress) if self._background else progress
+                self._end(run, None, relay)
 
         self._background = BackgroundCapture(run, work, self._job_group.cancel, self.spark)
         self._background.start()
