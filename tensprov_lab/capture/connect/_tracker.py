@@ -69,6 +69,7 @@ from tensprov_lab.capture.plan._nodes import (
     _describe,
     _short_error,
     bound_dataframes,
+    named,
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Waits
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
@@ -213,6 +214,7 @@ class ConnectTracker(Depth, Waits):
                 if progress is not None:
                     what = item.method if isinstance(item, CPending) else "source"
                     progress(i, len(pending), what)
+                self._current = item.out if isinstance(item, CPending) else item
                 if isinstance(item, CPending):
                     self._capture_operation(item, run, annotator)
                 else:
@@ -220,6 +222,7 @@ class ConnectTracker(Depth, Waits):
                 # spill past the budget as it is reached, not only at the end
                 self.budget.over(self.store, self.nodes.values())
                 self._stop_point()
+            self._current = None  # (what follows is about the whole block)
             if self.budget.over(self.store, self.nodes.values()):
                 self._note(self.budget.used_up(self.store, self.nodes.values()))
             run.seconds = time.perf_counter() - t0
@@ -233,7 +236,7 @@ class ConnectTracker(Depth, Waits):
         finally:
             # the fused reads' columns and the values that rode along go with the
             # capture that read them
-            self._active, self._fusion, self._rides = None, None, []
+            self._active, self._fusion, self._rides, self._current = None, None, [], None
             with contextlib.suppress(Exception):
                 self.spark.removeTag(tag)
             if run.interrupted:
@@ -339,7 +342,11 @@ class ConnectTracker(Depth, Waits):
     def _run_id(self) -> int | None:
         return None if self._active is None else self._active.id
 
+    #: the dataset whose operation is being captured: its variable names the notes
+    _current: CNode | None = None
+
     def _note(self, message: str) -> None:
+        message = named(self._current.name if self._current is not None else None, message)
         run = self._active
         if run is not None:
             run.warnings.append(message)

@@ -21,6 +21,7 @@ __all__ = [
     "RunLog",
     "TensProvWarning",
     "first_consumers",
+    "named",
     "persisted",
 ]
 
@@ -236,6 +237,20 @@ class Capturing(Protocol):
     def _recorded(self, run: Any, node: Node, op_id: int, notes: list[str]) -> None: ...
 
     def _label(self, node: Node) -> str: ...
+
+
+def named(name: str | None, message: str) -> str:
+    """``message`` led by ``name``, the variable holding the DataFrame it is about (so a
+    note says which of the user's DataFrames it means), unless it leads already.
+
+    >>> named("few", "limit(2) is not deterministic")
+    'few: limit(2) is not deterministic'
+    >>> named(None, "the memory budget is used up")
+    'the memory budget is used up'
+    """
+    if not name or message.startswith(f"{name}:") or message.startswith(f"{name} "):
+        return message
+    return f"{name}: {message}"
 
 
 def first_consumers(pending: list[Any]) -> dict[int, Pending]:

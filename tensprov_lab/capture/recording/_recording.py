@@ -23,6 +23,7 @@ from tensprov_lab.capture.plan._nodes import (
     _dataframes_in,
     _describe,
     bound_dataframes,
+    named,
 )
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.rewrite._annotate import annotate_source, plan_is_stable
@@ -135,10 +136,7 @@ class Recording(Depth):
     def _named(self, message: str) -> str:
         """``message`` led by the variable holding the operation's result, so that a
         note says which of the user's DataFrames it is about."""
-        name = self._current.name if self._current is not None else None
-        if not name or message.startswith(f"{name}:") or message.startswith(f"{name} "):
-            return message
-        return f"{name}: {message}"
+        return named(self._current.name if self._current is not None else None, message)
 
     def _note(self, message: str) -> None:
         message = self._named(message)
