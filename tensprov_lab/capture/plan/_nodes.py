@@ -92,6 +92,9 @@ class Node:
     #: see replay._replay._local)
     arrow_schema: Any = None
     arrow_large: bool = False
+    #: a source's files as capture found them (checked before its records are read:
+    #: see :mod:`._files`); None when not known
+    files: tuple[Any, ...] | None = None
     #: its one record is made from every record of its one input, and it has no plan
     #: (an ML fit: the model; see Tracker._capture_every_record)
     every_record: bool = False

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan._files import changes
 from tensprov_lab.capture.plan._keys import (
     IN_LIST,
     ScanKeyIndex,
@@ -83,6 +84,7 @@ class RecordReading:
         keys (the keys increase in scan order), instead of the whole source each time.
         """
         assert node.ann is not None and node.ds_id is not None
+        self._check_files(node.ds_id)
         if node.cacheable and node.cached is None:
             # built in the replay session: its cache batches are small (see _REPLAY_CONF)
             node.cached = self.jvm.to_df(node.ann.plan, self.replay_spark).persist()
@@ -119,7 +121,34 @@ class RecordReading:
                 "the SparkSession of this run was stopped (lineage queries still work; "
                 "records are read from Spark)",
             )
+        self._check_files(ds_id)
         return node
+
+    def _check_files(self, ds_id: int) -> None:
+        """Refuse to read records of ``ds_id`` when a file that one of the sources it
+        comes from read at capture has changed since: its records would be other
+        records under the captured row numbers."""
+        seen: set[int] = set()
+        todo = [ds_id]
+        while todo:
+            d = todo.pop()
+            if d in seen:
+                continue
+            seen.add(d)
+            op = self.store.producer(d)
+            if op is not None:
+                todo.extend(op.inputs)
+                continue
+            node = self.by_ds.get(d)
+            what = changes(node.files, self.spark) if node is not None and node.files else None
+            if what is not None:
+                source = self.store.datasets[d].label
+                raise _records_error(
+                    self.store.datasets[ds_id].label,
+                    f"{what} (a file of source {source}). Its lineage still answers; the "
+                    "records read now would not be the captured ones: capture again "
+                    "(re-run the tracked block) to see records",
+                )
 
     def _frame(self, node: Node, ds_id: int, where: str | None) -> Any:
         """The annotated DataFrame of the readable ``node`` of ``ds_id``, filtered by

@@ -26,6 +26,7 @@ import numpy as np
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.hops import _pandas
 from tensprov_lab.capture.memory._budget import Budget
+from tensprov_lab.capture.plan._files import stamp_files
 from tensprov_lab.capture.plan._keyed import Annotated, Rewrite, Unsupported
 from tensprov_lab.capture.plan._keys import (
     KeyError_,
@@ -391,6 +392,34 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
                 problems.append(f"{self._label(node)}: {_short_error(exc)}")
         return problems
 
+    def _drop_stale(self, fresh: Node) -> None:
+        """Release what earlier runs cached from files that have changed since (the
+        stamps of ``fresh``, a source over the same files, say so): Spark's cache
+        matches a cached plan by its shape, so a later run's plan over the same paths
+        would read those records instead of the files' new ones."""
+        now = {s.path: s for s in fresh.files or ()}
+        stale = [
+            n.ds_id
+            for n in self.by_ds.values()
+            if n is not fresh
+            and n.ds_id is not None
+            and n.files
+            and any(s.path in now and now[s.path] != s for s in n.files)
+        ]
+        seen: set[int] = set()
+        while stale:
+            d = stale.pop()
+            if d in seen:
+                continue
+            seen.add(d)
+            stale.extend(op.output for op in self.store.consumers(d))
+            node = self.by_ds.get(d)
+            df = persisted(node.cached) if node is not None else None
+            if node is not None and df is not None:
+                with contextlib.suppress(Exception):
+                    df.unpersist()
+                node.cached, node.records = None, None
+
     @staticmethod
     def _label(node: Node) -> str:
         return node.name or f"dataset#{node.ds_id}"
@@ -425,6 +454,10 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
         )  # fmt: skip
         node.ann, node.ds_id, node.deferred, node.pinned = ann, ds.id, True, not stable
+        # a pinned source reads its own copy; the others read their files again
+        node.files = stamp_files(node.df) if stable else None
+        if node.files:
+            self._drop_stale(node)
         node.cacheable = self.materialize != "none"
         self.by_ds[ds.id] = node
         run.datasets.append(ds.id)

@@ -1,0 +1,76 @@
+"""A source file that changes after capture: reading its records (or anything derived from
+them) is a clear error naming the file, never other records under the captured rows."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tensprov_lab
+
+pytestmark = pytest.mark.spark
+
+
+def _write_csv(path: Path, rows: list[tuple[int, float]]) -> None:
+    path.write_text("oid,amount\n" + "".join(f"{o},{a}\n" for o, a in rows))
+
+
+def test_a_rewritten_csv_is_an_error_not_other_records(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "o.csv"
+    _write_csv(path, [(i, float(i * 7)) for i in range(50)])
+    with tensprov_lab.track(spark, name="files") as run:
+        orders = spark.read.csv(str(path), header=True, inferSchema=True)
+        big = orders.filter("amount > 40")
+    first = run.rows(big, rows=[0])
+    assert (int(first["oid"][0]), float(first["amount"][0])) == (6, 42.0)
+    assert run.backward(big, rows=[0])[orders].tolist() == [6]
+
+    time.sleep(0.01)  # (a later modification time even on coarse clocks)
+    _write_csv(path, [(i, float(i * 11)) for i in range(60)])
+    # lineage still answers: it is kept in the store
+    assert run.backward(big, rows=[0])[orders].tolist() == [6]
+    for read in (lambda: run.rows(big, rows=[0]), lambda: run.rows(orders, rows=[6])):
+        with pytest.raises(ValueError, match="o.csv changed since capture") as err:
+            read()
+        assert "capture again" in str(err.value)
+    with pytest.raises(ValueError, match="o.csv changed since capture"):
+        run.what_if(drop={orders: [6]}, to=[big])
+
+    # captured again, the new file is read as it is now
+    with tensprov_lab.track(spark, name="files-again") as again:
+        orders2 = spark.read.csv(str(path), header=True, inferSchema=True)
+        big2 = orders2.filter("amount > 40")
+    row = again.rows(big2, rows=[0])
+    assert (int(row["oid"][0]), float(row["amount"][0])) == (4, 44.0)
+
+
+def test_a_removed_parquet_file_is_named(spark: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "orders.parquet"
+    spark.range(40).selectExpr("id", "id * 2 AS twice").repartition(2).write.parquet(
+        str(folder)
+    )
+    with tensprov_lab.track(spark, name="parquet-files") as run:
+        orders = spark.read.parquet(str(folder))
+        even = orders.filter("id % 2 = 0")
+    assert len(run.rows(even)) == 20
+    victim = sorted(p for p in os.listdir(folder) if p.endswith(".parquet"))[0]
+    moved = tmp_path / victim
+    shutil.move(str(folder / victim), moved)
+    try:
+        with pytest.raises(ValueError, match=f"{victim} was removed since capture"):
+            run.rows(even, rows=[0])
+    finally:
+        shutil.move(str(moved), folder / victim)
+    assert len(run.rows(even)) == 20  # put back as it was: readable again
+
+
+def test_a_source_without_files_is_not_checked(spark: Any) -> None:
+    df = spark.createDataFrame([(1,), (2,), (3,)], "x long")
+    with tensprov_lab.track(spark, name="no-files") as run:
+        kept = df.filter("x > 1")
+    assert run.rows(kept)["x"].tolist() == [2, 3]
