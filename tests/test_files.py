@@ -51,9 +51,7 @@ def test_a_rewritten_csv_is_an_error_not_other_records(spark: Any, tmp_path: Pat
 
 def test_a_removed_parquet_file_is_named(spark: Any, tmp_path: Path) -> None:
     folder = tmp_path / "orders.parquet"
-    spark.range(40).selectExpr("id", "id * 2 AS twice").repartition(2).write.parquet(
-        str(folder)
-    )
+    spark.range(40).selectExpr("id", "id * 2 AS twice").repartition(2).write.parquet(str(folder))
     with tensprov_lab.track(spark, name="parquet-files") as run:
         orders = spark.read.parquet(str(folder))
         even = orders.filter("id % 2 = 0")

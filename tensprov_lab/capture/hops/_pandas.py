@@ -156,6 +156,31 @@ REASON = (
 MATCH_LIMIT = 5_000_000
 
 
+def _key(value: Any) -> Any:
+    """A nested value (an array, a map's pairs, a struct) as a hashable value that is
+    equal exactly when the values are: tuples all the way down."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return ("struct", tuple((k, _key(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_key(v) for v in value)
+    return value
+
+
+def _hashable(frame: Any) -> Any:
+    """``frame`` with its columns of nested values (arrays, maps, structs: lists,
+    arrays or dicts in pandas) turned into tuples that pandas can match on."""
+    for col in frame.columns:
+        values = frame[col]
+        if values.dtype != object:
+            continue
+        first = next((v for v in values if v is not None), None)
+        if isinstance(first, (np.ndarray, list, tuple, dict)):
+            frame[col] = [None if v is None else _key(v) for v in values]
+    return frame
+
+
 def match_rows(hop: Any, upstream: Any, columns: list[str]) -> tuple[Any, Any] | None:
     """Match each record of ``hop`` to the ``upstream`` records equal to it on
     ``columns`` (nulls equal nulls): ``(hop rows, upstream rows)`` pairs, by hop row; None
@@ -171,12 +196,21 @@ def match_rows(hop: Any, upstream: Any, columns: list[str]) -> tuple[Any, Any] |
     ([0, 1, 1], [3, 1, 2])
     >>> match_rows(pd.DataFrame({"k": [9], "s": ["z"]}), up, ["k", "s"]) is None
     True
+
+    Nested values (arrays, maps as pairs, structs) match by value:
+
+    >>> import numpy as np
+    >>> up = pd.DataFrame({"a": [np.array([1, 2]), np.array([3]), None],
+    ...                    "m": [[("x", 1)], [("y", 2)], []]})
+    >>> hop = pd.DataFrame({"a": [np.array([3])], "m": [[("y", 2)]]})
+    >>> [v.tolist() for v in match_rows(hop, up, ["a", "m"])]
+    [[0], [1]]
     """
     import numpy as np
 
-    left = hop[columns].reset_index(drop=True)
+    left = _hashable(hop[columns].reset_index(drop=True))
     left.insert(0, "__tp_out", np.arange(len(left), dtype=np.int64))
-    right = upstream[columns].reset_index(drop=True)
+    right = _hashable(upstream[columns].reset_index(drop=True))
     right.insert(0, "__tp_in", np.arange(len(right), dtype=np.int64))
     merged = left.merge(right, on=columns, how="left", sort=False)
     if bool(merged["__tp_in"].isna().any()):
