@@ -43,8 +43,19 @@ def plan_is_stable(jvm: Jvm, plan: JObject) -> bool:
             return False
         if not jvm.deterministic(node):
             return False
+        if cls == "LogicalRelation" and _drops_malformed(jvm, node):
+            return False
         stack.extend(jvm.children(node))
     return True
+
+
+def _drops_malformed(jvm: Jvm, node: JObject) -> bool:
+    """Whether a file relation drops the records its schema does not fit (CSV or JSON
+    ``mode=DROPMALFORMED``): which records exist then depends on the columns a query
+    reads (a count parses none and drops none), so scan positions differ between
+    queries; capture pins such a source (reads it whole once)."""
+    rel = jvm.file_relation(node)
+    return rel is not None and rel.options.get("mode", "").upper() == "DROPMALFORMED"
 
 
 def annotate_source(jvm: Jvm, plan: JObject, pin: bool) -> Annotated:
