@@ -110,20 +110,12 @@ def _cached(tracker: Tracker, ds_id: int) -> bool:
 def frontier(tracker: Tracker, ds_id: int, stop_at_cached: bool = True) -> list[int]:
     """Datasets where a replay of ``ds_id`` starts: sources, opaque outputs and (with
     ``stop_at_cached``) materialized datasets upstream of it."""
-    seen: set[int] = set()
-    out: set[int] = set()
-    stack = [ds_id]
-    while stack:
-        d = stack.pop()
-        if d in seen:
-            continue
-        seen.add(d)
+
+    def starts(d: int) -> bool:
         op = tracker.store.producer(d)
-        if op is None or op.opaque or (stop_at_cached and d != ds_id and _cached(tracker, d)):
-            out.add(d)
-            continue
-        stack.extend(op.inputs)
-    return sorted(out)
+        return op is None or op.opaque or (stop_at_cached and d != ds_id and _cached(tracker, d))
+
+    return [d for d in tracker.store.upstream(ds_id, stop=starts) if starts(d)]
 
 
 def _whole(tracker: Tracker, ds_id: int) -> set[int]:

@@ -6,7 +6,7 @@ Pure Python/numpy: no pyspark, no IPython.  Capture adds nodes; queries read the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -314,6 +314,42 @@ class Store:
 
     def consumers(self, ds_id: int) -> list[Operation]:
         return [self.operations[o] for o in self._consumers.get(ds_id, [])]
+
+    def upstream(self, ds_id: int, stop: Callable[[int], bool] | None = None) -> list[int]:
+        """``ds_id`` and the datasets it comes from, walking back through their
+        producers (sorted); a dataset for which ``stop`` is true is listed but not walked
+        past.
+
+        >>> from tensprov_lab.store import IdentityTensor
+        >>> s = Store()
+        >>> a = s.add_dataset("a", n_rows=2, role="source")
+        >>> b = s.add_dataset("b", n_rows=2)
+        >>> _ = s.add_operation("select", "projection", [a.id], b.id, [IdentityTensor(2)])
+        >>> s.upstream(b.id), s.upstream(b.id, stop=lambda d: d == b.id)
+        ([0, 1], [1])
+        """
+        seen: set[int] = set()
+        todo = [ds_id]
+        while todo:
+            d = todo.pop()
+            if d in seen:
+                continue
+            seen.add(d)
+            op = self.producer(d)
+            if op is not None and not (stop is not None and stop(d)):
+                todo.extend(op.inputs)
+        return sorted(seen)
+
+    def downstream(self, ds_id: int) -> list[int]:
+        """``ds_id`` and every dataset made from it (sorted)."""
+        seen: set[int] = set()
+        todo = [ds_id]
+        while todo:
+            d = todo.pop()
+            if d not in seen:
+                seen.add(d)
+                todo.extend(op.output for op in self.consumers(d))
+        return sorted(seen)
 
     def sources(self) -> list[int]:
         return [d for d in self.datasets if d not in self._producer]

@@ -108,9 +108,9 @@ class RecordReading:
                 self._plan_idents[df] = ident
         return self.nodes.get(ident)
 
-    def _readable(self, ds_id: int) -> Node:
+    def _readable(self, ds_id: int, files: bool = True) -> Node:
         """The node of ``ds_id``, whose records can be read from Spark (or a clear
-        error)."""
+        error); ``files``: its sources' files are checked too (once per read)."""
         node = self.by_ds.get(ds_id)
         label = self.store.datasets[ds_id].label
         if node is None or node.ann is None or node.ki is None:
@@ -121,23 +121,16 @@ class RecordReading:
                 "the SparkSession of this run was stopped (lineage queries still work; "
                 "records are read from Spark)",
             )
-        self._check_files(ds_id)
+        if files:
+            self._check_files(ds_id)
         return node
 
     def _check_files(self, ds_id: int) -> None:
         """Refuse to read records of ``ds_id`` when a file that one of the sources it
         comes from read at capture has changed since: its records would be other
         records under the captured row numbers."""
-        seen: set[int] = set()
-        todo = [ds_id]
-        while todo:
-            d = todo.pop()
-            if d in seen:
-                continue
-            seen.add(d)
-            op = self.store.producer(d)
-            if op is not None:
-                todo.extend(op.inputs)
+        for d in self.store.upstream(ds_id):
+            if self.store.producer(d) is not None:
                 continue
             node = self.by_ds.get(d)
             what = changes(node.files, self.spark) if node is not None and node.files else None
@@ -180,7 +173,7 @@ class RecordReading:
         """Whether records of ``ds_id`` are recomputed by replay (a derived dataset not
         kept whole; :func:`tensprov_lab.replay.read_records`) rather than read here."""
         op = self.store.producer(ds_id)
-        node = self._readable(ds_id)
+        node = self._readable(ds_id, files=False)
         return op is not None and not op.opaque and node.cached is None
 
     def records(self, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:

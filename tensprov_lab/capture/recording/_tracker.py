@@ -406,13 +406,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             and n.files
             and any(s.path in now and now[s.path] != s for s in n.files)
         ]
-        seen: set[int] = set()
-        while stale:
-            d = stale.pop()
-            if d in seen:
-                continue
-            seen.add(d)
-            stale.extend(op.output for op in self.store.consumers(d))
+        for d in {o for s in stale for o in self.store.downstream(s)}:
             node = self.by_ds.get(d)
             df = persisted(node.cached) if node is not None else None
             if node is not None and df is not None:
