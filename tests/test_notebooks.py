@@ -144,6 +144,17 @@ def test_quickstart_story(kernel_env: Any) -> None:
     assert "operations" in tracked and "tensor entries" in tracked
     fixed = _text(_cell(nb, "%%provtrack --name retail-fixed"))
     assert "tensprov-lab run retail-fixed: " in fixed
+    # the customers' dedup (a window, a filter on its rank, a drop: one step) is traced
+    # frame by frame: no warning in the summary, and nothing on stderr anywhere
+    assert "warning" not in fixed.lower()
+    stderr = [
+        out.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for out in c.get("outputs", [])
+        if out.get("output_type") == "stream" and out.get("name") == "stderr"
+    ]
+    assert stderr == []
 
     # the totals are wrong before the fix: 552.00 of double-counted revenue
     check = _text(_cell(nb, "before = run.rows(totals)"))

@@ -114,6 +114,54 @@ def test_window_tensors_are_saved_and_loaded(tmp_path) -> None:  # noqa: ANN001
         ).all()
 
 
+def test_window_tensor_keeping_some_records_is_its_rows_of_the_whole(tmp_path) -> None:  # noqa: ANN001
+    """A window step that also filters: its matrix is the whole window's matrix
+    restricted to the kept records' rows, column views and localized view included."""
+    from tensprov_lab.store import MaskTensor, Store
+    from tensprov_lab.store._persist import read_store, write_store
+
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        n = int(rng.integers(1, 20))
+        order = rng.permutation(n)
+        frames = []
+        for _k in range(int(rng.integers(1, 3))):
+            a, b = int(rng.integers(-3, 1)), int(rng.integers(-2, 3))
+            lo = np.clip(np.arange(n) + a, 0, n)
+            hi = np.maximum(np.clip(np.arange(n) + b + 1, 0, n), lo)
+            frames.append(FrameTensor(order, lo, np.maximum.accumulate(hi)))
+        columns = {1: [0], 2: [-1, *range(len(frames))]}
+        rows = np.flatnonzero(rng.random(n) < 0.5)
+        whole = WindowTensor(n, frames, columns)
+        t = WindowTensor(n, frames, columns, kept=MaskTensor.from_kept(rows, n))
+        dense = whole.to_sparse().toarray()[rows]
+        assert t.shape == (len(rows), n)
+        assert (t.to_sparse().toarray() == dense).all()
+        assert t.nnz == int(dense.sum())
+        for o in range(len(rows)):
+            assert t.backward([o]).tolist() == np.flatnonzero(dense[o]).tolist()
+        for j in range(n):
+            assert t.forward([j]).tolist() == np.flatnonzero(dense[:, j]).tolist()
+        for c in (0, 1, 2):
+            want = whole.for_column(c).to_sparse().toarray()[rows]
+            assert (t.for_column(c).to_sparse().toarray() == want).all(), (trial, c)
+        assert (t.localized().to_sparse().toarray() == np.eye(n, dtype=bool)[rows]).all()
+    # saved and loaded with its kept records
+    lag = FrameTensor([2, 0, 1], [0, 0, 1], [0, 1, 2])
+    t = WindowTensor(3, [lag], {1: [0]}, kept=MaskTensor.from_kept([0, 2], 3))
+    s = Store()
+    a = s.add_dataset("a", columns=["x"], n_rows=3, role="source")
+    b = s.add_dataset("b", columns=["x", "prev"], n_rows=2)
+    s.add_operation("withColumn", "window", [a.id], b.id, [t], contextual=True)
+    write_store(s, str(tmp_path / "save"), [], [a.id, b.id], list(s.operations))
+    (op,) = read_store(str(tmp_path / "save")).store.operations.values()
+    got = op.tensors[0]
+    assert isinstance(got, WindowTensor) and got.shape == (2, 3)
+    assert (got.to_sparse().toarray() == t.to_sparse().toarray()).all()
+    with pytest.raises(ValueError, match="kept records"):
+        WindowTensor(4, [], {}, kept=MaskTensor.from_kept([0], 3))
+
+
 # -- capture, against a model of Spark's windows ----------------------------------------
 
 #: (id, partition, order value with ties, amount or None)
@@ -253,6 +301,48 @@ def test_top_one_per_group_comes_from_its_whole_group(spark, frame) -> None:  # 
         members = groups[ROWS[rid][1]]
         assert run.backward(top, rows=[i])[frame].tolist() == sorted(members)
         assert run.backward(top, rows=[i], localized=True)[frame].tolist() == [rid]
+
+
+@pytest.mark.spark
+def test_a_window_filtered_in_the_same_step_keeps_its_frames(spark, frame) -> None:  # noqa: ANN001
+    """The quickstart's fix: ``row_number().over(w)``, ``filter("n = 1")`` and ``drop``
+    written between two tracked cells reach capture as one step over the earlier run's
+    source: each kept record comes from its whole partition, a running sum's cells from
+    its frame, with no warning."""
+    import warnings
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    with tensprov_lab.track(spark, name="window-step-0"):
+        frame.select("id").count()
+    latest = Window.partitionBy("p").orderBy(F.desc("amount"), "id")
+    running = Window.partitionBy("p").orderBy("id").rowsBetween(Window.unboundedPreceding, 0)
+    top = (
+        frame.withColumn("n", F.row_number().over(latest))
+        .withColumn("s", F.sum("amount").over(running))
+        .filter("n = 1")
+        .drop("n")
+    )
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with tensprov_lab.track(spark, name="window-step") as run:
+            out = top.select("id", "p", "s")
+    assert [str(w.message) for w in said] == []
+    step = next(op for op in run.operations if op.inputs and op.contextual)
+    assert isinstance(step.tensors[0], WindowTensor) and not step.opaque
+    kept = sorted(r.id for r in top.collect())
+    groups, sums = _partitions(None), _rows_frame("id", -np.inf, 0)
+    assert run.rows(out)["id"].tolist() == kept
+    for i, rid in enumerate(kept):
+        assert run.backward(out, rows=[i])[frame].tolist() == sorted(groups[ROWS[rid][1]])
+        assert run.backward(out, rows=[i], localized=True)[frame].tolist() == [rid]
+        cells = run.backward(out, rows=[i], columns=["s"])[frame]["contributing"]
+        assert sorted(cells["amount"]) == sorted(sums[rid])
+    for j in range(len(ROWS)):
+        # a record reaches the kept record of its partition (every record has one)
+        want = [kept.index(next(r for r in kept if ROWS[r][1] == ROWS[j][1]))]
+        assert run.forward(frame, rows=[j], to=out)[out].tolist() == want
 
 
 @pytest.mark.spark

@@ -139,6 +139,7 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], at: str) -> Any:
             "frames": [_encode(f, arrays, f"{at}f{i}.") for i, f in enumerate(obj.frames)],
             "columns": {str(c): parts for c, parts in obj.columns.items()},
             "own": obj._with_own,
+            "kept": None if obj.kept is None else _encode(obj.kept, arrays, f"{at}k."),
         }  # fmt: skip
     if isinstance(obj, CSRTensor):
         return {
@@ -198,7 +199,8 @@ def _decode(meta: Any, arrays: dict[str, np.ndarray]) -> Any:
     if kind == "window":
         frames = [_decode(f, arrays) for f in meta["frames"]]
         columns = {int(c): list(parts) for c, parts in meta["columns"].items()}
-        return WindowTensor(meta["n"], frames, columns, own=meta["own"])
+        kept = _decode(meta.get("kept"), arrays)
+        return WindowTensor(meta["n"], frames, columns, own=meta["own"], kept=kept)
     if kind == "csr":
         return CSRTensor._stored(meta["n_out"], meta["n_in"], arr("indptr"), arr("indices"))
     raise SaveError(f"unknown tensor type {kind!r} in the save: written by a newer tensprov-lab?")

@@ -24,7 +24,7 @@ import numpy as np
 
 from tensprov_lab.store._codes import PackedInts
 from tensprov_lab.store._sets import unique
-from tensprov_lab.store._tensors import IdentityTensor, Tensor, _ranges
+from tensprov_lab.store._tensors import IdentityTensor, MaskTensor, Tensor, _ranges
 
 __all__ = ["FrameTensor", "WindowTensor"]
 
@@ -165,6 +165,11 @@ class WindowTensor(Tensor):
     own : bool
         Whether each output record also comes from its own input record (the columns
         it keeps); False only for the union of frames of one computed column.
+    kept : MaskTensor, optional
+        The records the operation keeps after its window functions, when the same
+        operation also filters (``row_number().over(w)`` then ``filter("n = 1")``):
+        output record ``o`` is record ``kept.backward([o])`` of the ``n`` the frames
+        are over.  None: every record, in order.
 
     Examples
     --------
@@ -178,21 +183,35 @@ class WindowTensor(Tensor):
     (array([2]), array([1]))
     >>> t.localized().backward([2])       # the paper's localized answer
     array([2])
+
+    The same, keeping records 0 and 2 only (a filter in the same operation):
+
+    >>> k = WindowTensor(3, [lag], {1: [0]}, kept=MaskTensor.from_kept([0, 2], 3))
+    >>> k.shape, k.backward([1]).tolist(), k.forward([1]).tolist()
+    ((2, 3), [1, 2], [1])
     """
 
     kind = "window"
 
     def __init__(
-        self, n: int, frames: list[FrameTensor], columns: dict[int, list[int]], own: bool = True
+        self,
+        n: int,
+        frames: list[FrameTensor],
+        columns: dict[int, list[int]],
+        own: bool = True,
+        kept: MaskTensor | None = None,
     ) -> None:
-        super().__init__(n, n)
+        if kept is not None and kept.n_in != n:
+            raise ValueError(f"the kept records are of {kept.n_in} records, the frames of {n}")
+        super().__init__(n if kept is None else kept.n_out, n)
         if any(f.shape != (n, n) for f in frames):
             raise ValueError(f"every frame must be {n} x {n}")
         if any(not -1 <= i < len(frames) for parts in columns.values() for i in parts):
             raise ValueError("a column names a frame that does not exist")
         self.frames = list(frames)
         self.columns = {int(c): sorted({int(i) for i in parts}) for c, parts in columns.items()}
-        self._own = IdentityTensor(n)
+        self.kept = kept
+        self._own: Tensor = IdentityTensor(n) if kept is None else kept
         self._views: dict[tuple[int, ...], Tensor] = {}
         self._with_own = own
 
@@ -203,13 +222,13 @@ class WindowTensor(Tensor):
         parts = tuple(self.columns.get(int(column), [-1]))
         if parts == (-1,):
             return self._own
-        if len(parts) == 1:
+        if len(parts) == 1 and self.kept is None:
             return self.frames[parts[0]]
         view = self._views.get(parts)
         if view is None:
             own = -1 in parts
             picked = [self.frames[i] for i in parts if i >= 0]
-            view = self._views[parts] = WindowTensor(self.n_in, picked, {}, own=own)
+            view = self._views[parts] = WindowTensor(self.n_in, picked, {}, own=own, kept=self.kept)
         return view
 
     @property
@@ -220,7 +239,7 @@ class WindowTensor(Tensor):
         with several orders, frames of different orders are not intersected, so the
         count is an upper bound."""
         n = self.n_in
-        if n == 0:
+        if n == 0 or self.n_out == 0:
             return 0
         groups: list[list[FrameTensor]] = []
         for f in self.frames:
@@ -232,36 +251,50 @@ class WindowTensor(Tensor):
             else:
                 same.append(f)
         if not groups:
-            return n if self._with_own else 0
+            return self.n_out if self._with_own else 0
+        rows = None if self.kept is None else self.kept.backward(np.arange(self.n_out))
         total = 0
         for k, group in enumerate(groups):
             # the record itself is counted once, with the first group
-            total += _union_length(group, own=self._with_own and k == 0)
+            lengths = _union_lengths(group, own=self._with_own and k == 0)
+            total += int(lengths.sum() if rows is None else lengths[rows].sum())
         return total
 
     @property
     def nbytes(self) -> int:
-        return sum(f.nbytes for f in self.frames)
+        return sum(f.nbytes for f in self.frames) + (0 if self.kept is None else self.kept.nbytes)
 
     @property
     def index_nbytes(self) -> int:
-        return sum(f.index_nbytes for f in self.frames)
+        mine = 0 if self.kept is None else self.kept.index_nbytes
+        return sum(f.index_nbytes for f in self.frames) + mine
 
-    def _mine(self, u: np.ndarray) -> list[np.ndarray]:
-        return [u] if self._with_own else []
+    def _records(self, u: np.ndarray) -> np.ndarray:
+        """The records (of the ``n`` the frames are over) of output records ``u``."""
+        return u if self.kept is None else self.kept._backward(u)
+
+    def _mine(self, r: np.ndarray) -> list[np.ndarray]:
+        return [r] if self._with_own else []
 
     def _backward(self, u: np.ndarray) -> np.ndarray:
-        return unique(np.concatenate([*self._mine(u), *(f._backward(u) for f in self.frames)]))
+        r = self._records(u)
+        return unique(np.concatenate([*self._mine(r), *(f._backward(r) for f in self.frames)]))
 
     def _forward(self, u: np.ndarray) -> np.ndarray:
-        return unique(np.concatenate([*self._mine(u), *(f._forward(u) for f in self.frames)]))
+        got = unique(np.concatenate([*self._mine(u), *(f._forward(u) for f in self.frames)]))
+        # the records the operation dropped after its window functions are no output
+        return got if self.kept is None else self.kept._forward(got)
 
     def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        parts = [*((u, u) for _ in self._mine(u)), *(f._pairs(u) for f in self.frames)]
+        r = self._records(u)
+        parts = [*((r, r) for _ in self._mine(r)), *(f._pairs(r) for f in self.frames)]
         outs = np.concatenate([p[0] for p in parts])
         ins = np.concatenate([p[1] for p in parts])
-        key = np.unique(outs * max(self.n_in, 1) + ins)
-        return key // max(self.n_in, 1), key % max(self.n_in, 1)
+        n = max(self.n_in, 1)
+        key = np.unique(outs * n + ins)
+        outs, ins = key // n, key % n
+        # back from records to output records (r is sorted: the mask keeps the order)
+        return (outs if self.kept is None else u[np.searchsorted(r, outs)]), ins
 
 
 def _same_order(a: FrameTensor, b: FrameTensor) -> bool:
@@ -271,9 +304,9 @@ def _same_order(a: FrameTensor, b: FrameTensor) -> bool:
     return oa.size == ob.size and bool(np.array_equal(oa.to_numpy(), ob.to_numpy()))
 
 
-def _union_length(frames: list[FrameTensor], own: bool) -> int:
+def _union_lengths(frames: list[FrameTensor], own: bool) -> np.ndarray:
     """Per record, the size of the union of its frames (all in one sort order) and, with
-    ``own``, of itself: summed over the records."""
+    ``own``, of itself."""
     n = frames[0].n_in
     at = np.arange(n, dtype=np.int64)  # the record at sorted position p is itself at p
     starts = ([at] if own else []) + [f._bounds()[0] for f in frames]
@@ -283,4 +316,7 @@ def _union_length(frames: list[FrameTensor], own: bool) -> int:
     lo, hi = np.take_along_axis(lo, by_start, 1), np.take_along_axis(hi, by_start, 1)
     covered = np.maximum.accumulate(hi, axis=1)
     before = np.concatenate([np.full((n, 1), -1, dtype=np.int64), covered[:, :-1]], axis=1)
-    return int(np.maximum(0, hi - np.maximum(lo, before)).sum())
+    at_position = np.maximum(0, hi - np.maximum(lo, before)).sum(axis=1)
+    by_record = np.empty(n, dtype=np.int64)
+    by_record[frames[0].codes[0].to_numpy()] = at_position
+    return by_record

@@ -64,21 +64,27 @@ class Window(Rule):
         return plan, blocks
 
     def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
-        from tensprov_lab.store import IdentityTensor, WindowTensor
+        from tensprov_lab.store import IdentityTensor, MaskTensor, WindowTensor
 
         node = occ[0] if len(occ) == 1 else None
         if node is None or node.ki is None or node.n is None:
             return None
+        # the frames are over the step's input records: every node up to the last
+        # window keeps them all; above it, nodes may drop records (a filter on a rank:
+        # the usual "latest row per key") but not group, sort, join or explode them
+        last = max(i for i, name in enumerate(rw.nodes) if name == "Window")
+        below = all(r.keeps_records for r in rw.rules[: last + 1])
+        above = all(r.keeps_records for r in rw.rules[last + 1 :])
         shaped = (
-            rw.group is None and not rw.sort and rw.semi is None and not rw.n_branches
-            and all(r.keeps_records for r in rw.rules) and len(rw.windows) >= 1
+            below and rw.group is None and not rw.sort and rw.semi is None
+            and not rw.n_branches and all(b.kind == "input" for b in rw.blocks)
         )  # fmt: skip
         if not shaped:
-            # e.g. a SQL statement filtering or grouping in the same call: the records'
+            # e.g. a SQL statement grouping or joining in the same call: the records'
             # lineage stays their own, and the user is told so
             reader._note(
-                "window: its frames are not traced when the same call also filters, "
-                "groups or joins; each record's lineage is its own record (localized)"
+                "window: its frames are not traced when the same call also groups, "
+                "sorts or joins; each record's lineage is its own record (localized)"
             )
             return None
         reader._index_deferred(occ)
@@ -93,8 +99,19 @@ class Window(Rule):
             for alias_id, frame in got:
                 by_alias[alias_id] = len(frames)
                 frames.append(frame)
+        kept: MaskTensor | None = None
+        m, ki = n, node.ki
+        if not above:
+            # which records survive: the step's keys read back (one more job)
+            names = [str(a.name()) for a in rw.keys]
+            m, (picked,), ki = reader._functional(rw, occ, reader._collect_keys(rw.plan, names))
+            if not isinstance(picked, IdentityTensor):
+                rows = picked.backward(np.arange(m, dtype=np.int64))
+                if len(rows) != m:
+                    raise ValueError("a record the window step keeps is not one of its input's")
+                kept = MaskTensor.from_kept(rows, n)
         if not frames:
-            return n, [IdentityTensor(n)], node.ki
+            return m, [kept if kept is not None else IdentityTensor(n)], ki
         columns: dict[int, list[int]] = {}
         for col, ident in enumerate(out_ids):
             if ident in by_alias:
@@ -103,7 +120,7 @@ class Window(Rule):
                 # made in this operation from window columns (or not): every frame and
                 # the record itself, a superset
                 columns[col] = [-1, *range(len(frames))]
-        return n, [WindowTensor(n, frames, columns)], node.ki
+        return m, [WindowTensor(n, frames, columns, kept=kept)], ki
 
     def output_ids(self, d: dict[str, Any], kid_ids: list[list[int]]) -> list[int] | None:
         return kid_ids[0] + ids(d["windowExpressions"])
