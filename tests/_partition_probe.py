@@ -79,18 +79,62 @@ def replayed(run, orders, pairs, agg) -> dict[str, np.ndarray]:  # noqa: ANN001
     }
 
 
+def _kill_an_executor(app_id: str) -> int:
+    """SIGKILL one executor JVM of the application ``app_id`` (a standalone worker's
+    ``CoarseGrainedExecutorBackend``); its pid, once it is gone."""
+    import os
+    import signal
+    import time
+
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if "CoarseGrainedExecutorBackend" in cmd and app_id in cmd:
+            os.kill(pid, signal.SIGKILL)
+            while os.path.exists(f"/proc/{pid}"):
+                time.sleep(0.05)
+            return pid
+    raise AssertionError(f"no executor of {app_id} to kill")
+
+
+def _kill_mid_capture(spark, at: int) -> list[int]:  # noqa: ANN001
+    """Kill an executor when capture starts on its ``at``-th operation (after earlier
+    operations' jobs ran and cached what they cache on the executors)."""
+    from tensprov_lab.capture.recording._tracker import Tracker
+
+    killed: list[int] = []
+    original = Tracker._capture_operation
+    calls = [0]
+
+    def capture_operation(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls[0] += 1
+        if calls[0] == at:
+            killed.append(_kill_an_executor(spark.sparkContext.applicationId))
+        return original(self, *args, **kwargs)
+
+    Tracker._capture_operation = capture_operation  # type: ignore[method-assign]
+    return killed
+
+
 def probe(
-    folder: Path, master: str, shuffle: str, name: str, storage: str = "memory"
-) -> dict[str, np.ndarray]:
+    folder: Path, master: str, shuffle: str, name: str, storage: str = "memory",
+    kill_at: int = 0,
+) -> dict[str, np.ndarray]:  # fmt: skip
     """Run the probe in a subprocess (one SparkContext per process); its arrays.
     ``storage="spark"`` moves the run's tensors to Spark-resident tables before they
-    and the lineage answers are read (then by Spark jobs)."""
+    and the lineage answers are read (then by Spark jobs).  ``kill_at``: kill one
+    executor when capture reaches that operation (a cluster's worker then starts
+    another)."""
     import os
     import subprocess
 
     out = folder / f"{name}.npz"
+    args = [master, shuffle, str(out), storage, str(kill_at)]
     proc = subprocess.run(
-        [sys.executable, "-m", "tests._partition_probe", master, shuffle, str(out), storage],
+        [sys.executable, "-m", "tests._partition_probe", *args],
         cwd=Path(__file__).resolve().parent.parent,
         env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
         capture_output=True,
@@ -103,7 +147,7 @@ def probe(
 
 
 def main(argv: list[str]) -> None:
-    master, shuffle, out, storage = argv if len(argv) == 4 else [*argv, "memory"]
+    master, shuffle, out, storage, kill_at = [*argv, "memory", "0"][:5]
     from pyspark.sql import SparkSession, Window
     from pyspark.sql import functions as F
 
@@ -114,7 +158,9 @@ def main(argv: list[str]) -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    killed = _kill_mid_capture(spark, int(kill_at)) if int(kill_at) else []
     run, orders, pairs, agg = pipeline(spark, F, Window)
+    assert bool(killed) == bool(int(kill_at)), "the executor was not killed mid-capture"
     arrays = replayed(run, orders, pairs, agg)
     if storage == "spark":
         moved = run.spill(to="spark")

@@ -509,7 +509,24 @@ def run_pipeline(  # noqa: ANN201
         a_df = spark.read.csv(os.path.join(folder, "a"), header=True, schema=a_schema)
         b_df = spark.read.csv(os.path.join(folder, "b"), header=True, schema=b_schema)
     if folder is not None:
+        return run_steps(spark, a_df, b_df, steps)  # the records as Spark reads the files
+    return run_steps(spark, a_df, b_df, steps, a, b)
+
+
+def run_steps(  # noqa: ANN201
+    spark,  # noqa: ANN001
+    a_df,  # noqa: ANN001
+    b_df,  # noqa: ANN001
+    steps: list[tuple],
+    a: list[tuple] | None = None,
+    b: list[tuple] | None = None,
+):
+    """:func:`run_pipeline` over sources given as DataFrames (columns ``A_COLS`` and
+    ``B_COLS``); the oracle's source records are ``a`` and ``b``, or (None) the
+    DataFrames' records in the order Spark reads them."""
+    if a is None:
         a = [tuple(r) for r in a_df.collect()]
+    if b is None:
         b = [tuple(r) for r in b_df.collect()]
     tb = Table.source("b", B_COLS, B_TYPES, b)
     t = Table.source("a", A_COLS, A_TYPES, a)

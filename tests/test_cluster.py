@@ -107,3 +107,16 @@ def test_spark_resident_tensors_answer_on_the_cluster(standalone: str, tmp_path:
     assert local.keys() == cluster.keys()
     for key in local:
         assert np.array_equal(local[key], cluster[key]), key
+
+
+def test_an_executor_killed_mid_capture_changes_no_lineage(standalone: str, tmp_path: Path) -> None:
+    """A fault a cluster user meets: one executor dies (SIGKILL) while the tracked
+    block's capture runs, after earlier operations' jobs cached their results there.
+    Spark reruns the lost tasks on the other executor and the new one its worker
+    starts; the tensors, lineage answers, recomputed records and what-if preview are
+    those of an undisturbed local capture."""
+    local = probe(tmp_path, "local[2]", "3", "local")
+    cluster = probe(tmp_path, standalone, "3", "cluster-killed", kill_at=6)
+    assert local.keys() == cluster.keys()
+    for key in local:
+        assert np.array_equal(local[key], cluster[key]), key

@@ -110,9 +110,13 @@ def test_a_csv_read_dropping_malformed_records_is_exact(spark: Any, tmp_path: Pa
             "schema": "id INT, amount DOUBLE, _corrupt STRING",
             "columnNameOfCorruptRecord": "_corrupt",
         },
+        {"header": "true", "inferSchema": "true", "modifiedAfter": "2023-01-01T00:00:00"},
+        {"header": "true", "inferSchema": "true", "modifiedBefore": "2023-01-01T00:00:00"},
+        {"header": "true", "inferSchema": "true", "samplingRatio": "0.3"},
     ],
-    ids=["header-across-files", "recursive", "glob", "corrupt-column"],
-)
+    ids=["header-across-files", "recursive", "glob", "corrupt-column", "modified-after",
+         "modified-before", "sampling-ratio"],
+)  # fmt: skip
 def test_reader_options_that_decide_records_are_read_as_spark_reads_them(
     spark: Any, tmp_path: Path, options: dict[str, str]
 ) -> None:
@@ -127,8 +131,14 @@ def test_reader_options_that_decide_records_are_read_as_spark_reads_them(
         "2b.csv": [f"{i},{i * 1.5}" for i in range(12, 20)] + ["20,oops"],
         "nested/3a.csv": [f"{i},{i * 1.5}" for i in range(21, 30)],
     }
-    for name, body in bodies.items():
+    import datetime
+    import os
+
+    for (name, body), year in zip(bodies.items(), (2020, 2024, 2022)):
         (folder / name).write_text("id,amount\n" + "\n".join(body) + "\n")
+        # modifiedBefore/After pick files by these times
+        stamp = datetime.datetime(year, 6, 1, tzinfo=datetime.timezone.utc).timestamp()
+        os.utime(folder / name, (stamp, stamp))
     opts = dict(options)
     schema = opts.pop("schema", None)
     with tensprov_lab.track(spark, name="reader-options") as run:

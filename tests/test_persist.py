@@ -151,6 +151,39 @@ def test_a_failed_save_leaves_the_earlier_one(tmp_path: Any, monkeypatch: Any) -
     assert read_store(path).store.datasets[1].name == "mask"
 
 
+def test_a_full_disk_while_saving_says_so_and_leaves_nothing(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """The disk fills up in the middle of a save: a clear OSError (what, where, what to
+    do), the earlier save whole, no temporary directory or partial file left."""
+    import errno
+
+    from tensprov_lab.store import _persist
+
+    path = str(tmp_path / "save")
+    _save(_store({"mask": MaskTensor.from_kept([1, 2], 5)}), path)
+    written = []
+    real = _persist._write_tensor
+
+    def filling(t: Tensor, where: str) -> None:
+        if written:
+            with open(where, "wb") as f:
+                f.write(b"ARROW1 partial")  # the bytes that fitted
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(where)
+        real(t, where)
+
+    monkeypatch.setattr(_persist, "_write_tensor", filling)
+    tensors = _tensors(np.random.default_rng(2))
+    with pytest.raises(OSError, match="could not write the save .*No space left on device.*"
+                       "Nothing was written.*free space") as got:  # fmt: skip
+        _save(_store(tensors), path)
+    assert got.value.errno == errno.ENOSPC
+    assert len(written) == 1 and not os.path.exists(written[0])
+    assert sorted(os.listdir(tmp_path)) == ["save"]
+    assert read_store(path).store.datasets[1].name == "mask"
+
+
 def test_a_path_that_is_not_a_save_is_never_overwritten(tmp_path: Any) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")

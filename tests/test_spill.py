@@ -20,7 +20,7 @@ from tensprov_lab.store import (
     Store,
     WindowTensor,
 )
-from tensprov_lab.store._spill import memory_nbytes, release, spill
+from tensprov_lab.store._spill import map_indexes, memory_nbytes, release, spill
 
 
 def _tensors() -> list[Any]:
@@ -95,6 +95,133 @@ def test_spilled_tensors_answer_as_before_and_hold_no_memory(tmp_path: Any) -> N
     assert not any(os.path.exists(p) for p in files)
 
 
+def test_indexes_queries_build_on_spilled_tensors_map_to_files(tmp_path: Any) -> None:
+    """Past the limit, the inverse indexes of spilled tensors move to files too: the
+    store then holds nothing, answers stay the same, the files go with the operation's."""
+    s = _store()
+    before = _answers(s)
+    spill(s, str(tmp_path), limit=0)
+    _answers(s)  # builds every inverse index, in memory
+    indexed = {op.id: op.index_nbytes for op in s.operations.values() if op.index_nbytes}
+    assert indexed and memory_nbytes(s) == sum(indexed.values())
+    spilled_before = {op.id: list(op.spilled or []) for op in s.operations.values()}
+    # the largest first, until the limit
+    largest = max(indexed, key=lambda i: (indexed[i], -i))
+    assert map_indexes(s, str(tmp_path / "idx"), memory_nbytes(s) - 1) == [largest]
+    done = map_indexes(s, str(tmp_path / "idx"), 0)
+    assert sorted([largest, *done]) == sorted(indexed)
+    assert memory_nbytes(s) == 0
+    assert _answers(s) == before  # read through the mapped indexes, none rebuilt
+    assert memory_nbytes(s) == 0
+    files = [p for op in s.operations.values() for p in op.spilled or []]
+    new = [p for p in files if p not in {q for ps in spilled_before.values() for q in ps}]
+    assert new and all(p.endswith(".npy") and os.path.exists(p) for p in new)
+    release(files)
+    assert not any(os.path.exists(p) for p in files)
+
+
+def _files(directory: Any) -> set[str]:
+    return {str(p) for p in directory.rglob("*") if p.is_file()}
+
+
+def _held_files(s: Store) -> set[str]:
+    return {p for op in s.operations.values() for p in op.spilled or []}
+
+
+@pytest.mark.parametrize("fault", ["interrupt", "disk full"])
+def test_a_spill_stopped_midway_leaves_every_operation_whole(
+    tmp_path: Any, monkeypatch: Any, fault: str
+) -> None:
+    """Ctrl-C in the driver, or a full disk, while the third tensor is written: the
+    operations spilled before it are spilled, the rest keep their tensors in memory,
+    no file is half written or left unreferenced, and every answer is unchanged."""
+    import errno
+
+    from tensprov_lab.store import _spill
+
+    s = _store()
+    before = _answers(s)
+    real, calls = _spill._write_tensor, [0]
+
+    def stopping(t: Any, path: str) -> None:
+        calls[0] += 1
+        if calls[0] == 3:
+            with open(path, "wb") as f:
+                f.write(b"ARROW1 partial")
+            if fault == "interrupt":
+                raise KeyboardInterrupt
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(t, path)
+
+    monkeypatch.setattr(_spill, "_write_tensor", stopping)
+    with pytest.raises(KeyboardInterrupt if fault == "interrupt" else OSError):
+        spill(s, str(tmp_path), limit=0)
+    spilled = [op for op in s.operations.values() if op.spilled]
+    assert len(spilled) == 2
+    assert _files(tmp_path) == _held_files(s)
+    in_memory = [op for op in s.operations.values() if not op.spilled]
+    assert memory_nbytes(s) == sum(op.nbytes + op.index_nbytes for op in in_memory)
+    assert _answers(s) == before
+    # and a later spill, with room again, takes the rest
+    monkeypatch.setattr(_spill, "_write_tensor", real)
+    spill(s, str(tmp_path), limit=0)
+    assert all(op.spilled for op in s.operations.values() if op.nbytes)
+    assert _answers(s) == before and _files(tmp_path) == _held_files(s)
+
+
+def test_a_full_disk_while_mapping_indexes_keeps_them_in_memory(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    import errno
+
+    s = _store()
+    before = _answers(s)
+    spill(s, str(tmp_path), limit=0)
+    _answers(s)
+    held = memory_nbytes(s)
+    real, calls = np.save, [0]
+
+    def filling(path: Any, a: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            with open(path, "wb") as f:
+                f.write(b"\x93NUMPY partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, a)
+
+    monkeypatch.setattr(np, "save", filling)
+    with pytest.raises(OSError, match="No space left"):
+        map_indexes(s, str(tmp_path / "idx"), 0)
+    monkeypatch.setattr(np, "save", real)
+    assert _files(tmp_path) == _held_files(s)
+    assert 0 < memory_nbytes(s) < held  # the first index moved, the rest stayed
+    assert _answers(s) == before
+
+
+def test_a_budget_that_cannot_spill_for_a_full_disk_warns_and_keeps_answering(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    import errno
+
+    from tensprov_lab._warn import TensProvWarning
+    from tensprov_lab.capture.memory._budget import Budget
+    from tensprov_lab.store import _spill
+
+    s = _store()
+    before = _answers(s)
+    budget = Budget(limit=1000)
+    budget._directory = str(tmp_path)
+
+    def full(t: Any, path: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_spill, "_write_tensor", full)
+    with pytest.warns(TensProvWarning, match="could not spill .*No space left on device.*TMPDIR"):
+        assert budget.over(s) is True
+    assert _files(tmp_path) == set() and not any(op.spilled for op in s.operations.values())
+    assert _answers(s) == before
+
+
 def test_spill_stops_at_the_limit_largest_first(tmp_path: Any) -> None:
     s = _store()
     sizes = sorted(((op.nbytes, op.id) for op in s.operations.values()), reverse=True)
@@ -162,6 +289,9 @@ def test_a_run_past_its_budget_spills_and_keeps_record_lineage(spark: Any, tmp_p
         assert [run.backward(df, rows=[r]).to_dict() for r in picks] == [want[i][r] for r in picks]
     got = [run.forward(orders, rows=[r], to=frames[-1]).to_dict() for r in range(0, 20_000, 97)]
     assert got == fwd
+    # and after them: the inverse indexes they built on spilled tensors are mapped too
+    assert tracker.budget.held(tracker.store, tracker.nodes.values()) <= budget
+    assert any(p.endswith(".npy") for op in spilled for p in op.spilled)
     # the key indexes were spilled too, and records are read back through them
     mine = [n for n in tracker.nodes.values() if n.run == run._log.id]
     key_files = tracker.budget.key_files(mine)
@@ -173,6 +303,7 @@ def test_a_run_past_its_budget_spills_and_keeps_record_lineage(spark: Any, tmp_p
     assert (
         loaded.backward("out", rows=[0]).to_dict() == run.backward(frames[-1], rows=[0]).to_dict()
     )
-    # forgetting the run deletes its files
+    # forgetting the run deletes its files (the indexes' files among them)
+    files = [p for op in spilled for p in op.spilled]
     tensprov_lab.forget(run)
     assert not any(os.path.exists(p) for p in files + key_files)

@@ -65,9 +65,8 @@ class ColumnsTensor(Tensor):
     def nbytes(self) -> int:
         return self.whole.nbytes + sum(p.nbytes for p in self.parts)
 
-    @property
-    def index_nbytes(self) -> int:
-        return self.whole.index_nbytes + sum(p.index_nbytes for p in self.parts)
+    def components(self) -> list[Tensor]:
+        return [self.whole, *self.parts]
 
     def _backward(self, u: np.ndarray) -> np.ndarray:
         return self.whole._backward(u)

@@ -55,6 +55,7 @@ class CSRTensor(Tensor):
     """
 
     kind = "csr"
+    _lazy = ("_t_indptr", "_t_indices")
 
     def __init__(self, n_out: int, n_in: int, indptr: ArrayLike, indices: ArrayLike) -> None:
         super().__init__(n_out, n_in)
@@ -169,10 +170,6 @@ class CSRTensor(Tensor):
     @property
     def nbytes(self) -> int:
         return int(self.indptr.nbytes + self.indices.nbytes)
-
-    @property
-    def index_nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in (self._t_indptr, self._t_indices) if a is not None)
 
     def _backward(self, u: np.ndarray) -> np.ndarray:
         if u.size == 0:

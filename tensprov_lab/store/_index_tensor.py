@@ -86,6 +86,7 @@ class IndexTensor(Tensor):
     """
 
     kind = "index"
+    _lazy = ("_inv_indptr", "_inv_order", "_inv_packed")
 
     def __init__(
         self,
@@ -243,12 +244,6 @@ class IndexTensor(Tensor):
             return self._ef.nbytes
         assert self._offsets is not None
         return int(self._offsets.nbytes)
-
-    @property
-    def index_nbytes(self) -> int:
-        arrays = (self._inv_indptr, self._inv_order)
-        packed = self._inv_packed.nbytes if self._inv_packed is not None else 0
-        return packed + sum(int(a.nbytes) for a in arrays if a is not None)
 
     def to_index(self) -> np.ndarray:
         """The full ``idx`` array (int64, ``-1`` for no input row), O(n_out)."""

@@ -313,6 +313,9 @@ def write_store(
     ------
     SaveError
         When ``path`` exists and is not a tensprov-lab save (it is never overwritten).
+    OSError
+        When the disk is full (or refuses a write): the message says so; nothing is
+        left behind.
     """
     target = os.path.abspath(os.fspath(path))
     if os.path.exists(target) and not os.path.isfile(os.path.join(target, _MANIFEST)):
@@ -358,6 +361,14 @@ def write_store(
         os.rename(tmp, target)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        # disk full, quota, permissions: nothing half written, and say so
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OSError(
+            exc.errno,
+            f"could not write the save {target}: {exc.strerror or exc}. Nothing was written"
+            " (an earlier save there is unchanged): free space on that disk, or save elsewhere",
+        ) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -92,6 +92,37 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return out
 
 
+def file_backed(a: np.ndarray) -> bool:
+    """Whether array ``a`` is pages of a memory-mapped file (its bytes are the operating
+    system's to keep or drop, not the process's).
+
+    >>> file_backed(np.zeros(3))
+    False
+    """
+    import mmap
+
+    base: object = a
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
+def held_nbytes(value: object) -> int:
+    """Bytes an index value holds in memory: an array not mapped from a file, a tuple of
+    them, or packed ints (their words)."""
+    if value is None:
+        return 0
+    if isinstance(value, tuple):
+        return sum(held_nbytes(v) for v in value)
+    if isinstance(value, PackedInts):
+        return held_nbytes(value.words)
+    if isinstance(value, np.ndarray):
+        return 0 if file_backed(value) else int(value.nbytes)
+    raise TypeError(f"an index of type {type(value).__name__}")
+
+
 def _check_size(n: int, name: str) -> int:
     n = int(n)
     if n < 0:
@@ -131,6 +162,10 @@ class Tensor(ABC):
     """
 
     kind: str = "abstract"
+    #: the attributes holding indexes queries build lazily (arrays, tuples of arrays or
+    #: :class:`PackedInts`): counted in ``index_nbytes``, and what a memory budget may
+    #: move to memory-mapped files (:func:`~._spill.map_indexes`)
+    _lazy: tuple[str, ...] = ()
 
     def __init__(self, n_out: int, n_in: int) -> None:
         self.n_out = _check_size(n_out, "n_out")
@@ -153,8 +188,15 @@ class Tensor(ABC):
 
     @property
     def index_nbytes(self) -> int:
-        """Bytes of lazily built inverse indexes (0 until a query builds them)."""
-        return 0
+        """Bytes of lazily built inverse indexes the process holds (0 until a query
+        builds them; indexes mapped from files are pages of the file, not counted)."""
+        own = sum(held_nbytes(getattr(self, name)) for name in self._lazy)
+        return own + sum(t.index_nbytes for t in self.components())
+
+    def components(self) -> list[Tensor]:
+        """The tensors this one is made of (a window's frames, a column tensor's
+        parts): their indexes are this one's."""
+        return []
 
     def backward(self, rows: ArrayLike) -> np.ndarray:
         """Input rows that the given output rows derive from (sorted, unique, int64).
@@ -398,6 +440,7 @@ class MaskTensor(Tensor):
     """
 
     kind = "mask"
+    _lazy = ("_rank", "_kept_index")
 
     def __init__(
         self,
@@ -514,10 +557,6 @@ class MaskTensor(Tensor):
         arr = self._kept if self._kept is not None else self._bits
         assert arr is not None
         return int(arr.nbytes)
-
-    @property
-    def index_nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in (self._rank, self._kept_index) if a is not None)
 
     def kept(self) -> np.ndarray:
         """The kept input rows, one per output row (int64)."""

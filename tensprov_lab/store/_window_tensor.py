@@ -60,6 +60,7 @@ class FrameTensor(Tensor):
     """
 
     kind = "frame"
+    _lazy = ("_pos", "_lohi")
 
     def __init__(self, order: object, lo: object, hi: object) -> None:
         o = np.asarray(order, dtype=np.int64)
@@ -103,11 +104,6 @@ class FrameTensor(Tensor):
     @property
     def nbytes(self) -> int:
         return self._order.nbytes + self._lo.nbytes + self._hi.nbytes
-
-    @property
-    def index_nbytes(self) -> int:
-        bounds = 0 if self._lohi is None else sum(int(a.nbytes) for a in self._lohi)
-        return bounds + (0 if self._pos is None else int(self._pos.nbytes))
 
     def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """``lo`` and ``hi`` unpacked (built once: forward searches them)."""
@@ -264,10 +260,8 @@ class WindowTensor(Tensor):
     def nbytes(self) -> int:
         return sum(f.nbytes for f in self.frames) + (0 if self.kept is None else self.kept.nbytes)
 
-    @property
-    def index_nbytes(self) -> int:
-        mine = 0 if self.kept is None else self.kept.index_nbytes
-        return sum(f.index_nbytes for f in self.frames) + mine
+    def components(self) -> list[Tensor]:
+        return [*self.frames, *([] if self.kept is None else [self.kept])]
 
     def _records(self, u: np.ndarray) -> np.ndarray:
         """The records (of the ``n`` the frames are over) of output records ``u``."""

@@ -5,7 +5,8 @@ tensors, the inverse indexes queries build, attribute maps, and the key indexes 
 keeps per dataset to read records back and replay them.  Past it, capture first spills
 tensors, largest first (memory-mapped files in the save format, see
 :mod:`tensprov_lab.store._spill`), then the arrays of key indexes (``.npy`` files mapped
-copy-on-write), so lineage stays record-level and queries keep answering from the
+copy-on-write), then the inverse indexes queries built on spilled tensors (``.npy``
+files mapped read-only), so lineage stays record-level and queries keep answering from the
 files; only when nothing is left to spill (or with ``spill=False``) do further
 operations fall back to coarse lineage, with a warning.  The directory is removed when
 the Python process exits; forgetting a run deletes its files.
@@ -25,7 +26,7 @@ import numpy as np
 
 from tensprov_lab.capture.memory._resident import SparkTensor, to_spark
 from tensprov_lab.store import Store
-from tensprov_lab.store._spill import Put, memory_nbytes, release, spill, to_files
+from tensprov_lab.store._spill import Put, map_indexes, memory_nbytes, release, spill, to_files
 
 __all__ = ["Budget", "key_nbytes", "records_nbytes"]
 
@@ -158,9 +159,23 @@ class Budget:
         if limit is None or _held(store, keys, nodes) <= limit:
             return False
         if self.spill:
-            fixed = sum(key_nbytes(k) for k in keys) + records_nbytes(nodes)
-            spill(store, self.directory(), max(limit - fixed, 0), put=self.put())
-            self._spill_keys(keys, limit - memory_nbytes(store) - records_nbytes(nodes))
+            try:
+                fixed = sum(key_nbytes(k) for k in keys) + records_nbytes(nodes)
+                spill(store, self.directory(), max(limit - fixed, 0), put=self.put())
+                self._spill_keys(keys, limit - memory_nbytes(store) - records_nbytes(nodes))
+                # the inverse indexes queries built on spilled tensors: from files too
+                fixed = sum(key_nbytes(k) for k in keys) + records_nbytes(nodes)
+                map_indexes(store, self.directory(), max(limit - fixed, 0))
+            except OSError as exc:
+                # a full disk: what did not fit stays in memory (nothing half written);
+                # past the budget, capture then keeps coarse lineage and says why
+                from tensprov_lab._warn import warn
+
+                warn(
+                    f"could not spill past the memory budget to {self.directory()} "
+                    f"({exc.strerror or exc}): what did not fit stays in memory. Free "
+                    "space there, or set TMPDIR to a larger disk before starting Python"
+                )
         return self.limit is not None and _held(store, keys, nodes) > self.limit
 
     def move(self, store: Store, op_ids: Iterable[int], to: str) -> list[int]:
@@ -196,7 +211,11 @@ class Budget:
                 if isinstance(a, np.memmap) or a.nbytes < _SMALL:
                     continue
                 path = os.path.join(self.directory(), f"key{id(ki)}_{name}.npy")
-                np.save(path, a)
+                try:
+                    np.save(path, a)
+                except BaseException:
+                    release([path])  # a full disk or Ctrl-C: the array stays in memory
+                    raise
                 # copy-on-write: a key index that writes into its arrays still may
                 setattr(ki, name, np.load(path, mmap_mode="c"))
                 vars(ki).setdefault(_FILES, []).append(path)

@@ -125,6 +125,8 @@ class RunLog:
     failed: list[str] = field(default_factory=list)
     #: Spark jobs its capture ran (counting jobs, fused reads, operations' own jobs)
     jobs: int = 0
+    #: fused reads its capture took straight from the sources' files (no Spark job)
+    file_reads: int = 0
     #: its provenance was dropped (``tensprov_lab.forget``)
     forgotten: bool = False
     #: its capture was interrupted (Ctrl-C), and its provenance dropped with it

@@ -201,6 +201,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
             self._fusion = self._fuse(pending, progress)
             if self._fusion is not None:
                 run.jobs += sum(self._fusion.jobs.values())
+                run.file_reads += self._fusion.file_reads
                 # the reads' keys arrive before any operation: spill what earlier runs
                 # hold if they do not fit beside them
                 self.budget.over(self.store, self.nodes.values())

@@ -318,6 +318,11 @@ class Fusion:
             pass
         self.seconds[ident] = time.perf_counter() - t0
 
+    @property
+    def file_reads(self) -> int:
+        """How many reads came straight from the sources' files."""
+        return sum(1 for i in self.tables if i not in self.spark_reads)
+
     def reads_of(self, out: int) -> list[int]:
         """The reads the capture of operation ``out`` runs (the first one that needs them)."""
         return [t for t, o in self.owner.items() if o == out]
