@@ -171,7 +171,7 @@ def test_demo_serves_the_quickstart_in_jupyterlab(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_bench_smoke_prints_every_figure() -> None:
+def test_bench_smoke_prints_every_figure(tmp_path: Path) -> None:
     out = _run("bench", "--rows", "20k", "--queries", "50")
     row = next(line for line in out.splitlines() if line.strip().startswith("20,000"))
     figures = row.split()
@@ -185,11 +185,22 @@ def test_bench_smoke_prints_every_figure() -> None:
     # (capture/sources/_direct.py), no Spark job
     assert first > 0 and jobs == 0 and py_peak > 0 and jvm_peak > 0
     assert out.count("capture 3/3") == 1  # three turns by default
+    # --markdown: the figures replace this benchmark's section of the file, the rest kept
+    md = tmp_path / "benchmarks.md"
+    stale = "<!-- bench:engine-local-20k-background -->\nold figures\n"
+    md.write_text(f"# Benchmarks\n\nhand-written text\n\n{stale}"
+                  "<!-- /bench:engine-local-20k-background -->\n\n## after\n")  # fmt: skip
     one = _run(
         "bench", "--rows", "20k", "--queries", "20", "--capture-only", "--repeat", "1",
-        "--background", "--tiers",
+        "--background", "--tiers", "--markdown", str(md),
     )  # fmt: skip
     assert "capture 1/1" in one and "capture 2/" not in one
+    text = md.read_text()
+    assert "old figures" not in text and "hand-written text" in text and "## after" in text
+    assert text.count("<!-- bench:engine-local-20k-background -->") == 1
+    assert "`tensprov-lab bench --rows 20k --queries 20 --capture-only --repeat 1" in text
+    assert re.search(r"\d{4}-\d\d-\d\d · commit \S+ · \d+ cores, .* · pyspark \d", text)
+    assert re.search(r"\| 20,000 \| [\d.]+ \| [\d.]+ \| \*\*[\d.]+\*\* \| 0 \|", text), text
     bg = re.search(
         r"background capture of 20,000 orders: the block held ([\d.]+) s \(held / baseline "
         r"([\d.]+)\); block \+ the sink's write right after ([\d.]+) s, added (-?[\d.]+) × "

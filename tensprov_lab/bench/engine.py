@@ -423,6 +423,48 @@ def format_table(results: list[EngineResult]) -> str:
     return "\n".join(lines)
 
 
+def _command(argv: list[str] | None) -> str:
+    """The command line that printed the figures (without ``--markdown FILE``)."""
+    import sys
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--markdown" in words:
+        at = words.index("--markdown")
+        del words[at : at + 2]
+    words = [w for w in words if not w.startswith("--markdown=")]
+    return " ".join(["tensprov-lab bench", *words])
+
+
+def _section(args: Any) -> tuple[str, str]:
+    """The key and title of a run's section: one per size list and session kind."""
+    how = "connect" if args.connect else "local"
+    extra = [f for f, on in (("budget", args.budget), ("background", args.background)) if on]
+    key = "-".join(["engine", how, args.rows.replace(",", "+"), *extra])
+    title = f"Engine bench, {args.rows} orders" + (" over Spark Connect" if args.connect else "")
+    if extra:
+        title += " (" + ", ".join(f"--{f}" for f in extra) + ")"
+    return key, title
+
+
+def markdown_body(results: list[EngineResult]) -> str:
+    """The figures of :func:`format_table` as a Markdown table, its notes below it."""
+    from tensprov_lab.bench._markdown import table
+
+    rows = [
+        [
+            f"{r.rows:,}" + (" (coarse)" if r.opaque else ""), f"{r.baseline_s:.2f}",
+            f"{r.capture_s:.2f}", f"**{r.ratio:.2f}**", r.jobs, f"{r.bytes_per_join_row:.2f}",
+            f"{r.total_bytes / 2**20:.2f}",
+            f"{r.backward_ms[0]:.3f} / {r.forward_ms[0]:.3f}",
+        ]
+        for r in results
+    ]  # fmt: skip
+    head = ["orders", "baseline s", "capture s", "ratio", "jobs", "B/join row", "store MB",
+            "bwd / fwd p50 ms"]  # fmt: skip
+    notes = format_table(results).splitlines()[2 + len(results) :]
+    return table(head, rows) + "\n\n```text\n" + "\n".join(notes).strip() + "\n```"
+
+
 def _parse_rows(text: str) -> list[int]:
     out = []
     for part in text.split(","):
@@ -494,6 +536,13 @@ def main(argv: list[str] | None = None) -> int:
         "own jars); implies --capture-only (no replays over Connect yet)",
     )
     parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
+    parser.add_argument(
+        "--markdown",
+        default=None,
+        metavar="FILE",
+        help="also write the figures into FILE (e.g. docs/benchmarks.md): this benchmark's "
+        "section is replaced (or appended), with the command, date, commit and machine",
+    )
     args = parser.parse_args(argv)
     import contextlib
 
@@ -530,6 +579,15 @@ def main(argv: list[str] | None = None) -> int:
             # queries and captures of one size must not hold the memory of the next
             tensprov_lab.forget()
         print(format_table(results))
+        if args.markdown:
+            from tensprov_lab.bench._markdown import about_this_run, refresh
+
+            key, title = _section(args)
+            refresh(
+                args.markdown, key, title, _command(argv), markdown_body(results),
+                about_this_run(None if args.connect else spark),
+            )  # fmt: skip
+            print(f"figures written to {args.markdown} (section {key})")
     finally:
         if args.data is None:
             shutil.rmtree(folder, ignore_errors=True)
