@@ -187,9 +187,11 @@ def test_bench_smoke_prints_every_figure(tmp_path: Path) -> None:
     assert out.count("capture 3/3") == 1  # three turns by default
     # --markdown: the figures replace this benchmark's section of the file, the rest kept
     md = tmp_path / "benchmarks.md"
-    stale = "<!-- bench:engine-local-20k-background -->\nold figures\n"
-    md.write_text(f"# Benchmarks\n\nhand-written text\n\n{stale}"
-                  "<!-- /bench:engine-local-20k-background -->\n\n## after\n")  # fmt: skip
+    import pyspark
+
+    key = f"engine-local-20k-background-pyspark{'.'.join(pyspark.__version__.split('.')[:2])}"
+    md.write_text(f"# Benchmarks\n\nhand-written text\n\n<!-- bench:{key} -->\nold figures\n"
+                  f"<!-- /bench:{key} -->\n\n## after\n")  # fmt: skip
     one = _run(
         "bench", "--rows", "20k", "--queries", "20", "--capture-only", "--repeat", "1",
         "--background", "--tiers", "--markdown", str(md),
@@ -197,7 +199,7 @@ def test_bench_smoke_prints_every_figure(tmp_path: Path) -> None:
     assert "capture 1/1" in one and "capture 2/" not in one
     text = md.read_text()
     assert "old figures" not in text and "hand-written text" in text and "## after" in text
-    assert text.count("<!-- bench:engine-local-20k-background -->") == 1
+    assert text.count(f"<!-- bench:{key} -->") == 1
     assert "`tensprov-lab bench --rows 20k --queries 20 --capture-only --repeat 1" in text
     assert re.search(r"\d{4}-\d\d-\d\d · commit \S+ · \d+ cores, .* · pyspark \d", text)
     assert re.search(r"\| 20,000 \| [\d.]+ \| [\d.]+ \| \*\*[\d.]+\*\* \| 0 \|", text), text

@@ -437,10 +437,14 @@ def _command(argv: list[str] | None) -> str:
 
 def _section(args: Any) -> tuple[str, str]:
     """The key and title of a run's section: one per size list and session kind."""
+    import pyspark
+
     how = "connect" if args.connect else "local"
     extra = [f for f, on in (("budget", args.budget), ("background", args.background)) if on]
-    key = "-".join(["engine", how, args.rows.replace(",", "+"), *extra])
+    version = ".".join(pyspark.__version__.split(".")[:2])
+    key = "-".join(["engine", how, args.rows.replace(",", "+"), *extra, f"pyspark{version}"])
     title = f"Engine bench, {args.rows} orders" + (" over Spark Connect" if args.connect else "")
+    title += f", pyspark {version}"
     if extra:
         title += " (" + ", ".join(f"--{f}" for f in extra) + ")"
     return key, title
