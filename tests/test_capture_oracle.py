@@ -345,9 +345,22 @@ def test_fused_reads_of_csv_files_match_oracle(spark, a, b, data) -> None:  # no
 
 
 def _fused_pipeline(spark, a, b, data, folder, fmt="parquet") -> None:  # noqa: ANN001
+    steps = draw_fused_steps(data, a, b)
+    run = run_pipeline(spark, a, b, steps, folder, fmt)
+    if folder is not None:
+        event(f"{fmt}: Spark jobs {'0' if run._log.jobs == 0 else '> 0'}")
+    assert "join" in [op.method for op in run.operations if op.fused]
+    assert not [w for w in run.warnings if "fused capture not used" in w]
+
+
+def draw_fused_steps(
+    data: st.DataObject, a: list[tuple], b: list[tuple], max_steps: int = 3
+) -> list[tuple]:
+    """Scan-ordered steps over source ``a``, an equi-join with ``b``, maybe an aggregate:
+    the shapes a fused capture reads from the sources."""
     t = Table.source("a", A_COLS, A_TYPES, a)
     steps: list[tuple] = []
-    for _ in range(data.draw(st.integers(0, 3))):
+    for _ in range(data.draw(st.integers(0, max_steps))):
         step = draw_step(data, t, None, used_join=True)
         if step is not None and step[0] in _SCAN_ORDERED:
             steps.append(step)
@@ -362,11 +375,7 @@ def _fused_pipeline(spark, a, b, data, folder, fmt="parquet") -> None:  # noqa: 
     others = [c for c in t.cols if t.types[c] == "int" and c != group]
     if group is not None and others:
         steps.append(("groupBy", group, data.draw(st.sampled_from(others))))
-    run = run_pipeline(spark, a, b, steps, folder, fmt)
-    if folder is not None:
-        event(f"{fmt}: Spark jobs {'0' if run._log.jobs == 0 else '> 0'}")
-    assert "join" in [op.method for op in run.operations if op.fused]
-    assert not [w for w in run.warnings if "fused capture not used" in w]
+    return steps
 
 
 #: pipelines the random search found wrong once, kept as fixed regression cases

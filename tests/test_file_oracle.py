@@ -23,18 +23,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from tests.oracle import Table, apply
-from tests.test_capture_oracle import (
-    _SCAN_ORDERED,
-    A_COLS,
-    A_TYPES,
-    B_COLS,
-    B_TYPES,
-    a_rows,
-    b_rows,
-    draw_step,
-    run_steps,
-)
+from tests.test_capture_oracle import A_COLS, B_COLS, a_rows, b_rows, draw_fused_steps, run_steps
 
 pytestmark = pytest.mark.spark
 
@@ -177,28 +166,6 @@ def _plain(spec: dict, a: list[tuple]) -> bool:
     return spec["layout"] == "plain"
 
 
-def draw_steps(data: Any, a: list[tuple]) -> list[tuple]:
-    """Scan-ordered steps, an equi-join, maybe an aggregate (as the fused oracle test)."""
-    t = Table.source("a", A_COLS, A_TYPES, a)
-    steps: list[tuple] = []
-    for _ in range(data.draw(st.integers(0, 2))):
-        step = draw_step(data, t, None, used_join=True)
-        if step is not None and step[0] in _SCAN_ORDERED:
-            steps.append(step)
-            t = apply(step, t, Table.source("a", A_COLS, A_TYPES, a))
-    if "k" not in t.cols:
-        steps = []
-        t = Table.source("a", A_COLS, A_TYPES, a)
-    how = data.draw(st.sampled_from(["inner", "left", "full"]))
-    steps.append(("join", how))
-    t = apply(("join", how), t, Table.source("b", B_COLS, B_TYPES, []))
-    group = data.draw(st.sampled_from([None, *[c for c in t.cols if c in ("s", "k")]]))
-    others = [c for c in t.cols if t.types[c] == "int" and c != group]
-    if group is not None and others:
-        steps.append(("groupBy", group, data.draw(st.sampled_from(others))))
-    return steps
-
-
 _EXAMPLES = int(os.environ.get("TENSPROV_FILE_EXAMPLES", "12"))
 
 
@@ -213,7 +180,7 @@ _EXAMPLES = int(os.environ.get("TENSPROV_FILE_EXAMPLES", "12"))
 def test_pipelines_over_files_match_oracle(spark, a, b, spec, data) -> None:  # noqa: ANN001
     import tensprov_lab
 
-    steps = draw_steps(data, a)
+    steps = draw_fused_steps(data, a, b, max_steps=2)
     tracker = tensprov_lab._api._tracker(spark)
     with tempfile.TemporaryDirectory(prefix="tensprov-files-") as folder:
         a_df, b_df = sources(spark, folder, a, b, spec)

@@ -128,6 +128,27 @@ def _held_files(s: Store) -> set[str]:
     return {p for op in s.operations.values() for p in op.spilled or []}
 
 
+def _failing(write: Any, at: int, fault: str) -> Any:
+    """``write(obj, path)`` that, on its ``at``-th call, leaves a partial file and then
+    stops as Ctrl-C (``fault="interrupt"``) or a full disk would."""
+    import errno
+
+    calls = [0]
+
+    def failing(obj: Any, path: str) -> None:
+        calls[0] += 1
+        if calls[0] != at:
+            write(obj, path)
+            return
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        if fault == "interrupt":
+            raise KeyboardInterrupt
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    return failing
+
+
 @pytest.mark.parametrize("fault", ["interrupt", "disk full"])
 def test_a_spill_stopped_midway_leaves_every_operation_whole(
     tmp_path: Any, monkeypatch: Any, fault: str
@@ -135,25 +156,13 @@ def test_a_spill_stopped_midway_leaves_every_operation_whole(
     """Ctrl-C in the driver, or a full disk, while the third tensor is written: the
     operations spilled before it are spilled, the rest keep their tensors in memory,
     no file is half written or left unreferenced, and every answer is unchanged."""
-    import errno
 
     from tensprov_lab.store import _spill
 
     s = _store()
     before = _answers(s)
-    real, calls = _spill._write_tensor, [0]
-
-    def stopping(t: Any, path: str) -> None:
-        calls[0] += 1
-        if calls[0] == 3:
-            with open(path, "wb") as f:
-                f.write(b"ARROW1 partial")
-            if fault == "interrupt":
-                raise KeyboardInterrupt
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real(t, path)
-
-    monkeypatch.setattr(_spill, "_write_tensor", stopping)
+    real = _spill._write_tensor
+    monkeypatch.setattr(_spill, "_write_tensor", _failing(real, 3, fault))
     with pytest.raises(KeyboardInterrupt if fault == "interrupt" else OSError):
         spill(s, str(tmp_path), limit=0)
     spilled = [op for op in s.operations.values() if op.spilled]
@@ -172,24 +181,15 @@ def test_a_spill_stopped_midway_leaves_every_operation_whole(
 def test_a_full_disk_while_mapping_indexes_keeps_them_in_memory(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
-    import errno
 
     s = _store()
     before = _answers(s)
     spill(s, str(tmp_path), limit=0)
     _answers(s)
     held = memory_nbytes(s)
-    real, calls = np.save, [0]
-
-    def filling(path: Any, a: Any) -> None:
-        calls[0] += 1
-        if calls[0] == 2:
-            with open(path, "wb") as f:
-                f.write(b"\x93NUMPY partial")
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, a)
-
-    monkeypatch.setattr(np, "save", filling)
+    real = np.save
+    failing = _failing(lambda a, path: real(path, a), 2, "disk full")
+    monkeypatch.setattr(np, "save", lambda path, a: failing(a, path))
     with pytest.raises(OSError, match="No space left"):
         map_indexes(s, str(tmp_path / "idx"), 0)
     monkeypatch.setattr(np, "save", real)

@@ -55,6 +55,18 @@ def test_frame_tensor_matches_its_matrix() -> None:
         assert t.nnz == int(m.sum())
 
 
+def _sliding_frames(rng: np.random.Generator, order: np.ndarray, k: int) -> list[FrameTensor]:
+    """``k`` random sliding frames ``[p + a, p + b]`` over records in ``order``."""
+    n = len(order)
+    frames = []
+    for _ in range(k):
+        a, b = int(rng.integers(-3, 1)), int(rng.integers(-2, 3))
+        lo = np.clip(np.arange(n) + a, 0, n)
+        hi = np.maximum(np.clip(np.arange(n) + b + 1, 0, n), lo)
+        frames.append(FrameTensor(order, lo, np.maximum.accumulate(hi)))
+    return frames
+
+
 def test_window_tensor_counts_its_entries_from_the_bounds() -> None:
     """Exact for frames of one sort order (one window spec); with two orders an upper
     bound that still counts each order's frames exactly."""
@@ -62,12 +74,7 @@ def test_window_tensor_counts_its_entries_from_the_bounds() -> None:
     for _ in range(30):
         n = int(rng.integers(1, 25))
         order = rng.permutation(n)
-        frames = []
-        for _k in range(int(rng.integers(1, 4))):
-            a, b = int(rng.integers(-3, 1)), int(rng.integers(-2, 3))
-            lo = np.clip(np.arange(n) + a, 0, n)
-            hi = np.maximum(np.clip(np.arange(n) + b + 1, 0, n), lo)
-            frames.append(FrameTensor(order, lo, np.maximum.accumulate(hi)))
+        frames = _sliding_frames(rng, order, int(rng.integers(1, 4)))
         for own in (True, False):
             t = WindowTensor(n, frames, {}, own=own)
             assert t.nnz == int(t.to_sparse().nnz)
@@ -123,13 +130,7 @@ def test_window_tensor_keeping_some_records_is_its_rows_of_the_whole(tmp_path) -
     rng = np.random.default_rng(11)
     for trial in range(30):
         n = int(rng.integers(1, 20))
-        order = rng.permutation(n)
-        frames = []
-        for _k in range(int(rng.integers(1, 3))):
-            a, b = int(rng.integers(-3, 1)), int(rng.integers(-2, 3))
-            lo = np.clip(np.arange(n) + a, 0, n)
-            hi = np.maximum(np.clip(np.arange(n) + b + 1, 0, n), lo)
-            frames.append(FrameTensor(order, lo, np.maximum.accumulate(hi)))
+        frames = _sliding_frames(rng, rng.permutation(n), int(rng.integers(1, 3)))
         columns = {1: [0], 2: [-1, *range(len(frames))]}
         rows = np.flatnonzero(rng.random(n) < 0.5)
         whole = WindowTensor(n, frames, columns)

@@ -465,7 +465,11 @@ def markdown_body(results: list[EngineResult]) -> str:
     ]  # fmt: skip
     head = ["orders", "baseline s", "capture s", "ratio", "jobs", "B/join row", "store MB",
             "bwd / fwd p50 ms"]  # fmt: skip
-    notes = format_table(results).splitlines()[2 + len(results) :]
+    # the footer explaining the columns is said once, at the top of the file
+    notes = [
+        line for line in format_table(results).splitlines()[2 + len(results) :]
+        if not line.startswith(("baseline, capture: medians", "targets: "))
+    ]  # fmt: skip
     return table(head, rows) + "\n\n```text\n" + "\n".join(notes).strip() + "\n```"
 
 
