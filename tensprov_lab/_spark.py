@@ -14,7 +14,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["JavaMissing", "check_java", "local_connect_server", "local_spark"]
+__all__ = [
+    "JavaMissing", "check_java", "local_cluster", "local_connect_server", "local_spark",
+]  # fmt: skip
 
 
 class JavaMissing(RuntimeError):
@@ -86,6 +88,12 @@ def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) 
     >>> spark.range(3).count()                                  # doctest: +SKIP
     3
     """
+    return session(f"local[{cores}]", app, **conf)
+
+
+def session(master: str, app: str = "tensprov-lab", **conf: Any) -> Any:
+    """A SparkSession on ``master`` (``local[N]``, ``spark://HOST:PORT``, ...) with the
+    settings of :func:`local_spark`."""
     check_java()
     from importlib import resources
 
@@ -98,7 +106,7 @@ def local_spark(cores: int | str = "*", app: str = "tensprov-lab", **conf: Any) 
     if "spark.driver.extraJavaOptions" in conf:
         java_opts = f"{conf.pop('spark.driver.extraJavaOptions')} {java_opts}"
     builder = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -161,6 +169,92 @@ def _launch_quietly(builder: Any) -> None:
     threading.Thread(target=forward, args=(proc.stderr,), name="spark-stderr", daemon=True).start()
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive_workers(master_log: str) -> int:
+    """Workers the master counts, asked at the web UI port its log names (Spark binds
+    the next port when the one asked for was taken meanwhile)."""
+    import json
+    import urllib.request
+
+    with open(master_log) as f:
+        found = re.search(r"MasterWebUI.* started at https?://[^:\s]+:(\d+)", f.read())
+    if found is None:
+        return 0
+    try:
+        url = f"http://127.0.0.1:{found.group(1)}/json/"
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+@contextlib.contextmanager
+def local_cluster(
+    workers: int = 2, cores: int = 1, memory: str = "2g", logs: str | None = None
+) -> Iterator[str]:
+    """A Spark standalone cluster on loopback: a master and ``workers`` workers of
+    ``cores`` cores each (executors in JVMs of their own), run from pyspark's own
+    ``spark-class``, stopped when the block ends.
+
+    Yields the master's URL (``spark://127.0.0.1:PORT``).  Used by the tests and by
+    ``tensprov-lab bench --master local-cluster``; ``logs``: the folder for the
+    processes' logs (default: a temporary one).
+    """
+    check_java()
+    from pathlib import Path
+
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    env = dict(os.environ, SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    folder = logs or tempfile.mkdtemp(prefix="tensprov-cluster-")
+    port = _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    cls = str(home / "bin" / "spark-class")
+    master_args = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port())]
+    worker_args = ["--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
+                   "--webui-port", "0"]  # fmt: skip
+    names = [f"worker{i + 1}" for i in range(workers)]
+    procs = []
+    try:
+        for name, args in [
+            ("master", [cls, "org.apache.spark.deploy.master.Master", *master_args]),
+            *((w, [cls, "org.apache.spark.deploy.worker.Worker", *worker_args, url])
+              for w in names),
+        ]:  # fmt: skip
+            log = open(os.path.join(folder, f"{name}.log"), "w")  # noqa: SIM115 (closed below)
+            work = tempfile.mkdtemp(prefix=f"tensprov-{name}-", dir=folder)
+            own = dict(env, SPARK_WORKER_DIR=work)
+            procs.append((subprocess.Popen(args, env=own, stdout=log, stderr=log), log))
+        deadline = time.monotonic() + 120
+        while _alive_workers(os.path.join(folder, "master.log")) < workers:
+            dead = [p for p, _ in procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                text = ""
+                for n in ("master", *names):
+                    with open(os.path.join(folder, f"{n}.log")) as f:
+                        text += f.read()
+                raise RuntimeError(f"the standalone cluster did not start:\n{text[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        for p, log in procs[::-1]:
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            log.close()
+        if logs is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def local_connect_server(cores: int | str = "*", **conf: Any) -> Iterator[str]:
     """A Spark Connect server on loopback, run from pyspark's own jars (its
@@ -178,9 +272,7 @@ def local_connect_server(cores: int | str = "*", **conf: Any) -> Iterator[str]:
     jars = sorted((home / "jars").glob("spark-connect_*.jar"))
     if not jars:
         raise RuntimeError(f"pyspark at {home} has no spark-connect jar: install pyspark 4+")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = _free_port()
     settings = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": port,

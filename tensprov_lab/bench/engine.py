@@ -439,11 +439,13 @@ def _section(args: Any) -> tuple[str, str]:
     """The key and title of a run's section: one per size list and session kind."""
     import pyspark
 
-    how = "connect" if args.connect else "local"
+    how = "connect" if args.connect else "cluster" if args.master else "local"
     extra = [f for f, on in (("budget", args.budget), ("background", args.background)) if on]
     version = ".".join(pyspark.__version__.split(".")[:2])
     key = "-".join(["engine", how, args.rows.replace(",", "+"), *extra, f"pyspark{version}"])
-    title = f"Engine bench, {args.rows} orders" + (" over Spark Connect" if args.connect else "")
+    title = f"Engine bench, {args.rows} orders" + (
+        " over Spark Connect" if args.connect else " on a standalone cluster" if args.master else ""
+    )
     title += f", pyspark {version}"
     if extra:
         title += " (" + ", ".join(f"--{f}" for f in extra) + ")"
@@ -543,6 +545,15 @@ def main(argv: list[str] | None = None) -> int:
         help="run the pipeline over Spark Connect (a server on loopback, from pyspark's "
         "own jars); implies --capture-only (no replays over Connect yet)",
     )
+    parser.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="run on this Spark master (e.g. spark://HOST:PORT) instead of local mode; "
+        "'local-cluster' starts a standalone cluster on loopback (a master and two 1-core "
+        "workers, executors in JVMs of their own) for the run. The data folder must be "
+        "readable by the executors under the same path",
+    )
     parser.add_argument("--cores", default="*", help="local Spark cores (default: all)")
     parser.add_argument(
         "--markdown",
@@ -556,10 +567,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensprov_lab
     from tensprov_lab._api import parse_size
-    from tensprov_lab._spark import local_connect_server, local_spark
+    from tensprov_lab._spark import local_cluster, local_connect_server, local_spark, session
 
     stack = contextlib.ExitStack()
-    if args.connect:
+    if args.master is not None and args.connect:
+        parser.error("--master and --connect are two ways to reach Spark: give one")
+    if args.master is not None:
+        master = args.master
+        if master == "local-cluster":
+            master = stack.enter_context(local_cluster(2, 1, "3g"))
+        spark = session(master, app="tensprov-lab-bench")
+    elif args.connect:
         from pyspark.sql import SparkSession
 
         url = stack.enter_context(local_connect_server(args.cores))
