@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 
 
-def pipeline(spark, F, Window):  # noqa: ANN001, ANN201, N803
+def pipeline(spark, F, Window, folder=None):  # noqa: ANN001, ANN201, N803
+    """The probe's tracked pipeline; with ``folder``, over the same records written
+    there as files and read back (orders as Parquet, customers as CSV)."""
     rng = np.random.default_rng(7)
     n = 3000
     orders = spark.createDataFrame(
@@ -30,6 +32,13 @@ def pipeline(spark, F, Window):  # noqa: ANN001, ANN201, N803
     customers = spark.createDataFrame(
         [(int(c), f"r{c % 5}") for c in range(0, 70, 1) if c % 7], "cust_id long, region string"
     )
+    if folder is not None:
+        orders.coalesce(2).write.parquet(f"{folder}/orders")
+        orders = spark.read.parquet(f"{folder}/orders")
+        customers.coalesce(1).write.csv(f"{folder}/customers", header=True)
+        customers = spark.read.csv(
+            f"{folder}/customers", header=True, schema="cust_id long, region string"
+        )
     import tensprov_lab
 
     with tensprov_lab.track(spark, name="probe") as run:
@@ -125,7 +134,8 @@ def probe(
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Run the probe in a subprocess (one SparkContext per process); its arrays.
     ``storage="spark"`` moves the run's tensors to Spark-resident tables before they
-    and the lineage answers are read (then by Spark jobs).  ``kill_at``: kill one
+    and the lineage answers are read (then by Spark jobs); ``storage="files"`` writes
+    the sources as files and tracks the pipeline over them read back.  ``kill_at``: kill one
     executor when capture reaches that operation (a cluster's worker then starts
     another)."""
     import os
@@ -159,7 +169,15 @@ def main(argv: list[str]) -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     killed = _kill_mid_capture(spark, int(kill_at)) if int(kill_at) else []
-    run, orders, pairs, agg = pipeline(spark, F, Window)
+    folder = None
+    if storage == "files":
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="tensprov-probe-")
+    run, orders, pairs, agg = pipeline(spark, F, Window, folder)
+    if folder is not None:
+        # the sources' files were read by the driver, not by a Spark job
+        assert run._log.file_reads > 0, run._log
     assert bool(killed) == bool(int(kill_at)), "the executor was not killed mid-capture"
     arrays = replayed(run, orders, pairs, agg)
     if storage == "spark":

@@ -13,8 +13,11 @@ reads it, so :func:`direct_read` answers None (read through Spark) unless all of
 holds:
 
 - the source's plan is a Parquet or CSV relation (or a catalog table of one), under
-  projections at most, in a local session (the driver sees the files the executors
-  read), not split into directories of partition values;
+  projections at most, not split into directories of partition values, of ``file:``
+  paths this process reads with the size Spark listed them at.  Spark lists a source's
+  files in the driver, so on a cluster (a standalone one on this machine, or one whose
+  executors share the driver's mount) these are the files the executors read; a file
+  the driver cannot read, or not at that size, is read through Spark;
 - the records come part after part in the order of Spark's partitions, each part's in
   its order: a whole file, or of a Parquet file Spark splits the row groups Spark's
   Parquet reader picks for that part's byte range (asked of the JVM, see
@@ -231,11 +234,10 @@ def direct_count(
 
 def _file_source(jvm: Jvm, scan: JObject) -> tuple[FileRelation, CsvLayout | None] | None:
     """A relation of Parquet or CSV files read here as Spark reads them (the CSV files'
-    layout, None for Parquet), or None: not local, partitioned, another format, or
-    options that change how Spark reads the files."""
+    layout, None for Parquet), or None: partitioned, another format, or options that
+    change how Spark reads the files (whether each file is local is asked when the
+    read runs)."""
     spark = jvm.spark
-    if not jvm.local:
-        return None
     relation = jvm.file_relation(scan)
     if relation is None or relation.partition_columns:
         return None

@@ -194,11 +194,6 @@ class Jvm:
         found: FileRelation | None = self._memoized("file_relation", node, self._file_relation)
         return found
 
-    @functools.cached_property
-    def local(self) -> bool:
-        """Whether Spark runs in this process's machine (a ``local`` master)."""
-        return str(self.spark.sparkContext.master).startswith("local")
-
     def _file_relation(self, node: JObject) -> FileRelation | None:
         helper = self.helper
         if helper is None:
