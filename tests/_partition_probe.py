@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 
-def pipeline(spark, F, Window, folder=None):  # noqa: ANN001, ANN201, N803
+def pipeline(spark, F, Window, folder=None, background=False):  # noqa: ANN001, ANN201, N803
     """The probe's tracked pipeline; with ``folder``, over the same records written
-    there as files and read back (orders as Parquet, customers as CSV)."""
+    there as files and read back (orders as Parquet, customers as CSV); with
+    ``background``, captured in the background (queries wait for it)."""
     rng = np.random.default_rng(7)
     n = 3000
     orders = spark.createDataFrame(
@@ -41,7 +42,7 @@ def pipeline(spark, F, Window, folder=None):  # noqa: ANN001, ANN201, N803
         )
     import tensprov_lab
 
-    with tensprov_lab.track(spark, name="probe") as run:
+    with tensprov_lab.track(spark, name="probe", background=background) as run:
         big = orders.filter(F.col("amount") > 30)
         joined = big.join(customers, "cust_id", "left")
         w = joined.withColumn("rank", F.count("*").over(Window.partitionBy("region")))
@@ -130,19 +131,19 @@ def _kill_mid_capture(spark, at: int) -> list[int]:  # noqa: ANN001
 
 def probe(
     folder: Path, master: str, shuffle: str, name: str, storage: str = "memory",
-    kill_at: int = 0,
+    kill_at: int = 0, background: bool = False,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Run the probe in a subprocess (one SparkContext per process); its arrays.
     ``storage="spark"`` moves the run's tensors to Spark-resident tables before they
     and the lineage answers are read (then by Spark jobs); ``storage="files"`` writes
     the sources as files and tracks the pipeline over them read back.  ``kill_at``: kill one
     executor when capture reaches that operation (a cluster's worker then starts
-    another)."""
+    another); ``background``: capture in the background."""
     import os
     import subprocess
 
     out = folder / f"{name}.npz"
-    args = [master, shuffle, str(out), storage, str(kill_at)]
+    args = [master, shuffle, str(out), storage, str(kill_at), str(int(background))]
     proc = subprocess.run(
         [sys.executable, "-m", "tests._partition_probe", *args],
         cwd=Path(__file__).resolve().parent.parent,
@@ -157,7 +158,7 @@ def probe(
 
 
 def main(argv: list[str]) -> None:
-    master, shuffle, out, storage, kill_at = [*argv, "memory", "0"][:5]
+    master, shuffle, out, storage, kill_at, background = [*argv, "memory", "0", "0"][:6]
     from pyspark.sql import SparkSession, Window
     from pyspark.sql import functions as F
 
@@ -174,7 +175,8 @@ def main(argv: list[str]) -> None:
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="tensprov-probe-")
-    run, orders, pairs, agg = pipeline(spark, F, Window, folder)
+    run, orders, pairs, agg = pipeline(spark, F, Window, folder, background == "1")
+    run.wait()  # a background capture: what follows reads its log
     if folder is not None:
         # the sources' files were read by the driver, not by a Spark job
         assert run._log.file_reads > 0, run._log

@@ -59,11 +59,13 @@ def test_an_executor_killed_mid_capture_changes_no_lineage(standalone: str, tmp_
 
 
 def test_sources_read_from_files_on_the_cluster(standalone: str, tmp_path: Path) -> None:
-    """Sources read from files (Parquet and CSV): on the cluster, as locally, capture
-    reads their columns straight from the files the driver listed (no Spark job), and
-    the tensors, lineage, recomputed records and what-if preview are the local ones."""
+    """Sources read from files (Parquet and CSV), captured in the background on the
+    cluster (as the magic does in a notebook) and in the foreground locally: on the
+    cluster, as locally, capture reads their columns straight from the files the driver
+    listed (no Spark job), and the tensors, lineage, recomputed records and what-if
+    preview are the local ones."""
     local = probe(tmp_path, "local[2]", "3", "local-files", storage="files")
-    cluster = probe(tmp_path, standalone, "3", "cluster-files", storage="files")
+    cluster = probe(tmp_path, standalone, "3", "cluster-files", storage="files", background=True)
     assert local.keys() == cluster.keys()
     for key in local:
         assert np.array_equal(local[key], cluster[key]), key

@@ -312,6 +312,52 @@ def test_provtrack_cell_and_explorer_over_connect(connect, capsys) -> None:  # n
             ns["spark"] = had
 
 
+def test_provtrack_in_a_notebook_kernel_captures_in_the_background_over_connect(
+    connect,
+    monkeypatch,  # noqa: ANN001
+) -> None:
+    """In a notebook kernel ``%%provtrack`` returns when the cell's code has run and
+    captures in the background, over Connect as in a classic session: the summary
+    display updates itself, a query waits for the capture, and the lineage is the
+    foreground capture's."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    ip = InteractiveShell.instance()
+    assert ip.run_cell("%load_ext tensprov_lab").success
+    ns = ip.user_ns
+    had = ns.get("spark")
+    ns["spark"] = connect
+    ns["src"] = connect.createDataFrame([(i, i % 3) for i in range(30)], "id bigint, g bigint")
+    body = "small = src.filter('id % 4 > 0')\nper_g = small.groupBy('g').count()"
+    try:
+        assert ip.run_cell(f"%%provtrack --name fg --wait\n{body}").success
+        fg = tensprov_lab.last_run()
+        want = [fg.backward("per_g", rows=[r]).to_dict() for r in range(3)]
+        monkeypatch.setattr(ip, "kernel", object(), raising=False)  # as in ipykernel
+        magics = ip.magics_manager.magics["cell"]["provtrack"].__self__
+        with capture_output() as cap:
+            assert ip.run_cell(f"%%provtrack --name bg\n{body}").success
+            bg = tensprov_lab.last_run()
+            got = [bg.backward(ns["per_g"], rows=[r]).to_dict() for r in range(3)]
+            magics.progress.summarizer.join(60)
+        assert bg.name == "bg" and not any(op.opaque for op in bg.operations)
+        strip = [{k.split(":")[-1]: v for k, v in d.items()} for d in (*want, *got)]
+        assert strip[:3] == strip[3:]
+        # the display updated itself at the capture's end (bytes then: before the
+        # queries built their indexes)
+        shown = cap.outputs[-1].data["text/plain"].splitlines()[0]
+        entries = bg.summary().split(" tensor entries")[0]
+        assert shown.startswith(f"{entries} tensor entries") and "capture failed" not in shown
+    finally:
+        for name in ("src", "small", "per_g"):
+            ns.pop(name, None)
+        if had is None:
+            ns.pop("spark", None)
+        else:
+            ns["spark"] = had
+
+
 def test_budget_export_and_save_over_connect(connect, tmp_path) -> None:  # noqa: ANN001
     from pyspark.sql import functions as F
 
