@@ -19,7 +19,9 @@ def test_notebook_bench_prints_its_figures(
 
     monkeypatch.setenv("TENSPROV_DRIVER_MEMORY", "1g")  # beside the tests' own JVM
     args = ["--suite", "notebook", "--rows", "5K", "--repeat", "1", "--cores", "1"]
-    assert main([*args, "--data", str(tmp_path)]) == 0
+    md = tmp_path / "benchmarks.md"
+    md.write_text("# Benchmarks\n\nkept\n")
+    assert main([*args, "--data", str(tmp_path), "--markdown", str(md)]) == 0
     out = capsys.readouterr().out
     first = re.search(r"first +capture (\d+\.\d\d) s; tracked cell (\d+\.\d\d) s", out)
     assert first and float(first.group(1)) > 0, out
@@ -30,3 +32,11 @@ def test_notebook_bench_prints_its_figures(
     )
     assert cell and all(float(v) > 0 for v in cell.groups()), out
     assert "5,000 orders" in out
+    # --markdown: the figures in a section of their own, appended after what was there
+    text = md.read_text()
+    assert text.startswith("# Benchmarks\n\nkept\n")
+    assert re.search(r"<!-- bench:notebook-5K-pyspark\d\.\d+ -->", text)
+    assert "`tensprov-lab bench --suite notebook --rows 5K --repeat 1 --cores 1" in text
+    assert re.search(r"\| first \| [\d.]+ \| [\d.]+ \| [\d.]+ \|", text), text
+    assert re.search(r"\| 5,000 \| [\d.]+ \| [\d.]+ \| \*\*[\d.]+\*\* \|", text), text
+    assert re.search(r"· Java \d+[\d.]* ·", text), text

@@ -32,7 +32,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-__all__ = ["about_this_run", "refresh", "table"]
+__all__ = ["about_this_run", "command_line", "pyspark_minor", "refresh", "table"]
 
 
 def table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -70,22 +70,43 @@ def _memory_gib() -> str:
 def _java(spark: object | None) -> str:
     try:
         jvm = spark._jvm  # type: ignore[union-attr]
-        return f"Java {jvm.java.lang.System.getProperty('java.version')}"
+        return str(jvm.java.lang.System.getProperty("java.version"))
     except Exception:  # noqa: BLE001 - a Connect session: no JVM in this process
-        return "Java ?"
+        return "?"
 
 
-def about_this_run(spark: object | None = None) -> str:
-    """Date, commit, machine, Python, Java and pyspark of this run, on one line."""
+def about_this_run(spark: object | None = None, java: str | None = None) -> str:
+    """Date, commit, machine, Python, Java (``java``, else asked of ``spark``'s JVM) and
+    pyspark of this run, on one line."""
     import pyspark
 
     date = datetime.date.today().isoformat()
     machine = f"{os.cpu_count()} cores, {_memory_gib()}, {platform.system()}"
     python = f"Python {sys.version.split()[0]}"
     return (
-        f"{date} · commit {_commit()} · {machine} · {python} · {_java(spark)} · "
+        f"{date} · commit {_commit()} · {machine} · {python} · Java {java or _java(spark)} · "
         f"pyspark {pyspark.__version__}"
     )
+
+
+def pyspark_minor() -> str:
+    """pyspark's version as ``MAJOR.MINOR`` (sections are kept per version)."""
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def command_line(argv: Sequence[str] | None) -> str:
+    """The ``tensprov-lab bench`` command of ``argv`` (default: this process's), without
+    ``--markdown FILE``: the command a section says printed its figures."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--markdown" in words:
+        at = words.index("--markdown")
+        del words[at : at + 2]
+    words = [w for w in words if not w.startswith("--markdown=")]
+    if words[:1] == ["bench"]:  # the CLI's own argv
+        words = words[1:]
+    return " ".join(["tensprov-lab bench", *words])
 
 
 def refresh(path: str, key: str, title: str, command: str, body: str, about: str) -> None:

@@ -423,25 +423,13 @@ def format_table(results: list[EngineResult]) -> str:
     return "\n".join(lines)
 
 
-def _command(argv: list[str] | None) -> str:
-    """The command line that printed the figures (without ``--markdown FILE``)."""
-    import sys
-
-    words = list(sys.argv[1:] if argv is None else argv)
-    if "--markdown" in words:
-        at = words.index("--markdown")
-        del words[at : at + 2]
-    words = [w for w in words if not w.startswith("--markdown=")]
-    return " ".join(["tensprov-lab bench", *words])
-
-
 def _section(args: Any) -> tuple[str, str]:
     """The key and title of a run's section: one per size list and session kind."""
-    import pyspark
+    from tensprov_lab.bench._markdown import pyspark_minor
 
     how = "connect" if args.connect else "cluster" if args.master else "local"
     extra = [f for f, on in (("budget", args.budget), ("background", args.background)) if on]
-    version = ".".join(pyspark.__version__.split(".")[:2])
+    version = pyspark_minor()
     key = "-".join(["engine", how, args.rows.replace(",", "+"), *extra, f"pyspark{version}"])
     title = f"Engine bench, {args.rows} orders" + (
         " over Spark Connect" if args.connect else " on a standalone cluster" if args.master else ""
@@ -606,11 +594,11 @@ def main(argv: list[str] | None = None) -> int:
             tensprov_lab.forget()
         print(format_table(results))
         if args.markdown:
-            from tensprov_lab.bench._markdown import about_this_run, refresh
+            from tensprov_lab.bench._markdown import about_this_run, command_line, refresh
 
             key, title = _section(args)
             refresh(
-                args.markdown, key, title, _command(argv), markdown_body(results),
+                args.markdown, key, title, command_line(argv), markdown_body(results),
                 about_this_run(None if args.connect else spark),
             )  # fmt: skip
             print(f"figures written to {args.markdown} (section {key})")

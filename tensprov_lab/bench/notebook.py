@@ -130,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="turns (medians)")
     parser.add_argument("--cores", default="2", help="local Spark cores (default 2)")
     parser.add_argument("--data", default=None, help="folder for the synthetic Parquet data")
+    parser.add_argument(
+        "--markdown",
+        default=None,
+        metavar="FILE",
+        help="also write the figures into FILE (e.g. docs/benchmarks.md), replacing this "
+        "benchmark's section",
+    )
     args = parser.parse_args(argv)
     rows = _rows(args.rows)
     folder = args.data or os.path.join(tempfile.gettempdir(), "tensprov-bench-data")
@@ -141,11 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         kernel.run(SETUP.format(cores=args.cores))
         kernel.run(QUICK_DATA)
         print("first capture of the process (quickstart pipeline, 11 rows):")
+        firsts = []
         for turn in range(3):
             cell, _ = kernel.run(QUICK)
             queried, _ = kernel.run("tensprov_lab.last_run().backward(totals, rows=[0])")
             capture = float(kernel.value("tensprov_lab.last_run().seconds"))
             label = "first" if turn == 0 else f"then ({turn + 1})"
+            firsts.append((label, capture, cell, queried))
             print(f"  {label:10s} capture {capture:.2f} s; tracked cell {cell:.2f} s, "
                   f"then a query {queried:.2f} s")  # fmt: skip
 
@@ -165,6 +174,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  untracked {med(plain):.2f} s; %%provtrack {med(tracked):.2f} s "
               f"(x{med(tracked) / med(plain):.2f}); a query right after {med(query):.2f} s "
               f"(capture {med(captures):.2f} s in the background)")  # fmt: skip
+        if args.markdown:
+            from tensprov_lab.bench._markdown import (
+                about_this_run,
+                command_line,
+                pyspark_minor,
+                refresh,
+                table,
+            )
+
+            java = str(kernel.value("spark._jvm.java.lang.System.getProperty('java.version')"))
+            first = table(
+                ["quickstart cell (11 rows)", "capture s", "tracked cell s", "query after s"],
+                [[label, f"{c:.2f}", f"{t:.2f}", f"{q:.2f}"] for label, c, t, q in firsts],
+            )
+            big = table(
+                ["orders", "untracked s", "%%provtrack s", "ratio", "query after s",
+                 "capture s (background)"],
+                [[f"{rows:,}", f"{med(plain):.2f}", f"{med(tracked):.2f}",
+                  f"**{med(tracked) / med(plain):.2f}**", f"{med(query):.2f}",
+                  f"{med(captures):.2f}"]],
+            )  # fmt: skip
+            body = (
+                f"Cells run in turns in one IPython kernel (jupyter_client); medians of "
+                f"{args.repeat} turns for the big cell.\n\n{first}\n\n{big}"
+            )
+            key = f"notebook-{args.rows}-pyspark{pyspark_minor()}"
+            title = (
+                "In a notebook: the first capture, and a tracked cell ending with an "
+                f"action, pyspark {pyspark_minor()}"
+            )
+            refresh(args.markdown, key, title, command_line(["--suite", "notebook", *(
+                argv if argv is not None else [])]), body, about_this_run(java=java))  # fmt: skip
+            print(f"figures written to {args.markdown} (section {key})")
     finally:
         kernel.close()
     return 0
