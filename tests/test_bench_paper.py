@@ -36,10 +36,17 @@ def test_smoke_run_writes_every_result(spark, tmp_path, capsys) -> None:  # type
     out = tmp_path / "paper.json"
     # through the engine bench's --suite switch, as the command line does; COMPAS only,
     # to stay quick: the other pipelines are checked in test_baseline.py
+    md = tmp_path / "benchmarks.md"
     argv = ["--suite", "paper", "--smoke", "--pipelines", "compas", "--json", str(out)]
-    argv += ["--accounts", "chronological,random"]
+    argv += ["--accounts", "chronological,random", "--markdown", str(md)]
     assert engine.main(argv) == 0
     printed = capsys.readouterr().out
+    # --markdown: the printed tables in the suite's own section
+    text = md.read_text()
+    assert "<!-- bench:paper-compas-sf0.05-pyspark" in text
+    assert "## Paper suite (compas; TPC-DI SF 0.05)" in text
+    assert "`tensprov-lab bench --suite paper --smoke --pipelines compas" in text
+    assert "Table IX" in text and "Table XI" in text and " · pyspark " in text
     for title in ("Table IX", "Table X", "Table XI", "Fig. 4"):
         assert title in printed
     report = json.loads(out.read_text())

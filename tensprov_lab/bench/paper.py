@@ -506,6 +506,30 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _write_markdown(
+    args: Any,
+    argv: list[str] | None,
+    spark: Any,
+    names: list[str],
+    sfs: list[float],
+    results: tuple[list[PipelineResult], list[JoinResult], list[QueryResult]],
+    described: str,
+) -> None:
+    """The suite's tables as printed, in their own section of ``args.markdown``."""
+    from tensprov_lab.bench._markdown import about_this_run, command_line, pyspark_minor, refresh
+
+    pipes, joins, queries = results
+    tables = [t for t in (pipes and format_pipelines(pipes), format_join(joins),
+                          format_queries(queries)) if t]  # fmt: skip
+    body = f"Data: {described}.\n\n```text\n" + "\n\n".join(tables).strip() + "\n```"
+    sizes = ",".join(f"{sf:g}" for sf in sfs)
+    key = f"paper-{'+'.join(names)}-sf{sizes.replace(',', '+')}-pyspark{pyspark_minor()}"
+    title = f"Paper suite ({', '.join(names)}; TPC-DI SF {sizes}), pyspark {pyspark_minor()}"
+    command = command_line(["--suite", "paper", *(argv if argv is not None else [])])
+    refresh(args.markdown, key, title, command, body, about_this_run(spark))
+    print(f"figures written to {args.markdown} (section {key})")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``tensprov-lab bench --suite paper``: the paper's evaluation, measured here."""
     parser = argparse.ArgumentParser(prog="tensprov-lab bench --suite paper", description=__doc__)
@@ -545,6 +569,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     parser.add_argument("--json", default=None, help="write every result to this JSON file")
     parser.add_argument("--plot", default=None, help="draw figures (PNG/SVG; needs matplotlib)")
+    parser.add_argument(
+        "--markdown",
+        default=None,
+        metavar="FILE",
+        help="also write the tables into FILE (e.g. docs/benchmarks.md), replacing this "
+        "benchmark's section",
+    )
     args = parser.parse_args(argv)
 
     from tensprov_lab import datasets, pipelines
@@ -625,6 +656,10 @@ def main(argv: list[str] | None = None) -> int:
             q = [QueryResult("all", "", note=f"failed: {_err(exc)}")]
         report["queries"] = q
         print(format_queries(q), flush=True)
+        if args.markdown:
+            _write_markdown(
+                args, argv, spark, names, sfs, (pipe_results, join_results, q), described
+            )
     finally:
         if args.cache is None:
             shutil.rmtree(folder, ignore_errors=True)
