@@ -521,7 +521,10 @@ def _write_markdown(
     pipes, joins, queries = results
     tables = [t for t in (pipes and format_pipelines(pipes), format_join(joins),
                           format_queries(queries)) if t]  # fmt: skip
-    body = f"Data: {described}.\n\n```text\n" + "\n\n".join(tables).strip() + "\n```"
+    # the tables without their column notes (said once, at the top of the file)
+    notes = ("ours = ", "overhead = ", "materialize, build", "accounts = ", "paper (Fig")
+    lines = [ln for ln in "\n\n".join(tables).strip().splitlines() if not ln.startswith(notes)]
+    body = f"Data: {described}.\n\n```text\n" + "\n".join(lines) + "\n```"
     sizes = ",".join(f"{sf:g}" for sf in sfs)
     key = f"paper-{'+'.join(names)}-sf{sizes.replace(',', '+')}-pyspark{pyspark_minor()}"
     title = f"Paper suite ({', '.join(names)}; TPC-DI SF {sizes}), pyspark {pyspark_minor()}"
