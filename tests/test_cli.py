@@ -104,6 +104,21 @@ def test_terminal_demo_finds_the_duplicated_customer() -> None:
     assert "forward lineage of order 5 reaches out rows [" in out
 
 
+@pytest.mark.spark
+def test_bench_on_a_local_standalone_cluster(tmp_path: Path) -> None:
+    """The README's ``bench --master local-cluster``: a master and two workers on
+    loopback start, the pipeline runs on them, capture reads the Parquet sources from
+    their files (no Spark job)."""
+    out = _run(
+        "bench", "--master", "local-cluster", "--rows", "20k", "--capture-only",
+        "--queries", "10", "--repeat", "1", "--data", str(tmp_path),
+    )  # fmt: skip
+    row = next(line for line in out.splitlines() if line.strip().startswith("20,000"))
+    figures = row.split()
+    assert figures[0] == "20,000" and "NOT a record-level figure" not in out
+    assert float(figures[1]) > 0 and float(figures[2]) > 0 and int(figures[5]) == 0, out
+
+
 @pytest.mark.spark  # checks Java before starting JupyterLab (the server itself needs no JVM)
 def test_demo_serves_the_quickstart_in_jupyterlab(tmp_path: Path) -> None:
     if demo.missing_lab_modules():
