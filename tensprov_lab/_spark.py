@@ -169,6 +169,16 @@ def _launch_quietly(builder: Any) -> None:
     threading.Thread(target=forward, args=(proc.stderr,), name="spark-stderr", daemon=True).start()
 
 
+def _stop(proc: subprocess.Popen[Any], log: Any, seconds: float) -> None:
+    """Stop a Spark process we started (killed if it takes more than ``seconds``)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -245,12 +255,7 @@ def local_cluster(
         yield url
     finally:
         for p, log in procs[::-1]:
-            p.terminate()
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-            log.close()
+            _stop(p, log, 30)
         if logs is None:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -301,9 +306,4 @@ def local_connect_server(cores: int | str = "*", **conf: Any) -> Iterator[str]:
             time.sleep(0.3)
         yield f"sc://127.0.0.1:{port}"
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+        _stop(server, log, 60)

@@ -275,7 +275,10 @@ def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: A
             run.what_if(drop={df: [0]})
 
 
-def test_provtrack_cell_and_explorer_over_connect(connect, capsys) -> None:  # noqa: ANN001
+@contextlib.contextmanager
+def _shell_over(connect, src):  # noqa: ANN001, ANN202
+    """The IPython shell with tensprov_lab loaded, ``spark`` the Connect session and
+    ``src`` a DataFrame of it; its namespace restored afterwards."""
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
@@ -283,8 +286,22 @@ def test_provtrack_cell_and_explorer_over_connect(connect, capsys) -> None:  # n
     ns = ip.user_ns
     had = ns.get("spark")
     ns["spark"] = connect
-    ns["src"] = connect.createDataFrame([(i, i % 2) for i in range(8)], "id bigint, g bigint")
+    ns["src"] = src
     try:
+        yield ip
+    finally:
+        for name in ("src", "small", "per_g"):
+            ns.pop(name, None)
+        if had is None:
+            ns.pop("spark", None)
+        else:
+            ns["spark"] = had
+
+
+def test_provtrack_cell_and_explorer_over_connect(connect, capsys) -> None:  # noqa: ANN001
+    src = connect.createDataFrame([(i, i % 2) for i in range(8)], "id bigint, g bigint")
+    with _shell_over(connect, src) as ip:
+        ns = ip.user_ns
         cell = (
             "%%provtrack --name cell\nsmall = src.filter('id > 2')\n"
             "per_g = small.groupBy('g').count()"
@@ -303,13 +320,6 @@ def test_provtrack_cell_and_explorer_over_connect(connect, capsys) -> None:  # n
         widget.selected = next(n["id"] for n in widget.graph["nodes"] if n["name"] == "small")
         assert widget.records["total"] == 5
         assert [r[1] for r in widget.records["rows"]] == [3, 4, 5, 6, 7]
-    finally:
-        for name in ("src", "small", "per_g"):
-            ns.pop(name, None)
-        if had is None:
-            ns.pop("spark", None)
-        else:
-            ns["spark"] = had
 
 
 def test_provtrack_in_a_notebook_kernel_captures_in_the_background_over_connect(
@@ -320,17 +330,12 @@ def test_provtrack_in_a_notebook_kernel_captures_in_the_background_over_connect(
     captures in the background, over Connect as in a classic session: the summary
     display updates itself, a query waits for the capture, and the lineage is the
     foreground capture's."""
-    from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    ip = InteractiveShell.instance()
-    assert ip.run_cell("%load_ext tensprov_lab").success
-    ns = ip.user_ns
-    had = ns.get("spark")
-    ns["spark"] = connect
-    ns["src"] = connect.createDataFrame([(i, i % 3) for i in range(30)], "id bigint, g bigint")
+    src = connect.createDataFrame([(i, i % 3) for i in range(30)], "id bigint, g bigint")
     body = "small = src.filter('id % 4 > 0')\nper_g = small.groupBy('g').count()"
-    try:
+    with _shell_over(connect, src) as ip:
+        ns = ip.user_ns
         assert ip.run_cell(f"%%provtrack --name fg --wait\n{body}").success
         fg = tensprov_lab.last_run()
         want = [fg.backward("per_g", rows=[r]).to_dict() for r in range(3)]
@@ -349,13 +354,6 @@ def test_provtrack_in_a_notebook_kernel_captures_in_the_background_over_connect(
         shown = cap.outputs[-1].data["text/plain"].splitlines()[0]
         entries = bg.summary().split(" tensor entries")[0]
         assert shown.startswith(f"{entries} tensor entries") and "capture failed" not in shown
-    finally:
-        for name in ("src", "small", "per_g"):
-            ns.pop(name, None)
-        if had is None:
-            ns.pop("spark", None)
-        else:
-            ns["spark"] = had
 
 
 def test_budget_export_and_save_over_connect(connect, tmp_path) -> None:  # noqa: ANN001
