@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable
+from typing import Literal
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from tensprov_lab.store._graph import Operation, Store
 from tensprov_lab.store._persist import _read_tensor, _write_tensor
 from tensprov_lab.store._tensors import Tensor, held_nbytes
 
-__all__ = ["Put", "map_indexes", "memory_nbytes", "release", "spill", "to_files"]
+__all__ = ["Put", "map_indexes", "mapped_npy", "memory_nbytes", "release", "spill", "to_files"]
 
 
 def _held(op: Operation) -> int:
@@ -199,8 +200,25 @@ def _mapped(value: object, stem: str, made: list[str]) -> object:
         return value
     path = f"{stem}.npy"
     made.append(path)
-    np.save(path, value)
-    return np.load(path, mmap_mode="r")
+    return mapped_npy(value, path)
+
+
+def mapped_npy(a: np.ndarray, path: str, mode: Literal["r", "c"] = "r") -> np.ndarray:
+    """``a`` written to the ``.npy`` file ``path`` and read back memory-mapped
+    (``mode`` of :func:`numpy.load`); a write stopped by a full disk or Ctrl-C leaves
+    no file.
+
+    >>> import os, tempfile
+    >>> m = mapped_npy(np.arange(4), os.path.join(tempfile.mkdtemp(), "a.npy"))
+    >>> type(m).__name__, m.tolist()
+    ('memmap', [0, 1, 2, 3])
+    """
+    try:
+        np.save(path, a)
+    except BaseException:
+        release([path])
+        raise
+    return np.load(path, mmap_mode=mode)
 
 
 def release(paths: list[str]) -> None:

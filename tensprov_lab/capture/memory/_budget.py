@@ -26,7 +26,15 @@ import numpy as np
 
 from tensprov_lab.capture.memory._resident import SparkTensor, to_spark
 from tensprov_lab.store import Store
-from tensprov_lab.store._spill import Put, map_indexes, memory_nbytes, release, spill, to_files
+from tensprov_lab.store._spill import (
+    Put,
+    map_indexes,
+    mapped_npy,
+    memory_nbytes,
+    release,
+    spill,
+    to_files,
+)
 
 __all__ = ["Budget", "key_nbytes", "records_nbytes"]
 
@@ -211,13 +219,8 @@ class Budget:
                 if isinstance(a, np.memmap) or a.nbytes < _SMALL:
                     continue
                 path = os.path.join(self.directory(), f"key{id(ki)}_{name}.npy")
-                try:
-                    np.save(path, a)
-                except BaseException:
-                    release([path])  # a full disk or Ctrl-C: the array stays in memory
-                    raise
                 # copy-on-write: a key index that writes into its arrays still may
-                setattr(ki, name, np.load(path, mmap_mode="c"))
+                setattr(ki, name, mapped_npy(a, path, mode="c"))
                 vars(ki).setdefault(_FILES, []).append(path)
                 held -= int(a.nbytes)
 

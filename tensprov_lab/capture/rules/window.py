@@ -105,11 +105,10 @@ class Window(Rule):
             # which records survive: the step's keys read back (one more job)
             names = [str(a.name()) for a in rw.keys]
             m, (picked,), ki = reader._functional(rw, occ, reader._collect_keys(rw.plan, names))
-            if not isinstance(picked, IdentityTensor):
-                rows = picked.backward(np.arange(m, dtype=np.int64))
-                if len(rows) != m:
-                    raise ValueError("a record the window step keeps is not one of its input's")
-                kept = MaskTensor.from_kept(rows, n)
+            if isinstance(picked, MaskTensor):
+                kept = picked  # the survivors in canonical order: their input records
+            elif not isinstance(picked, IdentityTensor):
+                raise ValueError("a record the window step keeps is not one of its input's")
         if not frames:
             return m, [kept if kept is not None else IdentityTensor(n)], ki
         columns: dict[int, list[int]] = {}
