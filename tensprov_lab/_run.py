@@ -541,7 +541,7 @@ class Run:
         """
         from tensprov_lab.replay import what_if
 
-        if not self._tracker.replays:  # a loaded run, or a Spark Connect session's
+        if not self._tracker.replays:  # a loaded run
             raise self._tracker.offline("what-if previews")  # type: ignore[attr-defined]
         drops = {self._ds_id(k): _as_rows(v) for k, v in (drop or {}).items()}
         edits = {

@@ -134,14 +134,14 @@ def _large_key_sets() -> Any:
     """Replays of these tiny sources take the paths meant for many records: a key join
     (semi or anti) instead of an IN list, and whole sources minus the dropped or edited
     records once a replay wants half of a source."""
-    from tensprov_lab.replay import _replay
+    from tensprov_lab.replay import _frontier
 
-    before = _replay.IN_LIST, _replay._WHOLE
-    _replay.IN_LIST, _replay._WHOLE = 1, 0.5
+    before = _frontier.IN_LIST, _frontier.WHOLE
+    _frontier.IN_LIST, _frontier.WHOLE = 1, 0.5
     try:
         yield
     finally:
-        _replay.IN_LIST, _replay._WHOLE = before
+        _frontier.IN_LIST, _frontier.WHOLE = before
 
 
 @settings(_settings(), max_examples=max(EXAMPLES // 2, 1))

@@ -2,7 +2,9 @@
 
 They sit above capture (they read what it kept: annotated plans, key indexes, cached
 inputs) and below the runs (:mod:`tensprov_lab._run` asks them), and capture never
-imports them (docs/architecture.md).
+imports them (docs/architecture.md).  A classic session replays JVM plans
+(:mod:`._replay`), a Spark Connect session Connect plans (:mod:`._connect`); where a
+replay starts (:mod:`._frontier`) and what-if (:mod:`._what_if`) are shared.
 """
 
 from __future__ import annotations
@@ -11,15 +13,41 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.replay._replay import (
-    NotPreviewable,
-    WhatIf,
-    frontier,
-    replay_records,
-    what_if,
-)
+from tensprov_lab.replay._frontier import NotPreviewable, frontier
+from tensprov_lab.replay._what_if import Engine, WhatIf
+from tensprov_lab.replay._what_if import what_if as _what_if
 
-__all__ = ["NotPreviewable", "WhatIf", "frontier", "read_records", "replay_records", "what_if"]
+__all__ = [
+    "NotPreviewable", "WhatIf", "engine", "frontier", "read_records", "replay_records",
+    "what_if",
+]  # fmt: skip
+
+
+def engine(tracker: Any) -> Engine:
+    """The replay engine of ``tracker``'s session: JVM plans on a classic session,
+    Connect plans over Spark Connect (whose tracker has no JVM)."""
+    if getattr(tracker, "jvm", None) is None:
+        from tensprov_lab.replay._connect import ConnectReplay
+
+        return ConnectReplay(tracker)
+    from tensprov_lab.replay._replay import Classic
+
+    return Classic(tracker)
+
+
+def replay_records(tracker: Any, ds_id: int, rows: np.ndarray) -> Any:
+    """Recompute ``rows`` of ``ds_id`` from their provenance-related records only."""
+    return engine(tracker).records(ds_id, rows)
+
+
+def what_if(
+    tracker: Any,
+    drop: dict[int, np.ndarray],
+    edit: dict[int, dict[int, dict[str, Any]]],
+    to: list[int] | None = None,
+) -> WhatIf:
+    """Preview dropping and editing records of source datasets (:mod:`._what_if`)."""
+    return _what_if(tracker, engine(tracker), drop, edit, to)
 
 
 def read_records(tracker: Any, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:

@@ -27,7 +27,7 @@ import numpy as np
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._windows import split, windows_in
 
-__all__ = ["Maps", "attribute_maps"]
+__all__ = ["Maps", "attribute_maps", "decomposition"]
 
 
 class Maps:
@@ -239,3 +239,72 @@ def _join(m: Maps, join: Any) -> None:
         m.influence(join.join_condition)
     if using:
         m.influence(*[P.col(u) for u in using])
+
+
+#: aggregate functions a what-if updates from the changed members' values alone
+#: (tensprov_lab.replay._incremental), by their Connect names
+_DECOMPOSABLE = {"sum": "sum", "count": "count", "avg": "avg", "mean": "avg", "min": "min",
+                 "max": "max"}  # fmt: skip
+
+
+def decomposition(
+    rel: Any, in_cols: list[str], out_cols: list[str]
+) -> list[tuple[str, int | None] | None] | None:
+    """A group-by's output columns as what-if updates them (``Operation.decomposition``):
+    ``("key", i)`` for a grouping column, ``(kind, i)`` for a plain ``sum``, ``count``,
+    ``avg``, ``min`` or ``max`` of input column ``i``, ``("count", None)`` for
+    ``count(*)``, None for anything else; None when ``rel`` is no such aggregate.
+
+    >>> from pyspark.sql.connect import proto
+    >>> agg = proto.Relation()
+    >>> agg.aggregate.group_type = proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY
+    >>> agg.aggregate.grouping_expressions.add().CopyFrom(P.col("g"))
+    >>> agg.aggregate.aggregate_expressions.add().CopyFrom(P.alias(P.fn("sum", P.col("x")), "s"))
+    >>> agg.aggregate.aggregate_expressions.add().CopyFrom(P.fn("count", P.star()))
+    >>> decomposition(agg, ["x", "g"], ["g", "s", "count(1)"])
+    [('key', 1), ('sum', 0), ('count', None)]
+    """
+    from pyspark.sql.connect import proto
+
+    if P.kind(rel) != "aggregate":
+        return None
+    agg = rel.aggregate
+    if agg.group_type != proto.Aggregate.GroupType.GROUP_TYPE_GROUPBY:
+        return None
+    if not len(agg.grouping_expressions):
+        return None  # a global aggregate keeps its record when every member goes
+    low = [c.lower() for c in in_cols]
+
+    def column(e: Any) -> int | None:
+        if e.WhichOneof("expr_type") != "unresolved_attribute":
+            return None
+        name = e.unresolved_attribute.unparsed_identifier.lower()
+        return low.index(name) if low.count(name) == 1 else None
+
+    out: list[tuple[str, int | None] | None] = []
+    for g in agg.grouping_expressions:
+        i = column(g)
+        out.append(None if i is None else ("key", i))
+    for e in agg.aggregate_expressions:
+        fn = e.alias.expr if e.WhichOneof("expr_type") == "alias" else e
+        if fn.WhichOneof("expr_type") != "unresolved_function":
+            out.append(None)
+            continue
+        f = fn.unresolved_function
+        kind = _DECOMPOSABLE.get(f.function_name.lower())
+        if kind is None or f.is_distinct or len(f.arguments) != 1:
+            out.append(None)
+            continue
+        (arg,) = f.arguments
+        which = arg.WhichOneof("expr_type")
+        star = which == "unresolved_star" or (
+            which == "unresolved_attribute" and arg.unresolved_attribute.unparsed_identifier == "*"
+        )
+        if kind == "count" and (
+            star or (which == "literal" and arg.literal.WhichOneof("literal_type") != "null")
+        ):
+            out.append(("count", None))
+            continue
+        i = column(arg)
+        out.append(None if i is None else (kind, i))
+    return out if len(out) == len(out_cols) else None

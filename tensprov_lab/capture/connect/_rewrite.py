@@ -25,6 +25,7 @@ from tensprov_lab.capture.connect import _proto as P
 __all__ = [
     "Annotator",
     "Keyed",
+    "keyed_source",
     "STABLE_KINDS",
     "Unsupported",
     "global_aggregate",
@@ -32,6 +33,7 @@ __all__ = [
     "pivot_of",
     "plain_names",
     "sorted_input",
+    "source_key",
     "stable",
 ]
 
@@ -84,6 +86,20 @@ class Keyed:
     #: a join: each side's key columns per dataset (a self-join carries one dataset's
     #: identity on both sides, under other names on the right)
     side_ids: list[dict[int, list[str]]] = field(default_factory=list)
+
+
+def source_key(pid: int) -> str:
+    """The key column of the source (or opaque output) of plan id ``pid``: its records'
+    ``monotonically_increasing_id()``."""
+    return f"{P.KEY_PREFIX}k{pid}"
+
+
+def keyed_source(pid: int, rel: Any) -> Keyed:
+    """The relation ``rel`` of plan id ``pid`` keyed as a source: its records with their
+    ``monotonically_increasing_id()`` (increasing in scan order) as :func:`source_key`."""
+    key = source_key(pid)
+    mid = P.alias(P.fn("monotonically_increasing_id"), key)
+    return Keyed(P.with_id(P.wrap("project", rel, expressions=[P.star(), mid]), pid), [key])
 
 
 def stable(rel: Any) -> bool:
@@ -180,14 +196,21 @@ def plain_names(exprs: Any) -> list[str] | None:
 class Annotator:
     """Rewrites the plans of one tracked block (memoized by plan id)."""
 
-    def __init__(self, spark: Any, sources: dict[int, Any], nodes: set[int]) -> None:
+    def __init__(
+        self, spark: Any, sources: dict[int, Any], nodes: set[int],
+        frontier: dict[int, Any] | None = None, columns: dict[int, list[str]] | None = None,
+    ) -> None:  # fmt: skip
         self.spark = spark
         #: plan id -> the relation to key as a source (the user's, or a pinned copy)
         self.sources = sources
         #: plan ids of the block's datasets (their identity is noted in ``Keyed.ids``)
         self.nodes = nodes
+        #: plan id -> a relation standing for that keyed source, its key column as
+        #: :func:`source_key` names it (a replay's records of it: tensprov_lab.replay)
+        self.frontier = frontier or {}
         self._memo: dict[int, Keyed] = {}
-        self._columns: dict[int, list[str]] = {}
+        #: column names by plan id (may be shared by annotators of the same plans)
+        self._columns: dict[int, list[str]] = {} if columns is None else columns
 
     def columns(self, rel: Any) -> list[str]:
         """The column names of a relation (one schema request, memoized)."""
@@ -240,11 +263,9 @@ class Annotator:
 
     # -- rules ---------------------------------------------------------------------------
     def _source(self, pid: int, rel: Any) -> Keyed:
-        key = f"{P.KEY_PREFIX}k{pid}"
-        mid = P.alias(P.fn("monotonically_increasing_id"), key)
-        wrapped = P.wrap("project", rel, expressions=[P.star(), mid])
-        P.with_id(wrapped, pid)
-        return Keyed(wrapped, [key])
+        if pid in self.frontier:
+            return Keyed(self.frontier[pid], [source_key(pid)])
+        return keyed_source(pid, rel)
 
     def _pass(self, rel: Any) -> Keyed:
         new, (kid,) = self._kids(rel)

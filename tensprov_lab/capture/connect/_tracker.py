@@ -25,7 +25,7 @@ from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._arrow import read_arrow
-from tensprov_lab.capture.connect._attributes import attribute_maps
+from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
 from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
 from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
@@ -93,12 +93,6 @@ DATAFRAME_METHODS = [
 GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "pivot", "applyInPandas"]
 _TRANSPARENT = {"transform"}
 
-_OFFLINE = (
-    "over Spark Connect, tensprov-lab captures lineage and reads records, but does not "
-    "replay operations yet (recomputation from lineage and what-if previews need a classic "
-    "SparkSession); see docs/connect.md"
-)
-
 
 def is_connect(spark: Any) -> bool:
     """Whether ``spark`` is a Spark Connect session."""
@@ -118,6 +112,13 @@ class CNode:
     cached: Any = None
     #: the relation keyed as a source (a pinned copy when its order is not stable)
     source: Any = None
+    #: that keyed source, persisted on the server by the first replay that reads it
+    #: (tensprov_lab.replay._connect): later replays read the batches of their keys
+    kept: Any = None
+    #: a small dataset's records read whole once for replays, and their rows
+    records: Any = None
+    #: the key columns and Arrow types of its replays' records (asked once)
+    arrow_schema: Any = None
 
 
 @dataclass
@@ -135,8 +136,8 @@ class ConnectTracker(Depth, Waits):
     """Registry of captured DataFrames of one Spark Connect session."""
 
     jvm = None
-    #: operations are not replayed over Connect (what-if, recomputation from lineage)
-    replays = False
+    #: operations are replayed as Connect plans (tensprov_lab.replay._connect)
+    replays = True
 
     def __init__(self, spark: Any, store: Store) -> None:
         self.spark = spark
@@ -159,6 +160,9 @@ class ConnectTracker(Depth, Waits):
         self._local = threading.local()
         #: the capture running in the background (``track(..., background=True)``)
         self._background: BackgroundCapture | None = None
+        #: column names of relations by plan id, for replays' rewrites (each asks the
+        #: server once)
+        self.replay_columns: dict[int, list[str]] = {}
 
     # -- runs ----------------------------------------------------------------------------
     def begin(self, name: str | None) -> RunLog:
@@ -264,7 +268,10 @@ class ConnectTracker(Depth, Waits):
         ]  # fmt: skip
         self.budget.release(self.budget.key_files(self.nodes[i] for i in gone))
         for ident in gone:
-            del self.nodes[ident]
+            kept = self.nodes.pop(ident).kept
+            if kept is not None:  # a keyed source persisted for replays
+                with contextlib.suppress(Exception):
+                    kept.unpersist()
         for d in removed:
             self.by_ds.pop(d, None)
         for r in ids:
@@ -546,6 +553,8 @@ class ConnectTracker(Depth, Waits):
             contributing=contributing, influencing=influencing, attributes_exact=exact,
             warnings=notes, jobs=run.jobs - jobs_before,
             trivial=category == "trivial",
+            decomposition=decomposition(rel, in_cols[0], cols) if kinds == {"aggregate"}
+            and len(in_cols) == 1 else None,
         )  # fmt: skip
         run.operations.append(op.id)
 
@@ -754,8 +763,8 @@ class ConnectTracker(Depth, Waits):
     def select_rows(self, ds_id: int, where: str) -> np.ndarray:
         return np.unique(self.records(ds_id, None, where)[ROW].to_numpy())
 
-    def offline(self, what: str) -> NotImplementedError:
-        return NotImplementedError(f"{what}: {_OFFLINE}")
-
     def replayable(self, ds_id: int) -> bool:
-        return False
+        """Whether some records of ``ds_id`` are read by a replay of their lineage
+        (:mod:`tensprov_lab.replay._connect`) rather than by running its whole plan."""
+        node = self.by_ds.get(ds_id)
+        return node is not None and node.index is not None

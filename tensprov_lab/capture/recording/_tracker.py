@@ -79,8 +79,8 @@ __all__ = [
 class Tracker(Recording, RecordRules, RecordReading, Waits):
     """Registry of captured DataFrames for one SparkSession, shared by all its runs."""
 
-    #: what-if previews replay operations in Spark (a loaded run or a Connect
-    #: session's cannot: ``offline`` says why)
+    #: what-if previews replay operations in Spark (a loaded run's cannot:
+    #: ``offline`` says why)
     replays = True
 
     def __init__(self, spark: Any, store: Store) -> None:
