@@ -261,7 +261,7 @@ def test_background_capture_over_connect(connect) -> None:  # noqa: ANN001
     assert again.dataset(small).n_rows == 3
 
 
-def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: ANN001
+def test_records_where_and_what_if_over_connect(connect) -> None:  # noqa: ANN001
     df = connect.createDataFrame([(i, f"n{i}") for i in range(6)], "id bigint, name string")
     with tensprov_lab.track(connect, name="reads") as run:
         odd = df.filter("id % 2 = 1")
@@ -271,8 +271,8 @@ def test_records_where_and_what_connect_does_not_do(connect) -> None:  # noqa: A
         run.backward(odd, where="nope = 1")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(NotImplementedError, match="over Spark Connect"):
-            run.what_if(drop={df: [0]})
+        preview = run.what_if(drop={df: [1]})
+    assert preview.removed["odd"]["id"].tolist() == [1] and preview.not_previewable == {}
 
 
 @contextlib.contextmanager

@@ -179,8 +179,8 @@ def check_driver_replay(run: Any, df: Any, rows: list[int]) -> None:
     import numpy as np
 
     tracker, ds = run._tracker, run.dataset(df).id
-    if not rows or run.store.producer(ds) is None:
-        return
+    if not rows or run.store.producer(ds) is None or tracker.jvm is None:
+        return  # (no driver replay over Spark Connect: replays there are Connect plans)
     picked = np.array(rows, dtype=np.int64)
     pair = driver_and_job(run, df, picked)
     if pair is None:  # not covered: said so without an error

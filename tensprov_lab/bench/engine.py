@@ -530,8 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--connect",
         action="store_true",
-        help="run the pipeline over Spark Connect (a server on loopback, from pyspark's "
-        "own jars); implies --capture-only (no replays over Connect yet)",
+        help="run the pipeline over Spark Connect (a server on loopback, from pyspark's own jars)",
     )
     parser.add_argument(
         "--master",
@@ -570,7 +569,6 @@ def main(argv: list[str] | None = None) -> int:
 
         url = stack.enter_context(local_connect_server(args.cores))
         spark = SparkSession.builder.remote(url).create()
-        args.capture_only = True
     else:
         spark = local_spark(args.cores, app="tensprov-lab-bench")
     folder = args.data or tempfile.mkdtemp(prefix="tensprov-bench-")

@@ -192,13 +192,10 @@ class ConnectReplay:
             return rows_of(*self._read(node, rel, [source_key(node.ident)]), rows, recomputed=False)
         if self._by_position(node, front) is not None:
             return self.tracker.records(ds_id, rows, None)
-        n = {d: self._node(d).index.n for d in front}
-        reads_whole = bool(whole & set(front)) or any(
-            len(back.get(d, ())) >= max(fr.IN_LIST, n[d] * fr.WHOLE) for d in front
-        )
-        if reads_whole and (node.index.n or 0) <= fr.KEEP_WHOLE:
-            # a few records made of most of the sources (an aggregate's groups): read
-            # whole once and kept, as every replay of them would read as much
+        many = bool(whole & set(front)) or any(len(back.get(d, ())) > fr.IN_LIST for d in front)
+        if many and (node.index.n or 0) <= fr.KEEP_WHOLE:
+            # a few records made of many source records (an aggregate's groups): read
+            # whole once and kept, as replays of them would read as much each time
             keyed = self._plan(node, {self._node(d).ident: self._keyed_source(d)[0] for d in front})
             node.records = self._read(node, keyed.rel, keyed.keys)
             return rows_of(node.records[0].copy(), node.records[1], rows, recomputed=derived)

@@ -22,7 +22,13 @@ import numpy as np
 from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
 from tensprov_lab.capture.connect._rewrite import Annotator
-from tensprov_lab.capture.hops._pandas import MARK, MATCH_LIMIT, REASON, hop_lineage
+from tensprov_lab.capture.hops._pandas import (
+    MARK,
+    MATCH_LIMIT,
+    REASON,
+    REPLAY_BLOCKER,
+    hop_lineage,
+)
 from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["HOP", "REASON", "capture_hop", "record_hop"]
@@ -100,7 +106,7 @@ def capture_hop(
         p.method, "transformation", [up.ds_id], ds.id, [tensor], expression=p.expression,
         run=run.id, seconds=time.perf_counter() - t0, contributing=[contributing],
         influencing=[np.zeros_like(contributing)], attributes_exact=exact, warnings=notes,
-        jobs=2,
+        jobs=2, replay_blocker=REPLAY_BLOCKER,
     )  # fmt: skip
     run.operations.append(op.id)
     return True

@@ -16,6 +16,7 @@ __all__ = [
     "category_of",
     "check_limit",
     "chain",
+    "drops_vanish",
     "generates",
     "origin",
     "own_expressions",
@@ -50,6 +51,54 @@ def own_expressions(rel: Any, inputs: set[int]) -> list[Any]:
 SAME_RECORDS = {"project", "with_columns", "with_columns_renamed", "drop", "to_df",
                  "subquery_alias", "hint", "repartition", "repartition_by_expression",
                  "fill_na", "replace"}  # fmt: skip
+
+
+#: relation kinds through which dropping input records only drops the records made
+#: from them (what-if then needs no replay of the rest: the classic rules'
+#: ``drops_vanish``); a join only when inner, a union only of all records
+_DROPS_VANISH = SAME_RECORDS | {"filter", "drop_na", "sort", "join", "set_op"}
+
+
+def drops_vanish(rel: Any, inputs: set[int]) -> bool:
+    """Whether dropping input records of the operation ``rel`` only drops the records
+    made from them: no grouping, limit, sample, outer or anti join, set difference or
+    window function, and expressions the client reads (a SQL string elsewhere than in
+    a condition may hold a window).
+
+    >>> from pyspark.sql.connect import proto
+    >>> rel = proto.Relation()
+    >>> rel.filter.input.CopyFrom(P.with_id(proto.Relation(range=proto.Range(end=3)), 7))
+    >>> rel.filter.condition.CopyFrom(P.col("x"))
+    >>> top = proto.Relation()
+    >>> top.limit.input.CopyFrom(rel)
+    >>> drops_vanish(rel, {7}), drops_vanish(top, {7})
+    (True, False)
+    """
+    from pyspark.sql.connect import proto
+
+    for r in relations(rel, inputs):
+        kind = P.kind(r)
+        if kind not in _DROPS_VANISH:
+            return False
+        if kind == "join" and r.join.join_type not in (
+            proto.Join.JoinType.JOIN_TYPE_INNER,
+            proto.Join.JoinType.JOIN_TYPE_CROSS,
+        ):
+            return False
+        if kind == "set_op" and not (
+            r.set_op.set_op_type == proto.SetOperation.SetOpType.SET_OP_TYPE_UNION
+            and r.set_op.is_all
+        ):
+            return False
+        if kind in ("filter", "drop_na"):
+            continue  # (a condition holds no window or aggregate function: Spark refuses)
+        for e in P.own_expressions(r):
+            if e.WhichOneof("expr_type") == "window":
+                return False
+        names, readable = P.calls(*P.top_expressions(r))
+        if not readable or names & P.AGGREGATES:
+            return False
+    return True
 
 
 def generates(rel: Any, p: Any) -> bool:

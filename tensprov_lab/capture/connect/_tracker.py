@@ -43,6 +43,7 @@ from tensprov_lab.capture.connect._operation import (
     category_of,
     chain,
     check_limit,
+    drops_vanish,
     generates,
     origin,
     own_expressions,
@@ -555,6 +556,7 @@ class ConnectTracker(Depth, Waits):
             trivial=category == "trivial",
             decomposition=decomposition(rel, in_cols[0], cols) if kinds == {"aggregate"}
             and len(in_cols) == 1 else None,
+            drops_vanish=drops_vanish(rel, set(ids)),
         )  # fmt: skip
         run.operations.append(op.id)
 

@@ -46,6 +46,7 @@ from tensprov_lab.store import tensor_from_pairs
 __all__ = [
     "MARK",
     "REASON",
+    "REPLAY_BLOCKER",
     "capture_hop",
     "hop_lineage",
     "match_rows",
@@ -154,6 +155,12 @@ REASON = (
 #: the most upstream records matched back by value (the frame was in pandas already,
 #: so this is a guard against a second copy of a very large one, not a routine limit)
 MATCH_LIMIT = 5_000_000
+#: the replay rule of a hop: what the pandas (or RDD) code did cannot be run again on
+#: changed records, and the new DataFrame holds the records as they were
+REPLAY_BLOCKER = (
+    "its records went through code outside Spark (pandas or an RDD), which a what-if "
+    "cannot run again on the changed records"
+)
 
 
 def _key(value: Any) -> Any:
@@ -260,10 +267,7 @@ def capture_hop(
         warnings=notes, seconds=time.perf_counter() - t0, run=run.id,
         contributing=[contributing], influencing=[np.zeros_like(contributing)],
         attributes_exact=exact,
-        # the replay rule: what the pandas (or RDD) code did cannot be run again on
-        # changed records, and the new DataFrame holds the records as they were
-        replay_blocker="its records went through code outside Spark (pandas or an RDD), "
-        "which a what-if cannot run again on the changed records",
+        replay_blocker=REPLAY_BLOCKER,
     )  # fmt: skip
     p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
     p.out.pinned = True
