@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._index import KeyIndex, key_array
+from tensprov_lab.capture.connect._index import KeyIndex
+from tensprov_lab.capture.connect._records import keyed_records
 from tensprov_lab.capture.connect._rewrite import (
     Annotator,
     Keyed,
@@ -168,11 +169,7 @@ class ConnectReplay:
             )
             node.arrow_schema = (list(keys), schema)
         table, _ = df._to_table()
-        table = table.cast(node.arrow_schema[1])
-        idx = node.index.lookup(key_array(table, keys))
-        # by position: a join's output may name two columns alike
-        user = [i for i, c in enumerate(table.column_names) if not c.startswith(P.KEY_PREFIX)]
-        return table.select(user).to_pandas(), np.asarray(idx, dtype=np.int64)
+        return keyed_records(table.cast(node.arrow_schema[1]), keys, node.index)
 
     def records(self, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
         """Records ``rows`` of ``ds_id`` recomputed from their lineage-related records

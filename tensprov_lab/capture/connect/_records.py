@@ -12,7 +12,20 @@ from tensprov_lab.capture.connect._index import KeyIndex, key_array
 from tensprov_lab.capture.plan._nodes import ROW, _short_error
 from tensprov_lab.capture.spark._versions import to_arrow
 
-__all__ = ["keyed_frame", "read_records"]
+__all__ = ["keyed_frame", "keyed_records", "read_records"]
+
+
+def keyed_records(
+    table: Any, names: list[str], index: Any, shared: bool = False
+) -> tuple[Any, np.ndarray]:
+    """The user's columns of an Arrow table of keyed records (a pandas DataFrame) and
+    each record's row in the dataset ``index`` numbers (-1: a record it does not know);
+    ``shared``: records that share their keys are told apart by their order."""
+    raw = key_array(table, names)
+    idx = index.occurrences(raw) if shared else index.lookup(raw)
+    # by position: a join's output may name two columns alike
+    user = [i for i, c in enumerate(table.column_names) if not c.startswith(P.KEY_PREFIX)]
+    return table.select(user).to_pandas(), np.asarray(idx, dtype=np.int64)
 
 
 def keyed_frame(tracker: Any, ds_id: int) -> tuple[Any, list[str], Any]:
@@ -47,13 +60,7 @@ def read_records(tracker: Any, ds_id: int, rows: np.ndarray | None, where: str |
                 f"where={where!r} is not a valid predicate over {ds.label} "
                 f"(columns: {', '.join(ds.columns)}): {_short_error(exc)}"
             ) from None
-    table = to_arrow(df)
-    raw = key_array(table, names)
-    assert node.index is not None
-    idx = node.index.occurrences(raw) if shared else node.index.lookup(raw)  # type: ignore[union-attr]
-    # by position: a join's output may name two columns alike
-    user = [i for i, c in enumerate(table.column_names) if not c.startswith(P.KEY_PREFIX)]
-    pdf = table.select(user).to_pandas()
+    pdf, idx = keyed_records(to_arrow(df), names, node.index, shared)
     pdf.insert(0, ROW, idx)
     if rows is not None:
         pdf = pdf[np.isin(idx, rows)]
