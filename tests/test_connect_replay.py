@@ -23,7 +23,12 @@ import tensprov_lab
 from tests._connect_session import connect_session
 from tests.test_capture_oracle import a_rows, b_rows
 from tests.test_connect import _classic
-from tests.test_replay_oracle import _large_key_sets, _settings, check_recomputed, check_what_if
+from tests.test_replay_oracle import (
+    _settings,
+    check_recomputed,
+    check_what_if,
+    check_with_large_key_sets,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
@@ -67,9 +72,7 @@ def test_what_if_through_aggregates_over_connect(connect) -> None:  # noqa: ANN0
 @settings(_settings(), max_examples=max(EXAMPLES // 2, 1))
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_replays_reading_sources_whole_or_by_key_join_over_connect(connect, a, b, data) -> None:  # noqa: ANN001
-    with _large_key_sets():
-        check_recomputed(connect, a, b, data)
-        check_what_if(connect, a, b, data)
+    check_with_large_key_sets(connect, a, b, data)
 
 
 ORDERS = [(i, i % 5, float((i * 7) % 23)) for i in range(40)]

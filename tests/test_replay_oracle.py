@@ -147,6 +147,12 @@ def _large_key_sets() -> Any:
 @settings(_settings(), max_examples=max(EXAMPLES // 2, 1))
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_replays_reading_sources_whole_or_by_key_join(spark, a, b, data) -> None:  # noqa: ANN001
+    check_with_large_key_sets(spark, a, b, data)
+
+
+def check_with_large_key_sets(spark, a, b, data) -> None:  # noqa: ANN001
+    """Recomputation and what-if with the thresholds that read sources whole or join
+    them with their keys (see _large_key_sets)."""
     with _large_key_sets():
         check_recomputed(spark, a, b, data)
         check_what_if(spark, a, b, data)
