@@ -32,3 +32,15 @@ def connect_session() -> Iterator[Any]:
             session.stop()
             if had is None:
                 os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
+@contextlib.contextmanager
+def classic_code() -> Iterator[None]:
+    """pyspark builds Connect columns (``F.col``) while a Connect session was made in
+    the process (``SPARK_CONNECT_MODE_ENABLED``): classic code runs without it."""
+    had = os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    try:
+        yield
+    finally:
+        if had is not None:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = had

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab.capture.plan._nodes import TensProvWarning
+from tests._connect_session import classic_code as _classic
 from tests._connect_session import connect_session
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step, run_pipeline
@@ -34,18 +35,6 @@ _CONNECT_STEPS = {
 #: steps that give their input's records in the order they come
 _ORDER_KEEPING = {"filter_gt", "filter_eq", "filter_notnull", "with", "select", "dropna",
                   "fillna", "explode"}  # fmt: skip
-
-
-@contextlib.contextmanager
-def _classic() -> Iterator[None]:
-    """pyspark builds Connect columns (``F.col``) while a Connect session was made in
-    the process (``SPARK_CONNECT_MODE_ENABLED``): classic code runs without it."""
-    had = os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    try:
-        yield
-    finally:
-        if had is not None:
-            os.environ["SPARK_CONNECT_MODE_ENABLED"] = had
 
 
 @pytest.fixture(scope="module")

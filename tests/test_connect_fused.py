@@ -201,8 +201,8 @@ def test_which_reads_run_python_code(spark: Any) -> None:
     the client tells from the plan's messages, or leaves it to the server (None)."""
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture.connect import _proto as P
     from tensprov_lab.capture.connect._arrow import python_code, runs_python
+    from tensprov_lab.capture.plan import _proto as P
 
     ids = spark.range(10)
     plain = ids.filter("id > 2 AND abs(id) IN (3, 4)").select((F.col("id") + 1).alias("x"))

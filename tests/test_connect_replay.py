@@ -154,7 +154,7 @@ def test_sources_are_cached_on_the_server_for_replays_unless_told_not_to(connect
     assert node.kept is not None and node.kept.storageLevel.useMemory
     assert run.dataset(src).materialized == "source, cached for recomputation"
     # a replay reads the cached source: the server's plan scans it from memory
-    from tensprov_lab.capture.connect import _proto as P
+    from tensprov_lab.capture.plan import _proto as P
     from tensprov_lab.replay._connect import ConnectReplay
 
     replay = ConnectReplay(run._tracker)

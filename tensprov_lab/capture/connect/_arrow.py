@@ -15,7 +15,7 @@ import functools
 import re
 from typing import Any
 
-from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.spark._batches import large_batches
 from tensprov_lab.capture.spark._versions import to_arrow
 

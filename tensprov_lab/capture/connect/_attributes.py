@@ -10,7 +10,7 @@ the classic capture does for a plan step it does not understand).
 
 Examples
 --------
->>> from tensprov_lab.capture.connect import _proto as P
+>>> from tensprov_lab.capture.plan import _proto as P
 >>> m = Maps([["a", "b"]], ["a", "c"], [7])
 >>> m.identity()
 >>> m.contribute(1, P.fn("+", P.col("a"), P.col("b")))
@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._windows import split, windows_in
+from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.rules import connect_rule_for
 
 __all__ = ["Maps", "attribute_maps", "decomposition"]
 
@@ -100,145 +101,17 @@ def attribute_maps(
     rel: Any, in_cols: list[list[str]], out_cols: list[str], ids: list[int]
 ) -> tuple[list[np.ndarray], list[np.ndarray], bool]:
     """The attribute maps of the relation ``rel`` over inputs with columns ``in_cols``
-    (their plan ids ``ids``): contributing, influencing, and whether they are exact."""
+    (their plan ids ``ids``): contributing, influencing, and whether they are exact.
+    Its kind's rule fills them in (:meth:`Rule.maps
+    <tensprov_lab.capture.rules.Rule.maps>`); a kind without one maps every input
+    column to every output column, not exact."""
     m = Maps(in_cols, out_cols, ids)
-    kind = P.kind(rel)
-    inner = P.body(rel)
-    n_out = len(out_cols)
-    if len(in_cols) == 1 and kind in ("filter", "subquery_alias", "hint", "repartition",
-                                      "repartition_by_expression", "drop", "drop_na",
-                                      "fill_na", "replace", "sort", "deduplicate"):  # fmt: skip
-        m.identity()
-        if kind == "filter":
-            m.influence(inner.condition)
-        elif kind == "sort":
-            m.influence(*inner.order)
-        elif kind == "drop_na":
-            cols = list(inner.cols) or in_cols[0]
-            m.influence(*[P.col(c) for c in cols])
-        elif kind == "deduplicate":
-            cols = list(inner.column_names) if len(inner.column_names) else in_cols[0]
-            m.influence(*[P.col(c) for c in cols])
-    elif kind == "project" and len(in_cols) == 1:
-        o = 0
-        for e in inner.expressions:
-            if e.WhichOneof("expr_type") == "unresolved_star":
-                width = len(in_cols[0])
-                if e.unresolved_star.HasField("unparsed_target") or o + width > n_out:
-                    m.everything()
-                    break
-                m.positional(0, range(o, o + width))
-                o += width
-            elif o < n_out:
-                m.make(o, e)
-                o += 1
-        if o != n_out:
-            m.everything()
-    elif kind == "with_columns" and len(in_cols) == 1:
-        made = {a.name[0].lower(): a for a in inner.aliases if len(a.name) == 1}
-        for o, c in enumerate(out_cols):
-            if c.lower() in made:
-                m.make(o, made[c.lower()].expr)
-            else:
-                m.identity(outs=[o])
-    elif kind == "with_columns_renamed" and len(in_cols) == 1:
-        renamed = {v.lower(): k for k, v in inner.rename_columns_map.items()}
-        renamed.update({r.new_col_name.lower(): r.col_name for r in inner.renames})
-        for o, c in enumerate(out_cols):
-            was = renamed.get(c.lower(), c)
-            for j, ic in enumerate(in_cols[0]):
-                if ic.lower() == was.lower():
-                    m.contributing[0][o, j] = True
-                    break
-    elif kind == "to_df" and len(in_cols) == 1 and len(in_cols[0]) == n_out:
-        m.positional(0, range(n_out))
-    elif kind == "join" and len(in_cols) == 2:
-        _join(m, inner)
-    elif kind == "join" and len(in_cols) == 1:  # a semi or anti join's right side is known
+    rule = connect_rule_for(P.kind(rel))
+    if rule is None:
         m.everything()
-    elif kind == "set_op" and all(
-        P.plan_id(r) in ids for r in (inner.left_input, inner.right_input)
-    ):
-        # a union of a DataFrame with itself has one input for both sides
-        for side in {ids.index(P.plan_id(r)) for r in (inner.left_input, inner.right_input)}:  # type: ignore[arg-type]
-            if inner.by_name:
-                m.identity(side)
-            elif len(in_cols[side]) == n_out:
-                m.positional(side, range(n_out))
-            else:
-                m.everything()
-    elif kind == "aggregate" and len(in_cols) == 1 and inner.HasField("pivot"):
-        # the grouping columns, then a column per pivot value and aggregate: its value
-        # from the aggregate's arguments, the pivot column deciding which records
-        groups = list(inner.grouping_expressions)
-        aggs = list(inner.aggregate_expressions)
-        spread = n_out - len(groups)
-        if not aggs or spread < 0 or spread % len(aggs):
-            m.everything()
-        else:
-            for o, e in enumerate(groups):
-                m.contribute(o, e)
-            for o in range(len(groups), n_out):
-                m.contribute(o, aggs[(o - len(groups)) % len(aggs)])
-            m.influence(*groups, inner.pivot.col)
-    elif kind == "aggregate" and len(in_cols) == 1:
-        groups = list(inner.grouping_expressions)
-        aggs = list(inner.aggregate_expressions)
-        if len(groups) + len(aggs) != n_out:
-            m.everything()
-        else:
-            for o, e in enumerate(groups + aggs):
-                m.contribute(o, e)
-            m.influence(*groups)
     else:
-        m.everything()
+        rule.maps(m, rel)
     return m.contributing, m.influencing, m.exact
-
-
-def _join(m: Maps, join: Any) -> None:
-    from pyspark.sql.connect import proto
-
-    left, right = m.in_cols
-    using = list(join.using_columns)
-    kinds = proto.Join.JoinType
-    semi = join.join_type in (kinds.JOIN_TYPE_LEFT_SEMI, kinds.JOIN_TYPE_LEFT_ANTI)
-    low = {u.lower() for u in using}
-    # a USING join puts the using columns first, then each side's others (a semi or
-    # anti join: the left's only)
-    layout: list[tuple[int, int] | None] = [
-        (0, j) for j, c in enumerate(left) if c.lower() not in low
-    ]
-    if not semi:
-        layout += [(1, j) for j, c in enumerate(right) if c.lower() not in low]
-    head = []
-    for u in using:
-        found = [(s, j) for s, cols in enumerate(m.in_cols[:1] if semi else m.in_cols)
-                 for j, c in enumerate(cols) if c.lower() == u.lower()]  # fmt: skip
-        head.append(found)
-    if head:
-        if len(head) + len(layout) != len(m.out_cols):
-            m.everything()
-            return
-        # a using column is the left key (inner, left), the right one (right outer) or
-        # the left one where there is one, else the right (full outer): both
-        takes = {kinds.JOIN_TYPE_RIGHT_OUTER: {1}, kinds.JOIN_TYPE_FULL_OUTER: {0, 1}}
-        sides = takes.get(join.join_type, {0})
-        for o, found in enumerate(head):
-            for s, j in found:
-                if s in sides:
-                    m.contributing[s][o, j] = True
-        blank: list[tuple[int, int] | None] = [None] * len(head)
-        layout = blank + layout
-    if len(layout) != len(m.out_cols):
-        m.everything()
-        return
-    for o, at in enumerate(layout):
-        if at is not None:
-            m.contributing[at[0]][o, at[1]] = True
-    if join.HasField("join_condition"):
-        m.influence(join.join_condition)
-    if using:
-        m.influence(*[P.col(u) for u in using])
 
 
 #: aggregate functions a what-if updates from the changed members' values alone

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._equijoin import (
     EXACT_KEY_TYPES,
     arrow_codes,

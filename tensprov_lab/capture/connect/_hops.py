@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
 from tensprov_lab.capture.connect._rewrite import Annotator
 from tensprov_lab.capture.hops._pandas import (
@@ -29,6 +28,7 @@ from tensprov_lab.capture.hops._pandas import (
     REPLAY_BLOCKER,
     hop_lineage,
 )
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["HOP", "REASON", "capture_hop", "record_hop"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture.connect import _proto as P
-from tensprov_lab.capture.connect._rewrite import Unsupported
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.rules import column_category
+from tensprov_lab.capture.rules._connect import Unsupported
 from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = [
@@ -138,7 +138,8 @@ def category_of(kinds: set[str], rel: Any, n_in: int, n_out: int, in_cols: list[
         return "horizontal_reduction"
     if n_out != n_in:
         return "explode"
-    if kinds <= {"subquery_alias", "hint", "repartition", "repartition_by_expression", "sort"}:
+    if kinds <= {"subquery_alias", "hint", "repartition", "repartition_by_expression", "sort",
+                 "with_watermark"}:  # fmt: skip
         return "trivial"
     return column_category(len(in_cols), in_cols, out_cols)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._nodes import ROW, _short_error
 from tensprov_lab.capture.spark._versions import to_arrow
 

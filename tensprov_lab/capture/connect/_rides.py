@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture.connect import _proto as P
+from tensprov_lab.capture.plan import _proto as P
 
 __all__ = ["Ride", "plan_rides", "untouched"]
 

@@ -23,7 +23,6 @@ import numpy as np
 
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
-from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
@@ -50,19 +49,12 @@ from tensprov_lab.capture.connect._operation import (
     relations,
 )
 from tensprov_lab.capture.connect._records import read_records
-from tensprov_lab.capture.connect._rewrite import (
-    Annotator,
-    Unsupported,
-    global_aggregate,
-    sorted_input,
-)
-from tensprov_lab.capture.connect._rewrite import (
-    stable as is_stable,
-)
+from tensprov_lab.capture.connect._rewrite import Annotator
 from tensprov_lab.capture.connect._rides import Ride, plan_rides
 from tensprov_lab.capture.connect._sql import SQL, VIEW_METHODS, capture_sql, record_sql
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.memory._budget import Budget
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._nodes import (
     ROW,
     RunLog,
@@ -74,6 +66,14 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Waits
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.rules._connect import (
+    Unsupported,
+    global_aggregate,
+    sorted_input,
+)
+from tensprov_lab.capture.rules._connect import (
+    stable as is_stable,
+)
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
@@ -89,7 +89,7 @@ DATAFRAME_METHODS = [
     "withColumn", "withColumnRenamed", "withColumns", "withColumnsRenamed", "offset",
     "intersect", "intersectAll", "subtract", "exceptAll", "localCheckpoint", "checkpoint",
     "unpivot", "melt", "mapInPandas", "mapInArrow", "transform", "tail", "describe",
-    "summary", "withMetadata", "observe", "dropDuplicatesWithinWatermark",
+    "summary", "withMetadata", "observe", "dropDuplicatesWithinWatermark", "to", "withWatermark",
 ]  # fmt: skip
 GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "pivot", "applyInPandas"]
 _TRANSPARENT = {"transform"}

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.connect import _proto as P
 from tensprov_lab.capture.connect._index import Index, key_array
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["Unframed", "frame_of", "split", "trace_windows", "windows_in"]

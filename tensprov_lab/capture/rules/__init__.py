@@ -24,10 +24,19 @@ module              Catalyst nodes (what the user wrote)
 A node kind without a rule is not traced record by record: its operation becomes an
 explicit opaque operation with a warning (and its column lineage a superset).
 
+**Over Spark Connect** the same rule traces the client's relations of the kinds it
+names in ``relations`` (:data:`CONNECT`): the rewrite
+(:class:`~tensprov_lab.capture.connect._rewrite.Annotator`) and the attribute maps
+(:mod:`tensprov_lab.capture.connect._attributes`) dispatch to its :meth:`Rule.keyed`
+and :meth:`Rule.maps`.  A relation kind a rule's operations make that Connect does not
+trace is in the rule's ``connect_opaque`` with why (:data:`CONNECT_OPAQUE`): an opaque
+operation with that warning, as is any other kind.
+
 **Adding an operation** means one module here: a :class:`Rule` subclass naming its
-``nodes`` (and the DataFrame ``methods`` that make them) and overriding what differs
-from the defaults (keys pass through, columns pass through, distributive), added to
-``_RULES`` below, and its tests.  The tracker
+``nodes`` (and the DataFrame ``methods`` that make them, and the Connect ``relations``)
+and overriding what differs from the defaults (keys pass through, columns pass through,
+distributive), added to ``_RULES`` below, and its tests (tests/test_rules.py runs
+every method on both engines).  The tracker
 (:mod:`.._tracker`) only orchestrates; the rewrite (:mod:`.._annotate`) and the
 attribute walk (:mod:`.._attributes`) dispatch here.
 
@@ -38,6 +47,8 @@ Examples
 'tensprov_lab.capture.rules.aggregate'
 >>> sorted(TRIVIAL)[:2]
 ['CollectMetrics', 'EventTimeWatermark']
+>>> type(connect_rule_for("set_op")).__name__, CONNECT_OPAQUE["unpivot"]
+('Union', 'an unpivot (melt)')
 """
 
 from __future__ import annotations
@@ -62,6 +73,8 @@ if TYPE_CHECKING:
     from tensprov_lab.capture.plan._keyed import Rewrite
 
 __all__ = [
+    "CONNECT",
+    "CONNECT_OPAQUE",
     "KEEPS_RECORDS",
     "column_category",
     "METHODS",
@@ -73,6 +86,7 @@ __all__ = [
     "Rule",
     "Walking",
     "category_of",
+    "connect_rule_for",
     "rule_for",
 ]
 
@@ -101,6 +115,17 @@ for _rule in _RULES:
             raise RuntimeError(f"two rules for plan node {_name}")
         RULES[_name] = _rule
 
+#: the rule of each Spark Connect relation kind (a field of ``Relation``)
+CONNECT: dict[str, Rule] = {}
+#: relation kinds the rules' operations make that Connect does not trace, and why
+CONNECT_OPAQUE: dict[str, str] = {}
+for _rule in _RULES:
+    for _name in _rule.relations:
+        if _name in CONNECT:
+            raise RuntimeError(f"two rules for relation {_name}")
+        CONNECT[_name] = _rule
+    CONNECT_OPAQUE.update(_rule.connect_opaque)
+
 #: the DataFrame methods the rules name (capture wraps them in a tracked block)
 METHODS = frozenset(m for r in _RULES for m in r.methods)
 #: node kinds that never change which records exist, nor their order in our numbering
@@ -112,6 +137,11 @@ KEEPS_RECORDS = frozenset(n for n, r in RULES.items() if r.keeps_records)
 def rule_for(node_class: str) -> Rule | None:
     """The rule for a plan node class (its simple name), or None: not traced."""
     return RULES.get(node_class)
+
+
+def connect_rule_for(kind: str) -> Rule | None:
+    """The rule for a Spark Connect relation kind, or None: not traced."""
+    return CONNECT.get(kind)
 
 
 def category_of(

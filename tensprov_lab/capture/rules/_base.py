@@ -10,6 +10,7 @@ import numpy as np
 from tensprov_lab.capture.plan._exprs import Expr, Lin
 from tensprov_lab.capture.plan._keyed import Block, Rewrite, Unsupported
 from tensprov_lab.capture.plan._keys import KeyIndex, ScanKeyIndex
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping, keeps_order
 from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = [
@@ -95,6 +96,11 @@ class Rule:
       sort), :meth:`tensors` builds them;
     - the **attribute rule**: :meth:`output_ids` and :meth:`attributes` say where each
       output column's values come from and which input columns decide its records;
+    - over **Spark Connect**, the same for the client's relations of the kinds
+      :attr:`relations` names: :meth:`keyed` carries record keys through such a
+      relation (the default passes them on), :meth:`maps` fills in its attribute maps;
+      :attr:`connect_opaque` names the relation kinds of the rule's operations that
+      Connect does not trace, with why (each an opaque operation with that warning);
     - the **replay rule**: :meth:`replay_blocker` says why dropping input records
       cannot be previewed by replaying lineage-related records through the node
       (SystemL's distributivity test), :attr:`contextual` that an output record
@@ -130,6 +136,10 @@ class Rule:
     #: them and changes no other (a what-if need not replay the rest; not so for an
     #: outer join, which pads, or a grouping, which shrinks a group)
     drops_vanish: ClassVar[bool] = False
+    #: Spark Connect: the relation kinds (fields of ``Relation``) the rule traces
+    relations: ClassVar[tuple[str, ...]] = ()
+    #: Spark Connect: relation kinds of the rule's operations not traced there, and why
+    connect_opaque: ClassVar[dict[str, str]] = {}
 
     # -- record rule --------------------------------------------------------------------
     def annotate(
@@ -154,6 +164,18 @@ class Rule:
         """The lineage of the columns the node makes (the rest pass on unchanged), and,
         through ``w.influence`` / ``w.row``, the input cells that decide its records."""
         return {}
+
+    # -- over Spark Connect --------------------------------------------------------------
+    def keyed(self, a: Keying, rel: Any) -> Keyed:
+        """The relation ``rel`` (of a kind in :attr:`relations`) over its rewritten
+        children, and the keys its records carry (default: its child's, unchanged)."""
+        new, (kid,) = a.kids(rel)
+        return kid.passed(new, kid.returned and keeps_order(rel))
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        """Fill in the attribute maps of ``rel`` (default: every input column may make
+        every output column, not exact)."""
+        m.everything()
 
     # -- replay rule --------------------------------------------------------------------
     def replay_blocker(self, jvm: Jvm, node: JObject) -> str | None:

@@ -15,6 +15,11 @@ what-if itself).
 its group ``g``, and the cells of the column of pivot value ``v`` from the group's
 records with ``p = v`` only (:class:`~tensprov_lab.store.ColumnsTensor`).
 
+Over Spark Connect, the ``aggregate`` relation (a grouping, grouping sets, a pivot) gains
+its group's smallest member's keys (with the set's ``grouping_id()``); a pivot's, from a
+plain grouping of the same records joined on the grouping values.  The members are read
+by :mod:`tensprov_lab.capture.connect._groups`.
+
 Examples
 --------
 >>> import numpy as np
@@ -29,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Expr, Lin, exprs, ids
 from tensprov_lab.capture.plan._keyed import Block, Group, Pivot, Rewrite, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import (
@@ -48,6 +54,17 @@ from tensprov_lab.capture.rules._base import (
     Walking,
     attrs,
     single,
+)
+from tensprov_lab.capture.rules._connect import (
+    Keyed,
+    Keying,
+    Mapping,
+    grouping_sets,
+    member_fields,
+    pb_aggregate,
+    pivot_of,
+    plain_names,
+    smallest_member,
 )
 from tensprov_lab.store import tensor_from_groups, tensor_from_pairs
 
@@ -73,6 +90,7 @@ class Grouping(Rule):
 
 class Aggregate(Grouping):
     nodes = ("Aggregate",)
+    relations = ("aggregate",)
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
         jvm = rw.jvm
@@ -134,8 +152,55 @@ class Aggregate(Grouping):
                     named[ident] = Lin(values.contrib, values.infl | pivot.all())
         return named
 
+    #: aggregate functions a what-if updates from the changed members' values alone
 
-#: aggregate functions a what-if updates from the changed members' values alone
+    # -- over Spark Connect --------------------------------------------------------------
+    def keyed(self, a: Keying, rel: Any) -> Keyed:
+        sets = grouping_sets(rel)
+        agg = rel.aggregate
+        new, (kid,) = a.kids(rel)
+        pid = P.plan_id(rel)
+        if pivot_of(rel) is not None:
+            return _keyed_pivot(rel, new, kid)
+        if not len(agg.grouping_expressions) and not sets:
+            # one record: nothing tells records apart, none is needed
+            return Keyed(new, [], {}, True)
+        rep = f"{P.KEY_PREFIX}r{pid}"
+        new.aggregate.aggregate_expressions.append(smallest_member(kid.keys, rep))
+        keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
+        if sets:  # the smallest member is in one group per grouping set
+            keys.append(f"{P.KEY_PREFIX}s{pid}")
+            new.aggregate.aggregate_expressions.append(P.alias(P.fn("grouping_id"), keys[-1]))
+        fields = member_fields(kid.keys, rep, keys)
+        out = P.wrap("with_columns", new, aliases=[f.alias for f in fields])
+        out = P.wrap("drop", out, column_names=[rep])
+        return Keyed(out, keys, {}, kid.monotone)
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        inner, n_out = rel.aggregate, len(m.out_cols)
+        groups = list(inner.grouping_expressions)
+        aggs = list(inner.aggregate_expressions)
+        if len(m.in_cols) != 1:
+            m.everything()
+        elif inner.HasField("pivot"):
+            # the grouping columns, then a column per pivot value and aggregate: its
+            # value from the aggregate's arguments, the pivot column deciding which records
+            spread = n_out - len(groups)
+            if not aggs or spread < 0 or spread % len(aggs):
+                return m.everything()
+            for o, e in enumerate(groups):
+                m.contribute(o, e)
+            for o in range(len(groups), n_out):
+                m.contribute(o, aggs[(o - len(groups)) % len(aggs)])
+            m.influence(*groups, inner.pivot.col)
+        elif len(groups) + len(aggs) != n_out:
+            m.everything()
+        else:
+            for o, e in enumerate(groups + aggs):
+                m.contribute(o, e)
+            m.influence(*groups)
+
+
 _DECOMPOSABLE = {"Sum": "sum", "Count": "count", "Average": "avg", "Min": "min", "Max": "max"}
 
 
@@ -477,3 +542,35 @@ def _takes_every_record(rw: Rewrite) -> bool:
         return False
     steps = [n for n, r in zip(rw.nodes, rw.rules) if not r.keeps_records]
     return steps == ["Aggregate"]
+
+
+def _keyed_pivot(rel: Any, new: Any, kid: Keyed) -> Keyed:
+    """A Connect pivot: one record per group of its grouping columns, keyed by the
+    group's smallest member, read from a plain grouping of the same records joined to
+    the pivot's records on the grouping values (null-safe)."""
+    from pyspark.sql.connect import proto
+
+    names = plain_names(rel.aggregate.grouping_expressions)
+    if not names:
+        raise Unsupported("a pivot grouped by computed values")
+    pid = P.plan_id(rel)
+    rep = f"{P.KEY_PREFIX}r{pid}"
+    keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
+    same = [f"{P.KEY_PREFIX}pg{pid}_{i}" for i in range(len(names))]
+    grouped = pb_aggregate(kid.rel, [P.col(n) for n in names], [smallest_member(kid.keys, rep)])
+    right = P.wrap("project", grouped, expressions=[
+        *[P.alias(P.col(n), g) for n, g in zip(names, same)], *member_fields(kid.keys, rep, keys)
+    ])  # fmt: skip
+    P.with_id(right, None)
+    P.with_id(new, None)
+    join = proto.Relation()
+    join.join.left.CopyFrom(new)
+    join.join.right.CopyFrom(right)
+    join.join.join_type = proto.Join.JoinType.JOIN_TYPE_INNER
+    cond = [P.fn("<=>", P.col(n), P.col(g)) for n, g in zip(names, same)]
+    while len(cond) > 1:
+        cond = [P.fn("and", cond[0], cond[1]), *cond[2:]]
+    join.join.join_condition.CopyFrom(cond[0])
+    P.with_id(join, None)
+    out = P.wrap("drop", join, column_names=same)
+    return Keyed(P.with_id(out, pid), keys, {}, kid.monotone)

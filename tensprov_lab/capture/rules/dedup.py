@@ -4,7 +4,10 @@ Record rule: a grouping step (see :mod:`.aggregate`): one output record per grou
 equal values, numbered by its smallest member, the tensor listing every member.
 ``dropDuplicates`` on a subset keeps an arbitrary record of each group (the tracker flags
 it non-deterministic).  Attribute rule: the dedup keys (every column for ``distinct``)
-influence every output column.
+influence every output column.  Over Spark Connect, ``distinct`` and ``dropDuplicates``
+are one ``deduplicate`` relation, rewritten as Spark runs it (an aggregate: the subset's
+columns are the groups, every other column the first value met) with its smallest
+member's keys.
 
 Examples
 --------
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Group, Unsupported
 from tensprov_lab.capture.rules._base import (
@@ -27,6 +31,14 @@ from tensprov_lab.capture.rules._base import (
     Walked,
     Walking,
     single,
+)
+from tensprov_lab.capture.rules._connect import (
+    Keyed,
+    Keying,
+    Mapping,
+    member_fields,
+    pb_aggregate,
+    smallest_member,
 )
 from tensprov_lab.capture.rules.aggregate import Grouping, flat_plan, group_plan, input_block
 
@@ -59,6 +71,7 @@ class _Dedup(Grouping):
 
 class Deduplicate(_Dedup):
     nodes = ("Deduplicate",)
+    relations = ("deduplicate",)
     methods = ("dropDuplicates", "drop_duplicates")
 
     def keys(self, rw: Rewriting, node: Any, kids: list[Any]) -> list[Any]:
@@ -67,6 +80,34 @@ class Deduplicate(_Dedup):
     def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         w.influence(n.env, n.d.get("keys"))
         return {}
+
+    # -- over Spark Connect --------------------------------------------------------------
+    def keyed(self, a: Keying, rel: Any) -> Keyed:
+        if rel.deduplicate.within_watermark:
+            raise Unsupported("dropDuplicatesWithinWatermark")
+        kid = a.annotate(P.children(rel)[0])
+        d = rel.deduplicate
+        user = a.user_columns(kid.rel)
+        subset = list(d.column_names) if len(d.column_names) and not d.all_columns_as_keys \
+            else user  # fmt: skip
+        low = {c.lower() for c in subset}
+        pid = P.plan_id(rel)
+        rep = f"{P.KEY_PREFIX}r{pid}"
+        aggs = [P.alias(P.fn("first", P.col(c)), c) for c in user if c.lower() not in low]
+        aggs.append(smallest_member(kid.keys, rep))
+        group = pb_aggregate(kid.rel, [P.col(c) for c in subset], aggs)
+        keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
+        exprs = [P.col(c) for c in user] + member_fields(kid.keys, rep, keys)
+        out = P.wrap("project", group, expressions=exprs)
+        return Keyed(P.with_id(out, pid), keys, {}, kid.monotone)
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        if len(m.in_cols) != 1:
+            return m.everything()
+        m.identity()
+        d = rel.deduplicate
+        cols = list(d.column_names) if len(d.column_names) else m.in_cols[0]
+        m.influence(*[P.col(c) for c in cols])
 
 
 class Distinct(_Dedup):

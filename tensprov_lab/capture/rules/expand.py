@@ -3,7 +3,9 @@
 Record rule: each input record is repeated once per projection; the keys are appended
 to every projection, so each copy carries its input record's keys (an aggregate above
 numbers the grouping sets, see :mod:`.aggregate`).  Attribute rule: an output column's
-values come from what any projection puts in it.
+values come from what any projection puts in it.  Over Spark Connect, a rollup or cube
+is an ``aggregate`` relation (:mod:`.aggregate`); ``unpivot`` / ``melt`` is not traced
+there yet.
 
 Examples
 --------
@@ -32,6 +34,7 @@ __all__ = ["Expand"]
 
 class Expand(Rule):
     nodes = ("Expand",)
+    connect_opaque = {"unpivot": "an unpivot (melt)"}
     methods = ("melt", "unpivot")
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:

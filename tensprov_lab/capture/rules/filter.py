@@ -3,7 +3,9 @@
 Record rule: the surviving records keep their keys (a mask of the input; a fused
 capture evaluates the condition in its one scan, see :mod:`.._fused`).  Attribute rule:
 the columns the condition reads influence every output column.  Replay: a filter
-distributes over union (dropping a record never lets another one through).
+distributes over union (dropping a record never lets another one through).  Over
+Spark Connect: the ``filter`` and ``drop_na`` relations pass the keys on; the columns
+the condition (or ``dropna``'s subset) reads influence every output column.
 
 Examples
 --------
@@ -15,8 +17,13 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.rules._base import PlanNode, Rule, Walking
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
+from tensprov_lab.capture.rules.project import keyed_na
 
 __all__ = ["Filter"]
 
@@ -26,6 +33,7 @@ class Filter(Rule):
     drops_vanish = True
     methods = ("filter", "where", "dropna")
     same_output = True
+    relations = ("filter", "drop_na")
 
     def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         refs = n.d.get("condition_refs")
@@ -34,3 +42,18 @@ class Filter(Rule):
         else:
             w.influence(n.env, n.d.get("condition"))
         return {}
+
+    def keyed(self, a: Keying, rel: Any) -> Keyed:
+        if P.kind(rel) == "drop_na":
+            return keyed_na(a, rel)
+        return super().keyed(a, rel)
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        if len(m.in_cols) != 1:
+            return m.everything()
+        m.identity()
+        if P.kind(rel) == "filter":
+            m.influence(rel.filter.condition)
+        else:
+            cols = list(rel.drop_na.cols) or m.in_cols[0]
+            m.influence(*[P.col(c) for c in cols])

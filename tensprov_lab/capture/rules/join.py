@@ -7,7 +7,10 @@ through Spark's own join, or, for an equi-join whose sides fit in this process,
 (:mod:`.._equijoin`).  A semi join keeps left records; its right tensor lists the right
 records that matched (:func:`semi_tensors`); an anti join's lists none.  Attribute rule:
 the join condition's columns influence every output column.  Replay: an anti join does
-not distribute over union (dropping a right record can make a left one appear).
+not distribute over union (dropping a right record can make a left one appear).  Over
+Spark Connect: the ``join`` relation puts both sides' keys side by side (the right's
+renamed in a self-join); the attribute maps follow Spark's column layout of a ``USING``
+join.
 
 Examples
 --------
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._equijoin import find_equi_join, join_pairs, key_codes
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Semi, Unsupported, key_name
@@ -35,6 +39,7 @@ from tensprov_lab.capture.rules._base import (
     Walked,
     Walking,
 )
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.store import tensor_from_pairs
 
@@ -55,6 +60,7 @@ def _join_type(d: dict[str, Any]) -> str:
 
 class Join(Rule):
     nodes = ("Join",)
+    relations = ("join",)
     drops_vanish = True
     methods = ("join", "crossJoin")
 
@@ -98,6 +104,52 @@ class Join(Rule):
     def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         w.influence(n.env, n.d.get("condition"))
         return {}
+
+    # -- over Spark Connect --------------------------------------------------------------
+    def keyed(self, a: Keying, rel: Any) -> Keyed:
+        """Both sides' keys side by side (a semi or anti join: the left's, and the same
+        join as an inner join that says which pairs matched)."""
+        from pyspark.sql.connect import proto
+
+        sides = [P.plan_id(rel.join.left), P.plan_id(rel.join.right)]
+        new, (left, right) = a.kids(rel)
+        clash = [k for k in right.keys if k in left.keys]
+        if clash:  # the same source on both sides: the right side's keys get new names
+            renamed = {k: f"{k}_r{P.fresh_id()}" for k in clash}
+            entries = []
+            for old, name in renamed.items():
+                r = proto.WithColumnsRenamed.Rename()
+                r.col_name, r.new_col_name = old, name
+                entries.append(r)
+            new.join.right.CopyFrom(P.wrap("with_columns_renamed", right.rel, renames=entries))
+            right = Keyed(
+                new.join.right,
+                [renamed.get(k, k) for k in right.keys],
+                {i: [renamed.get(k, k) for k in ks] for i, ks in right.ids.items()},
+                right.monotone,
+            )
+        kinds = proto.Join.JoinType
+        if rel.join.join_type in (kinds.JOIN_TYPE_LEFT_SEMI, kinds.JOIN_TYPE_LEFT_ANTI):
+            inner = type(new).FromString(new.SerializeToString())
+            inner.join.join_type = kinds.JOIN_TYPE_INNER
+            P.with_id(inner, None)
+            anti = rel.join.join_type == kinds.JOIN_TYPE_LEFT_ANTI
+            return Keyed(new, list(left.keys), dict(left.ids), left.monotone, sides=sides,
+                         semi=(anti, inner, left, right))  # fmt: skip
+        return Keyed(
+            new,
+            left.keys + right.keys,
+            {**left.ids, **right.ids},
+            left.monotone and right.monotone,
+            sides=sides,
+            side_ids=[dict(left.ids), dict(right.ids)],
+        )
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        if len(m.in_cols) == 2:
+            _join_maps(m, rel.join)
+        else:  # a semi or anti join's right side is known, or one input on both sides
+            m.everything()
 
 
 def semi_tensors(
@@ -213,3 +265,50 @@ def _estimated_bytes(jvm: Jvm, plan: Any) -> int:
     """Spark's size estimate of ``plan``'s result (what its broadcast choice reads)."""
     stats = jvm.to_df(plan)._jdf.queryExecution().optimizedPlan().stats()
     return int(str(stats.sizeInBytes()))
+
+
+def _join_maps(m: Mapping, join: Any) -> None:
+    """The attribute maps of a Connect join of two inputs."""
+    from pyspark.sql.connect import proto
+
+    left, right = m.in_cols
+    using = list(join.using_columns)
+    kinds = proto.Join.JoinType
+    semi = join.join_type in (kinds.JOIN_TYPE_LEFT_SEMI, kinds.JOIN_TYPE_LEFT_ANTI)
+    low = {u.lower() for u in using}
+    # a USING join puts the using columns first, then each side's others (a semi or
+    # anti join: the left's only)
+    layout: list[tuple[int, int] | None] = [
+        (0, j) for j, c in enumerate(left) if c.lower() not in low
+    ]
+    if not semi:
+        layout += [(1, j) for j, c in enumerate(right) if c.lower() not in low]
+    head = []
+    for u in using:
+        found = [(s, j) for s, cols in enumerate(m.in_cols[:1] if semi else m.in_cols)
+                 for j, c in enumerate(cols) if c.lower() == u.lower()]  # fmt: skip
+        head.append(found)
+    if head:
+        if len(head) + len(layout) != len(m.out_cols):
+            m.everything()
+            return
+        # a using column is the left key (inner, left), the right one (right outer) or
+        # the left one where there is one, else the right (full outer): both
+        takes = {kinds.JOIN_TYPE_RIGHT_OUTER: {1}, kinds.JOIN_TYPE_FULL_OUTER: {0, 1}}
+        sides = takes.get(join.join_type, {0})
+        for o, found in enumerate(head):
+            for s, j in found:
+                if s in sides:
+                    m.contributing[s][o, j] = True
+        blank: list[tuple[int, int] | None] = [None] * len(head)
+        layout = blank + layout
+    if len(layout) != len(m.out_cols):
+        m.everything()
+        return
+    for o, at in enumerate(layout):
+        if at is not None:
+            m.contributing[at[0]][o, at[1]] = True
+    if join.HasField("join_condition"):
+        m.influence(join.join_condition)
+    if using:
+        m.influence(*[P.col(u) for u in using])

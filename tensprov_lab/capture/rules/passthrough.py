@@ -3,7 +3,9 @@
 ``df.repartition(8)``, ``df.alias("o")``, ``df.hint("broadcast")``, a view over a
 DataFrame, ``df.observe(...)``, ``df.withWatermark(...)`` on a batch DataFrame (a no-op
 there).  Record rule: the keys pass through, the tensor is the identity.  Attribute
-rule: the columns are the child's.  Replay: nothing to say (distributive).
+rule: the columns are the child's.  Replay: nothing to say (distributive).  Over Spark
+Connect: the ``subquery_alias``, ``hint``, ``repartition``, ``repartition_by_expression``
+and ``with_watermark`` relations the same; ``observe`` is not traced there yet.
 
 Examples
 --------
@@ -14,7 +16,10 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
 from tensprov_lab.capture.rules._base import Rule
+from tensprov_lab.capture.rules._connect import Mapping
 
 __all__ = ["PassThrough"]
 
@@ -30,6 +35,12 @@ class PassThrough(Rule):
         "CollectMetrics",
         "EventTimeWatermark",
     )
+    relations = (
+        "subquery_alias", "hint", "repartition", "repartition_by_expression", "with_watermark",
+    )  # fmt: skip
+    connect_opaque = {
+        "collect_metrics": "observe (a collect-metrics relation)",
+    }
     methods = (
         "alias", "repartition", "repartitionByRange", "coalesce", "hint", "observe",
         "withWatermark",
@@ -38,3 +49,8 @@ class PassThrough(Rule):
     trivial = True
     drops_vanish = True
     same_output = True
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        if len(m.in_cols) != 1:
+            return m.everything()
+        m.identity()

@@ -5,7 +5,10 @@ so the numbering never depends on partitioning, and when the input's keys are no
 its canonical order (it was sorted before) the ties are re-ordered by canonical index
 from the runs of equal sort values read back (:meth:`Sort.tensors`).  A sort within
 partitions changes nothing in our numbering.  Attribute rule: the sort columns influence
-every output column.  Replay: a sort distributes over union.
+every output column.  Replay: a sort distributes over union.  Over Spark Connect: a
+global ``sort`` relation sorts by the keys after the user's order when they increase
+with the input's canonical order, else (records Spark gives in canonical order) by a
+number given to them as they come.
 
 Examples
 --------
@@ -20,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import arrow_keys
@@ -34,12 +38,14 @@ from tensprov_lab.capture.rules._base import (
     attrs,
     single,
 )
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 
 __all__ = ["Sort"]
 
 
 class Sort(Rule):
     nodes = ("Sort",)
+    relations = ("sort",)
     drops_vanish = True
     methods = ("orderBy", "sort", "sortWithinPartitions")
     keeps_records = True
@@ -75,6 +81,37 @@ class Sort(Rule):
     def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
         w.influence(n.env, n.d.get("order"))
         return {}
+
+    # -- over Spark Connect --------------------------------------------------------------
+    def keyed(self, a: Keying, rel: Any) -> Keyed:
+        """Ties in the sort order come in input order (DESIGN.md §3), which the keys give
+        when they increase with it; over records sorted before, the input's records
+        come back in their order, so ids given to them there do."""
+        new, (kid,) = a.kids(rel)
+        if not new.sort.is_global:
+            return Keyed(new, list(kid.keys), dict(kid.ids), kid.monotone)
+        if kid.monotone:
+            new.sort.order.extend(P.sort_order(P.col(k)) for k in kid.keys)
+            return Keyed(new, list(kid.keys), dict(kid.ids), monotone=False, returned=True)
+        if not kid.returned:
+            raise Unsupported(
+                "a sort of records whose order is neither their keys' nor Spark's (a "
+                "join, union or grouping of sorted records)"
+            )
+        at = f"{P.KEY_PREFIX}q{P.plan_id(rel)}"
+        numbered = P.wrap("project", kid.rel, expressions=[
+            P.star(), P.alias(P.fn("monotonically_increasing_id"), at)
+        ])  # fmt: skip
+        new.sort.input.CopyFrom(numbered)
+        new.sort.order.append(P.sort_order(P.col(at)))
+        out = P.wrap("drop", new, column_names=[at])
+        return Keyed(out, list(kid.keys), dict(kid.ids), monotone=False, returned=True)
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        if len(m.in_cols) != 1:
+            return m.everything()
+        m.identity()
+        m.influence(*rel.sort.order)
 
 
 def _sorted_keys(reader: Reading, rw: Rewrite) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,9 @@ Record rule: the left block, then the right block (the paper's block-diagonal ap
 each branch adds a literal branch number, and the key columns of the inputs it does not
 read as typed nulls, so every output record carries one layout of keys.  Attribute
 rule: each output column's values come from the same position of every branch.  Replay:
-a union distributes over union.
+a union distributes over union.  Over Spark Connect: a ``set_op`` relation of union
+all (``union`` distinct, ``intersect`` and ``except`` are opaque on both engines) gives
+each side the other's keys as nulls and a column saying which side a record comes from.
 
 Examples
 --------
@@ -17,15 +19,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Block, Unsupported, key_name, literals
 from tensprov_lab.capture.rules._base import PlanNode, Rewriting, Rule, Walked, Walking
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 
 __all__ = ["Union"]
 
 
 class Union(Rule):
     nodes = ("Union",)
+    relations = ("set_op",)
     drops_vanish = True
     methods = ("union", "unionAll", "unionByName")
     same_output = True
@@ -70,3 +75,52 @@ class Union(Rule):
                 frozenset().union(*(p.infl for p in parts if p)),
             )
         return new
+
+    # -- over Spark Connect --------------------------------------------------------------
+    def keyed(self, a: Keying, rel: Any) -> Keyed:
+        from pyspark.sql.connect import proto
+
+        op = rel.set_op
+        if op.set_op_type != proto.SetOperation.SetOpType.SET_OP_TYPE_UNION or not op.is_all:
+            raise Unsupported("intersect, except and union distinct")
+        sides = [P.plan_id(op.left_input), P.plan_id(op.right_input)]
+        new, (left, right) = a.kids(rel)
+        keys = list(dict.fromkeys(left.keys + right.keys))
+        tag = f"{P.KEY_PREFIX}u{P.plan_id(rel)}"
+        for side, (name, kid) in enumerate([("left_input", left), ("right_input", right)]):
+            getattr(new.set_op, name).CopyFrom(_union_side(a, kid, keys, tag, side))
+        return Keyed(
+            new,
+            [tag, *keys],
+            {**left.ids, **right.ids},
+            left.monotone and right.monotone,
+            tag=tag,
+            sides=sides,
+        )
+
+    def maps(self, m: Mapping, rel: Any) -> None:
+        op = rel.set_op
+        if not all(P.plan_id(r) in m.ids for r in (op.left_input, op.right_input)):
+            return m.everything()
+        # a union of a DataFrame with itself has one input for both sides
+        for side in {m.ids.index(P.plan_id(r)) for r in (op.left_input, op.right_input)}:  # type: ignore[arg-type]
+            if op.by_name:
+                m.identity(side)
+            elif len(m.in_cols[side]) == len(m.out_cols):
+                m.positional(side, range(len(m.out_cols)))
+            else:
+                m.everything()
+
+
+def _union_side(a: Keying, kid: Keyed, keys: list[str], tag: str, side: int) -> Any:
+    """One side of a Connect union: its own columns as they were, then every key of both
+    sides (nulls for the other side's), then the side: the same layout on both, for a
+    union by position and by name alike."""
+    names = a.columns(kid.rel)
+    temp = [c if c.startswith(P.KEY_PREFIX) else f"{P.KEY_PREFIX}c{i}" for i, c in
+            enumerate(names)]  # fmt: skip
+    renamed = P.wrap("to_df", kid.rel, column_names=temp)
+    exprs = [P.alias(P.col(t), c) for t, c in zip(temp, names) if not c.startswith(P.KEY_PREFIX)]
+    exprs += [P.col(k) if k in kid.keys else P.alias(P.null_long(), k) for k in keys]
+    exprs.append(P.alias(P.literal(side), tag))
+    return P.wrap("project", renamed, expressions=exprs)

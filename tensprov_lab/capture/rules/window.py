@@ -13,7 +13,10 @@ positions (:class:`~tensprov_lab.store.WindowTensor`: two ints a record and func
 frame it cannot read exactly (a range over an interval, ``lag`` skipping nulls, an
 unknown function) is taken as the whole partition (a superset), with a note.
 Attribute rule: the function's arguments contribute, the partition and order columns
-influence.  Replay: the operation is *contextual*; replays read its input whole.
+influence.  Replay: the operation is *contextual*; replays read its input whole.  Over
+Spark Connect a window function is an expression in a ``project`` or ``with_columns``
+relation (:mod:`.project` passes the keys on and maps its columns); its frames are read
+the same way by :mod:`tensprov_lab.capture.connect._windows`.
 
 Examples
 --------
