@@ -176,9 +176,14 @@ def _network_simplex_ranks(
     par = [-1] * n
     cut = [0] * m
 
-    def dfs_range(root: int, root_par: int, start: int) -> list[int]:
-        """Number the subtree at ``root``; return it in postorder."""
-        par[root] = root_par
+    def dfs_range(root: int, start: int, incremental: bool = False) -> list[int]:
+        """Number the subtree at ``root`` from ``start``; return it in postorder.
+
+        ``incremental`` skips the subtrees whose numbering cannot change: one that
+        hangs from the same edge and starts at the same index keeps its numbers (nodes
+        whose subtree did change were invalidated, ``low = -1``, beforehand), as in
+        Graphviz's incremental ``dfs_range``.
+        """
         low[root] = start
         cur = start
         post: list[int] = []
@@ -194,6 +199,9 @@ def _network_simplex_ranks(
                 if e == par[v]:
                     continue
                 w = heads[e] if tails[e] == v else tails[e]
+                if incremental and par[w] == e and low[w] == cur:
+                    cur = lim[w] + 1
+                    continue
                 par[w] = e
                 low[w] = cur
                 stack.append(w)
@@ -205,39 +213,6 @@ def _network_simplex_ranks(
                 stack.pop()
                 idx.pop()
         return post
-
-    def dfs_update(root: int) -> None:
-        """Renumber below ``root``, skipping subtrees whose numbering cannot change.
-
-        A subtree keeps its numbers when it hangs from the same edge and starts
-        at the same index; nodes whose subtree did change were invalidated
-        (``low = -1``) beforehand, as in Graphviz's incremental ``dfs_range``.
-        """
-        cur = low[root]
-        stack = [root]
-        idx = [0]
-        while stack:
-            v = stack[-1]
-            i = idx[-1]
-            adj = tree_adj[v]
-            if i < len(adj):
-                idx[-1] = i + 1
-                e = adj[i]
-                if e == par[v]:
-                    continue
-                w = heads[e] if tails[e] == v else tails[e]
-                if par[w] == e and low[w] == cur:
-                    cur = lim[w] + 1
-                    continue
-                par[w] = e
-                low[w] = cur
-                stack.append(w)
-                idx.append(0)
-            else:
-                lim[v] = cur
-                cur += 1
-                stack.pop()
-                idx.pop()
 
     def invalidate_path(v: int, lca: int) -> None:
         while v != lca:
@@ -272,7 +247,7 @@ def _network_simplex_ranks(
                 total += rv if d > 0 else -rv
         cut[f] = total
 
-    for v in dfs_range(0, -1, 1):
+    for v in dfs_range(0, 1):
         if par[v] >= 0:
             x_cutval(par[v])
 
@@ -385,7 +360,7 @@ def _network_simplex_ranks(
         tree_adj[tails[f]].append(f)
         tree_adj[heads[f]].append(f)
         tree_list[tree_list.index(e)] = f
-        dfs_update(lca)
+        dfs_range(lca, low[lca], incremental=True)
 
     base = min(rank)
     return [r - base for r in rank]

@@ -26,7 +26,7 @@ from tensprov_lab.capture.plan._exprs import Cell, Expr, Lin, added
 from tensprov_lab.capture.plan._exprs import exprs as read_exprs
 from tensprov_lab.capture.rewrite._annotate import find_input, regroup_union
 from tensprov_lab.capture.rules import rule_for
-from tensprov_lab.capture.rules._base import PlanNode
+from tensprov_lab.capture.rules._classic import PlanNode
 from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = ["AttributeMaps", "attribute_maps"]

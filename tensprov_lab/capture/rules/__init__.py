@@ -55,7 +55,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tensprov_lab.capture.rules._base import Captured, Reading, Rewriting, Rule, Walking
+from tensprov_lab.capture.rules._base import Rule
+from tensprov_lab.capture.rules._classic import Captured, Reading, Rewriting, Walking
 from tensprov_lab.capture.rules.aggregate import Aggregate
 from tensprov_lab.capture.rules.dedup import Deduplicate, Distinct
 from tensprov_lab.capture.rules.expand import Expand
@@ -107,24 +108,24 @@ _RULES: list[Rule] = [
     PassThrough(),
 ]
 
-#: the rule of each Catalyst logical-plan node class (simple name)
-RULES: dict[str, Rule] = {}
-for _rule in _RULES:
-    for _name in _rule.nodes:
-        if _name in RULES:
-            raise RuntimeError(f"two rules for plan node {_name}")
-        RULES[_name] = _rule
 
+def _one_rule_each(attr: str, what: str) -> dict[str, Rule]:
+    """Each name the rules list in their ``attr``, and the one rule that lists it."""
+    out: dict[str, Rule] = {}
+    for rule in _RULES:
+        for name in getattr(rule, attr):
+            if name in out:
+                raise RuntimeError(f"two rules for {what} {name}")
+            out[name] = rule
+    return out
+
+
+#: the rule of each Catalyst logical-plan node class (simple name)
+RULES: dict[str, Rule] = _one_rule_each("nodes", "plan node")
 #: the rule of each Spark Connect relation kind (a field of ``Relation``)
-CONNECT: dict[str, Rule] = {}
+CONNECT: dict[str, Rule] = _one_rule_each("relations", "relation")
 #: relation kinds the rules' operations make that Connect does not trace, and why
-CONNECT_OPAQUE: dict[str, str] = {}
-for _rule in _RULES:
-    for _name in _rule.relations:
-        if _name in CONNECT:
-            raise RuntimeError(f"two rules for relation {_name}")
-        CONNECT[_name] = _rule
-    CONNECT_OPAQUE.update(_rule.connect_opaque)
+CONNECT_OPAQUE: dict[str, str] = {k: v for r in _RULES for k, v in r.connect_opaque.items()}
 
 #: the DataFrame methods the rules name (capture wraps them in a tracked block)
 METHODS = frozenset(m for r in _RULES for m in r.methods)

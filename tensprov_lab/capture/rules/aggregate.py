@@ -44,28 +44,10 @@ from tensprov_lab.capture.plan._keys import (
     arrow_keys,
     row_dtype,
 )
-from tensprov_lab.capture.rules._base import (
-    Captured,
-    PlanNode,
-    Reading,
-    Rewriting,
-    Rule,
-    Walked,
-    Walking,
-    attrs,
-    single,
-)
-from tensprov_lab.capture.rules._connect import (
-    Keyed,
-    Keying,
-    Mapping,
-    grouping_sets,
-    member_fields,
-    pb_aggregate,
-    pivot_of,
-    plain_names,
-    smallest_member,
-)
+from tensprov_lab.capture.rules import _connect as cx
+from tensprov_lab.capture.rules._base import Captured, Rule, attrs, single
+from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.store import tensor_from_groups, tensor_from_pairs
 
 __all__ = ["Aggregate", "Grouping", "every_record", "group_plan", "groups", "number_groups"]
@@ -156,22 +138,22 @@ class Aggregate(Grouping):
 
     # -- over Spark Connect --------------------------------------------------------------
     def keyed(self, a: Keying, rel: Any) -> Keyed:
-        sets = grouping_sets(rel)
+        sets = cx.grouping_sets(rel)
         agg = rel.aggregate
         new, (kid,) = a.kids(rel)
         pid = P.plan_id(rel)
-        if pivot_of(rel) is not None:
+        if cx.pivot_of(rel) is not None:
             return _keyed_pivot(rel, new, kid)
         if not len(agg.grouping_expressions) and not sets:
             # one record: nothing tells records apart, none is needed
             return Keyed(new, [], {}, True)
         rep = f"{P.KEY_PREFIX}r{pid}"
-        new.aggregate.aggregate_expressions.append(smallest_member(kid.keys, rep))
+        new.aggregate.aggregate_expressions.append(cx.smallest_member(kid.keys, rep))
         keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
         if sets:  # the smallest member is in one group per grouping set
             keys.append(f"{P.KEY_PREFIX}s{pid}")
             new.aggregate.aggregate_expressions.append(P.alias(P.fn("grouping_id"), keys[-1]))
-        fields = member_fields(kid.keys, rep, keys)
+        fields = cx.member_fields(kid.keys, rep, keys)
         out = P.wrap("with_columns", new, aliases=[f.alias for f in fields])
         out = P.wrap("drop", out, column_names=[rep])
         return Keyed(out, keys, {}, kid.monotone)
@@ -550,16 +532,18 @@ def _keyed_pivot(rel: Any, new: Any, kid: Keyed) -> Keyed:
     the pivot's records on the grouping values (null-safe)."""
     from pyspark.sql.connect import proto
 
-    names = plain_names(rel.aggregate.grouping_expressions)
+    names = cx.plain_names(rel.aggregate.grouping_expressions)
     if not names:
         raise Unsupported("a pivot grouped by computed values")
     pid = P.plan_id(rel)
     rep = f"{P.KEY_PREFIX}r{pid}"
     keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
     same = [f"{P.KEY_PREFIX}pg{pid}_{i}" for i in range(len(names))]
-    grouped = pb_aggregate(kid.rel, [P.col(n) for n in names], [smallest_member(kid.keys, rep)])
+    grouped = cx.pb_aggregate(
+        kid.rel, [P.col(n) for n in names], [cx.smallest_member(kid.keys, rep)]
+    )
     right = P.wrap("project", grouped, expressions=[
-        *[P.alias(P.col(n), g) for n, g in zip(names, same)], *member_fields(kid.keys, rep, keys)
+        *[P.alias(P.col(n), g) for n, g in zip(names, same)], *cx.member_fields(kid.keys, rep, keys)
     ])  # fmt: skip
     P.with_id(right, None)
     P.with_id(new, None)

@@ -25,21 +25,10 @@ from typing import Any
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Group, Unsupported
-from tensprov_lab.capture.rules._base import (
-    PlanNode,
-    Rewriting,
-    Walked,
-    Walking,
-    single,
-)
-from tensprov_lab.capture.rules._connect import (
-    Keyed,
-    Keying,
-    Mapping,
-    member_fields,
-    pb_aggregate,
-    smallest_member,
-)
+from tensprov_lab.capture.rules import _connect as cx
+from tensprov_lab.capture.rules._base import single
+from tensprov_lab.capture.rules._classic import PlanNode, Rewriting, Walked, Walking
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.rules.aggregate import Grouping, flat_plan, group_plan, input_block
 
 __all__ = ["Deduplicate", "Distinct"]
@@ -94,10 +83,10 @@ class Deduplicate(_Dedup):
         pid = P.plan_id(rel)
         rep = f"{P.KEY_PREFIX}r{pid}"
         aggs = [P.alias(P.fn("first", P.col(c)), c) for c in user if c.lower() not in low]
-        aggs.append(smallest_member(kid.keys, rep))
-        group = pb_aggregate(kid.rel, [P.col(c) for c in subset], aggs)
+        aggs.append(cx.smallest_member(kid.keys, rep))
+        group = cx.pb_aggregate(kid.rel, [P.col(c) for c in subset], aggs)
         keys = [f"{P.KEY_PREFIX}g{pid}_{j}" for j in range(len(kid.keys))]
-        exprs = [P.col(c) for c in user] + member_fields(kid.keys, rep, keys)
+        exprs = [P.col(c) for c in user] + cx.member_fields(kid.keys, rep, keys)
         out = P.wrap("project", group, expressions=exprs)
         return Keyed(P.with_id(out, pid), keys, {}, kid.monotone)
 

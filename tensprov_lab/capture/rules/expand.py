@@ -19,15 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture.plan._exprs import Lin, exprs
-from tensprov_lab.capture.rules._base import (
-    PlanNode,
-    Rewriting,
-    Rule,
-    Walked,
-    Walking,
-    attrs,
-    single,
-)
+from tensprov_lab.capture.rules._base import Rule, attrs, single
+from tensprov_lab.capture.rules._classic import PlanNode, Rewriting, Walked, Walking
 
 __all__ = ["Expand"]
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin
-from tensprov_lab.capture.rules._base import PlanNode, Rule, Walking
+from tensprov_lab.capture.rules._base import Rule
+from tensprov_lab.capture.rules._classic import PlanNode, Walking
 from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.rules.project import keyed_na
 

@@ -23,23 +23,10 @@ from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
-from tensprov_lab.capture.rules._base import (
-    PlanNode,
-    Rewriting,
-    Rule,
-    Walked,
-    Walking,
-    attrs,
-    single,
-)
-from tensprov_lab.capture.rules._connect import (
-    Keyed,
-    Keying,
-    Mapping,
-    Unsupported,
-    global_aggregate,
-    keeps_order,
-)
+from tensprov_lab.capture.rules import _connect as cx
+from tensprov_lab.capture.rules._base import Rule, attrs, single
+from tensprov_lab.capture.rules._classic import PlanNode, Rewriting, Walked, Walking
+from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.rules.generate import position, their_position
 
 __all__ = ["Project", "keyed_na"]
@@ -146,8 +133,8 @@ def _keyed_select(a: Keying, rel: Any) -> Keyed:
     exprs = new.project.expressions
     stars = [e for e in exprs if e.WhichOneof("expr_type") == "unresolved_star"]
     if any(s.unresolved_star.HasField("unparsed_target") for s in stars):
-        raise Unsupported("a select of `table.*`")
-    if global_aggregate(rel):
+        raise cx.Unsupported("a select of `table.*`")
+    if cx.global_aggregate(rel):
         # one record made of all: nothing tells records apart, none is needed
         return Keyed(new, [], {}, True)
     pos = position(a, rel, kid, exprs)
@@ -160,7 +147,7 @@ def _keyed_select(a: Keying, rel: Any) -> Keyed:
         new = P.wrap("project", new, expressions=[P.star(), P.alias(P.col(theirs), pos)])
     keys = list(kid.keys) + ([pos] if pos else [])
     return Keyed(new, keys, dict(kid.ids), kid.monotone, pos=pos,
-                 returned=kid.returned and keeps_order(rel))  # fmt: skip
+                 returned=kid.returned and cx.keeps_order(rel))  # fmt: skip
 
 
 def keyed_na(a: Keying, rel: Any) -> Keyed:

@@ -27,17 +27,8 @@ from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import arrow_keys
-from tensprov_lab.capture.rules._base import (
-    Captured,
-    PlanNode,
-    Reading,
-    Rewriting,
-    Rule,
-    Walked,
-    Walking,
-    attrs,
-    single,
-)
+from tensprov_lab.capture.rules._base import Captured, Rule, attrs, single
+from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 
 __all__ = ["Sort"]

@@ -34,16 +34,8 @@ import numpy as np
 from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
 from tensprov_lab.capture.plan._keyed import Rewrite, key_name
 from tensprov_lab.capture.plan._keys import arrow_keys
-from tensprov_lab.capture.rules._base import (
-    Captured,
-    PlanNode,
-    Reading,
-    Rewriting,
-    Rule,
-    Walked,
-    Walking,
-    attrs,
-)
+from tensprov_lab.capture.rules._base import Captured, Rule, attrs
+from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 
 __all__ = ["Window", "frame_tensors"]
 
