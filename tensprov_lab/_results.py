@@ -22,18 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["Lineage", "CellLineage"]
 
 
-class Lineage:
-    """Rows reached by a lineage query, per dataset (sorted int64 arrays)."""
+class _Reached:
+    """What a query reached, in a run: its direction and where it stopped."""
 
-    def __init__(self, run: Any, result: LineageResult, paths: list[Path] | None = None) -> None:
+    def __init__(
+        self, run: Any, result: LineageResult | CellResult, paths: list[Path] | None = None
+    ) -> None:
         self.run = run
         self.result = result
         self.paths = paths
-
-    @property
-    def how(self) -> pd.DataFrame:
-        """How-provenance: one row per (reached record, path of operations)."""
-        return _how_table(self.run, self.paths, self.result.direction)
 
     @property
     def direction(self) -> str:
@@ -43,6 +40,17 @@ class Lineage:
     def blocked(self) -> list[Operation]:
         """Opaque operations where record-level lineage stopped."""
         return [self.run.store.operations[o] for o in self.result.blocked]
+
+
+class Lineage(_Reached):
+    """Rows reached by a lineage query, per dataset (sorted int64 arrays)."""
+
+    result: LineageResult
+
+    @property
+    def how(self) -> pd.DataFrame:
+        """How-provenance: one row per (reached record, path of operations)."""
+        return _how_table(self.run, self.paths, self.result.direction)
 
     def _targets(self) -> dict[int, np.ndarray]:
         return {d: r for d, r in self.result.rows.items() if d != self.result.start}
@@ -99,23 +107,12 @@ class Lineage:
         return f"<div><p>{self.direction} lineage from {start}</p><ul>{items}</ul>{warn}</div>"
 
 
-class CellLineage:
+class CellLineage(_Reached):
     """Cells reached by a cell-lineage query: per dataset, the rows of every column,
     split into contributing cells (their values flow into the start cells) and
     influencing cells (they decide whether, where or in which group those exist)."""
 
-    def __init__(self, run: Any, result: CellResult, paths: list[Path] | None = None) -> None:
-        self.run = run
-        self.result = result
-        self.paths = paths
-
-    @property
-    def direction(self) -> str:
-        return self.result.direction
-
-    @property
-    def blocked(self) -> list[Operation]:
-        return [self.run.store.operations[o] for o in self.result.blocked]
+    result: CellResult
 
     @property
     def approximate(self) -> list[Operation]:
@@ -180,31 +177,29 @@ class CellLineage:
         """How-provenance: one row per (reached cell, path of operations)."""
         return _how_table(self.run, self.paths, self.result.direction, cells=True)
 
+    def _reached(self) -> list[tuple[str, np.ndarray, dict[str, list[str]]]]:
+        """Per reached dataset: its label, rows and columns."""
+        labels = self.run.store.datasets
+        return [(labels[d].label, self.rows(d), self.columns(d)) for d in self._datasets()]
+
     def __repr__(self) -> str:
         start = self.run.store.datasets[self.result.start].label
-        parts = []
-        for d in self._datasets():
-            c = self.columns(d)
-            parts.append(
-                f"{self.run.store.datasets[d].label}: {len(self.rows(d))} row(s), "
-                f"contributing {c['contributing']}, influencing {c['influencing']}"
-            )
-        return f"<CellLineage {self.direction} from {start}: {'; '.join(parts)}>"
+        parts = "; ".join(
+            f"{label}: {len(rows)} row(s), contributing {c['contributing']}, "
+            f"influencing {c['influencing']}"
+            for label, rows, c in self._reached()
+        )
+        return f"<CellLineage {self.direction} from {start}: {parts}>"
 
     def _repr_html_(self) -> str:
         start = html.escape(self.run.store.datasets[self.result.start].label)
-        items = []
-        for d in self._datasets():
-            c = self.columns(d)
-            items.append(
-                f"<li><b>{html.escape(self.run.store.datasets[d].label)}</b>: "
-                f"{len(self.rows(d))} row(s) {html.escape(_short(self.rows(d)))}; "
-                f"contributing: {html.escape(', '.join(c['contributing']) or '—')}; "
-                f"influencing: {html.escape(', '.join(c['influencing']) or '—')}</li>"
-            )
-        return (
-            f"<div><p>{self.direction} cell lineage from {start}</p><ul>{''.join(items)}</ul></div>"
+        items = "".join(
+            f"<li><b>{html.escape(label)}</b>: {len(rows)} row(s) {html.escape(_short(rows))}; "
+            f"contributing: {html.escape(', '.join(c['contributing']) or '—')}; "
+            f"influencing: {html.escape(', '.join(c['influencing']) or '—')}</li>"
+            for label, rows, c in self._reached()
         )
+        return f"<div><p>{self.direction} cell lineage from {start}</p><ul>{items}</ul></div>"
 
 
 def _how_table(

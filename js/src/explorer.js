@@ -117,45 +117,34 @@ const STYLE = [
     style: { width: 3, "line-color": "#dc2626", "target-arrow-color": "#dc2626" },
   },
   // why-not: the operation where a picked source record stopped
-  {
-    selector: "node.lin-stopped",
-    style: { "border-width": 3, "border-color": "#b45309", "border-style": "dashed",
-      "underlay-color": "#f59e0b", "underlay-opacity": 0.4, "underlay-padding": 6, opacity: 1 },
-  },
+  marked("node.lin-stopped", [3, "#b45309", "dashed"], { halo: ["#f59e0b", 0.4], opacity: 1 }),
   // what-if preview: the sources losing records, what changes downstream, what cannot be
   // previewed (border styles too, so that the three read apart without colour)
-  {
-    selector: "node.wi-dropped",
-    style: { "border-width": 3, "border-color": "#9f1239", "border-style": "double",
-      "underlay-color": "#e11d48", "underlay-opacity": 0.3, "underlay-padding": 6 },
-  },
-  {
-    selector: "node.wi-edited",
-    style: { "border-width": 3, "border-color": "#6d28d9", "border-style": "double",
-      "underlay-color": "#8b5cf6", "underlay-opacity": 0.3, "underlay-padding": 6 },
-  },
-  {
-    selector: "node.wi-changed",
-    style: { "border-width": 3, "border-color": "#b45309",
-      "underlay-color": "#f59e0b", "underlay-opacity": 0.45, "underlay-padding": 6 },
-  },
+  marked("node.wi-dropped", [3, "#9f1239", "double"], { halo: ["#e11d48", 0.3] }),
+  marked("node.wi-edited", [3, "#6d28d9", "double"], { halo: ["#8b5cf6", 0.3] }),
+  marked("node.wi-changed", [3, "#b45309"], { halo: ["#f59e0b", 0.45] }),
   // a diff view (RunDiff.explore()): what was added or changed since the earlier run
-  {
-    selector: "node.diff-added",
-    style: { "border-width": 3, "border-color": "#15803d", "border-style": "double",
-      "outline-color": "#22c55e", "outline-width": 4, "outline-opacity": 0.6 },
-  },
-  {
-    selector: "node.diff-changed",
-    style: { "border-width": 3, "border-color": "#b45309", "border-style": "dashed",
-      "outline-color": "#f59e0b", "outline-width": 4, "outline-opacity": 0.6 },
-  },
-  {
-    selector: "node.wi-not_previewable",
-    style: { "border-width": 2, "border-color": "#475569", "border-style": "dashed",
-      "underlay-color": "#64748b", "underlay-opacity": 0.3, "underlay-padding": 6 },
-  },
+  marked("node.diff-added", [3, "#15803d", "double"], { outline: "#22c55e" }),
+  marked("node.diff-changed", [3, "#b45309", "dashed"], { outline: "#f59e0b" }),
+  marked("node.wi-not_previewable", [2, "#475569", "dashed"], { halo: ["#64748b", 0.3] }),
 ];
+
+// A node marked by a border [width, colour, line] and a halo [colour, opacity] (an
+// underlay) or an outline of another colour.
+function marked(selector, [width, color, line], { halo, outline, opacity }) {
+  const style = { "border-width": width, "border-color": color };
+  if (line) style["border-style"] = line;
+  if (halo) {
+    Object.assign(style, {
+      "underlay-color": halo[0], "underlay-opacity": halo[1], "underlay-padding": 6,
+    });
+  }
+  if (outline) {
+    Object.assign(style, { "outline-color": outline, "outline-width": 4, "outline-opacity": 0.6 });
+  }
+  if (opacity !== undefined) style.opacity = opacity;
+  return { selector, style };
+}
 
 function render({ model, el }) {
   const uid = `tp-explorer-${++instances}-${Math.random().toString(36).slice(2, 8)}`;

@@ -134,26 +134,18 @@ def _network_simplex_ranks(
         while stack:
             v = stack.pop()
             rv = rank[v]
-            for e in out_e[v]:
-                w = heads[e]
-                if not in_tree[w] and rank[w] - rv == 1:
-                    in_tree[w] = True
-                    tree_edge[e] = True
-                    tree_adj[v].append(e)
-                    tree_adj[w].append(e)
-                    tree_list.append(e)
-                    tree_nodes.append(w)
-                    stack.append(w)
-            for e in in_e[v]:
-                w = tails[e]
-                if not in_tree[w] and rv - rank[w] == 1:
-                    in_tree[w] = True
-                    tree_edge[e] = True
-                    tree_adj[v].append(e)
-                    tree_adj[w].append(e)
-                    tree_list.append(e)
-                    tree_nodes.append(w)
-                    stack.append(w)
+            # tight edges out of v (to their heads), then into v (from their tails)
+            for edges, ends, sign in ((out_e[v], heads, 1), (in_e[v], tails, -1)):
+                for e in edges:
+                    w = ends[e]
+                    if not in_tree[w] and sign * (rank[w] - rv) == 1:
+                        in_tree[w] = True
+                        tree_edge[e] = True
+                        tree_adj[v].append(e)
+                        tree_adj[w].append(e)
+                        tree_list.append(e)
+                        tree_nodes.append(w)
+                        stack.append(w)
 
     grow([0])
     while len(tree_nodes) < n:
@@ -280,36 +272,27 @@ def _network_simplex_ranks(
             v, outsearch = h, True
         lo, li = low[v], lim[v]
         enter, slack = -1, 1 << 60
+        # the out-search follows out-edges to their heads (tree in-edges back to their
+        # tails); the in-search is its mirror image
+        ahead, back = (out_e, in_e) if outsearch else (in_e, out_e)
+        far, near = (heads, tails) if outsearch else (tails, heads)
+        sign = 1 if outsearch else -1
         stack = [v]
         while stack and slack > 0:
             x = stack.pop()
             lx = lim[x]
-            if outsearch:
-                for g in out_e[x]:
-                    y = heads[g]
-                    if not tree_edge[g]:
-                        if not (lo <= lim[y] <= li):
-                            s = rank[y] - rank[x] - 1
-                            if s < slack:
-                                enter, slack = g, s
-                    elif lim[y] < lx:
-                        stack.append(y)
-                for g in in_e[x]:
-                    if tree_edge[g] and lim[tails[g]] < lx:
-                        stack.append(tails[g])
-            else:
-                for g in in_e[x]:
-                    y = tails[g]
-                    if not tree_edge[g]:
-                        if not (lo <= lim[y] <= li):
-                            s = rank[x] - rank[y] - 1
-                            if s < slack:
-                                enter, slack = g, s
-                    elif lim[y] < lx:
-                        stack.append(y)
-                for g in out_e[x]:
-                    if tree_edge[g] and lim[heads[g]] < lx:
-                        stack.append(heads[g])
+            for g in ahead[x]:
+                y = far[g]
+                if not tree_edge[g]:
+                    if not (lo <= lim[y] <= li):
+                        s = sign * (rank[y] - rank[x]) - 1
+                        if s < slack:
+                            enter, slack = g, s
+                elif lim[y] < lx:
+                    stack.append(y)
+            for g in back[x]:
+                if tree_edge[g] and lim[near[g]] < lx:
+                    stack.append(near[g])
         return enter
 
     def shift_subtree(root: int, delta: int) -> None:

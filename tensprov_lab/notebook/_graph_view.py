@@ -100,6 +100,15 @@ def node_ref(nid: str) -> tuple[str, int]:
     return {"d": "dataset", "o": "operation", "s": "stage"}[nid[0]], int(nid[1:])
 
 
+#: a dataset node's shape, fill, border colour, width and line, and text colour: a
+#: source's, a sink's and an intermediate dataset's (None)
+_DATASET_STYLES: dict[Any, tuple[str, str, str, float, str, str]] = {
+    "source": ("rectangle", "#dcfce7", "#15803d", 2.5, "solid", "#14532d"),
+    "sink": ("rectangle", "#dbeafe", "#1d4ed8", 4.0, "double", "#1e3a8a"),
+    None: ("rectangle", "#ffffff", "#475569", 1.5, "solid", "#0f172a"),
+}
+
+
 def node_style(attrs: dict[str, Any]) -> dict[str, Any]:
     """Shape, colours and border of a node (shared by the SVG and cytoscape).
 
@@ -108,33 +117,10 @@ def node_style(attrs: dict[str, Any]) -> dict[str, Any]:
     record lineage altogether, which matters most to a reader.
     """
     kind = attrs.get("kind")
-    if kind == "source":
-        return {
-            "shape": "rectangle",
-            "fill": "#dcfce7",
-            "border": "#15803d",
-            "border_width": 2.5,
-            "border_style": "solid",
-            "text": "#14532d",
-        }
-    if kind == "sink":
-        return {
-            "shape": "rectangle",
-            "fill": "#dbeafe",
-            "border": "#1d4ed8",
-            "border_width": 4.0,
-            "border_style": "double",
-            "text": "#1e3a8a",
-        }
     if kind != "operation":
-        return {
-            "shape": "rectangle",
-            "fill": "#ffffff",
-            "border": "#475569",
-            "border_width": 1.5,
-            "border_style": "solid",
-            "text": "#0f172a",
-        }
+        shape, fill, border, width, line, text = _DATASET_STYLES.get(kind, _DATASET_STYLES[None])
+        return {"shape": shape, "fill": fill, "border": border, "border_width": width,
+                "border_style": line, "text": text}  # fmt: skip
     style = {
         "shape": "round-rectangle",
         "fill": CATEGORY_COLORS.get(str(attrs.get("category")), DEFAULT_OP_COLOR),

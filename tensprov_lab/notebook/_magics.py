@@ -19,7 +19,7 @@ import ast
 import html
 import re
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -244,23 +244,24 @@ class ProvenanceMagics(Magics):
         if number is None:
             number = shell.execution_count
         filename = compiler.cache(transformed, number, raw_code=cell)
+        # how IPython shows an error before the cell runs, by kind (in this order)
+        shows: list[tuple[Any, Callable[[], object]]] = [
+            (shell.custom_exceptions, lambda: shell.CustomTB(*sys.exc_info())),
+            (IndentationError, shell.showindentationerror),
+            (
+                (OverflowError, SyntaxError, ValueError, TypeError, MemoryError),
+                shell.showsyntaxerror,
+            ),
+            (InputRejected, shell.showtraceback),
+        ]
         try:
             tree = compiler.ast_parse(transformed, filename=filename)
             tree = shell.transform_ast(tree)
-        except shell.custom_exceptions as exc:
-            shell.CustomTB(*sys.exc_info())
-            outcome.error_before_exec = exc
-            return None
-        except IndentationError as exc:
-            shell.showindentationerror()
-            outcome.error_before_exec = exc
-            return None
-        except (OverflowError, SyntaxError, ValueError, TypeError, MemoryError) as exc:
-            shell.showsyntaxerror()
-            outcome.error_before_exec = exc
-            return None
-        except InputRejected as exc:
-            shell.showtraceback()
+        except Exception as exc:
+            show = next((show for kinds, show in shows if isinstance(exc, kinds)), None)
+            if show is None:
+                raise
+            show()
             outcome.error_before_exec = exc
             return None
         needs_loop = shell.should_run_async(

@@ -86,10 +86,8 @@ class WhatIfPanel:
 
         Parameters
         ----------
-        row : int
-            Canonical row index (``_row``) of the record.
-        column : str
-            Column of the cell.
+        row, column : int, str
+            The cell: its record's canonical row index (``_row``) and its column.
         value : str or a value of the column's type
             The new value.
         node : str, optional
@@ -126,16 +124,8 @@ class WhatIfPanel:
             self._set_edit(nid, ds_id, int(row), col, (new,))
 
     def unmark_edit(self, row: int, column: str, node: str | None = None) -> None:
-        """Forget the edit of a source record's cell (nothing happens without one).
-
-        Parameters
-        ----------
-        row : int
-            Canonical row index (``_row``) of the record.
-        column : str
-            Column of the cell.
-        node : str, optional
-            Its dataset node; default: the dataset whose records are on show.
+        """Forget the edit of a source record's cell (nothing happens without one); the
+        parameters are :meth:`mark_edit`'s.
 
         Examples
         --------

@@ -296,14 +296,18 @@ def backward(
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, BlockTensor
+    A join of two orders with their customers (each output row: one of each side):
+
+    >>> from tensprov_lab.store import IndexTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=2, role="source")
-    >>> u = s.add_dataset("u", n_rows=4)
-    >>> _ = s.add_operation("union", "append", [a.id, a.id], u.id,
-    ...                     [BlockTensor(4, 2, 0), BlockTensor(4, 2, 2)])
-    >>> backward(s, u.id, [1, 2]).rows[a.id]
-    array([0, 1])
+    >>> orders = s.add_dataset("orders", n_rows=2, role="source")
+    >>> customers = s.add_dataset("customers", n_rows=3, role="source")
+    >>> joined = s.add_dataset("joined", n_rows=2)
+    >>> _ = s.add_operation("join", "join", [orders.id, customers.id], joined.id, [
+    ...     IndexTensor.from_index([0, 1], 2), IndexTensor.from_index([2, 0], 3)])
+    >>> r = backward(s, joined.id, [1])
+    >>> r.rows[orders.id], r.rows[customers.id]
+    (array([1]), array([0]))
     """
     return _run(store, ds_id, rows, to, "backward", localized)
 
@@ -321,14 +325,19 @@ def forward(
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, BlockTensor
+    Two orders grouped into one total, which a filter keeps:
+
+    >>> from tensprov_lab.store import CSRTensor, IdentityTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=2, role="source")
-    >>> u = s.add_dataset("u", n_rows=4)
-    >>> _ = s.add_operation("union", "append", [a.id, a.id], u.id,
-    ...                     [BlockTensor(4, 2, 0), BlockTensor(4, 2, 2)])
-    >>> forward(s, a.id, [1]).rows[u.id]
-    array([1, 3])
+    >>> orders = s.add_dataset("orders", n_rows=3, role="source")
+    >>> totals = s.add_dataset("totals", n_rows=2)
+    >>> kept = s.add_dataset("kept", n_rows=2)
+    >>> _ = s.add_operation("groupBy", "aggregate", [orders.id], totals.id,
+    ...                     [CSRTensor.from_pairs([0, 0, 1], [0, 2, 1], 2, 3)])
+    >>> _ = s.add_operation("select", "transformation", [totals.id], kept.id,
+    ...                     [IdentityTensor(2)])
+    >>> forward(s, orders.id, [2], to=kept.id).rows[kept.id]
+    array([0])
     """
     return _run(store, ds_id, rows, to, "forward", localized)
 
@@ -348,14 +357,14 @@ def mapping(store: Store, src: int, dst: int) -> sp.csr_array:
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, MaskTensor
+    >>> from tensprov_lab.store import CSRTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=3, role="source")
-    >>> b = s.add_dataset("b", n_rows=1)
-    >>> _ = s.add_operation("filter", "reduction", [a.id], b.id,
-    ...                     [MaskTensor.from_kept([2], 3)])
-    >>> mapping(s, a.id, b.id).toarray()
-    array([[False, False,  True]])
+    >>> a, g = s.add_dataset("a", n_rows=3, role="source"), s.add_dataset("g", n_rows=2)
+    >>> groups = CSRTensor.from_pairs([0, 1, 0], [0, 1, 2], 2, 3)  # group 0: rows 0 and 2
+    >>> _ = s.add_operation("groupBy", "aggregate", [a.id], g.id, [groups])
+    >>> mapping(s, a.id, g.id).toarray()
+    array([[ True, False,  True],
+           [False,  True, False]])
     """
     _check_dataset(store, src)
     _check_dataset(store, dst)

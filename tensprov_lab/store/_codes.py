@@ -64,15 +64,9 @@ def normalize_rows(rows: ArrayLike, n: int, what: str = "row") -> np.ndarray:
     IndexError: output row 3 out of range: valid output rows are 0..2 (3 rows)
     """
     a = np.asarray(rows)
-    if a.ndim == 0:
-        a = a.reshape(1)
-    elif a.ndim != 1:
-        raise ValueError(f"{what}s must be a 1-D sequence of integers, got shape {a.shape}")
+    a = _as_int_array(a.reshape(1) if a.ndim == 0 else a, f"{what}s")
     if a.size == 0:
-        # np.asarray([]) is float64: an empty request is fine whatever its dtype
-        return _EMPTY
-    if a.dtype.kind not in "iu":
-        raise TypeError(f"{what}s must be integers, got dtype {a.dtype}")
+        return a
     if a.size == 1:  # single-record queries: skip two reductions
         lo = hi = a[0]
     else:
@@ -116,9 +110,11 @@ def _popcount64(x: np.ndarray) -> np.ndarray:
 
 
 def _as_int_array(values: ArrayLike, name: str) -> np.ndarray:
+    """``values`` as a 1-D integer array (empty: :data:`_EMPTY`, whatever its dtype, as
+    ``np.asarray([])`` is float64)."""
     a = np.asarray(values)
     if a.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
+        raise ValueError(f"{name} must be a 1-D sequence of integers, got shape {a.shape}")
     if a.size == 0:
         return _EMPTY
     if a.dtype.kind not in "iu":

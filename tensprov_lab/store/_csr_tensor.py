@@ -6,18 +6,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tensprov_lab.store._codes import (
-    _as_int_array,
-    _uint_dtype,
-)
+from tensprov_lab.store._codes import _as_int_array, _uint_dtype
 from tensprov_lab.store._sets import unique
-from tensprov_lab.store._tensors import (
-    _EMPTY,
-    Tensor,
-    _check_size,
-    _inverse_csr,
-    _ranges,
-)
+from tensprov_lab.store._tensors import _EMPTY, Tensor, _check_size, _inverse_csr, _ranges
 
 __all__ = ["CSRTensor"]
 

@@ -158,7 +158,8 @@ class Tensor(ABC):
     """A binary provenance matrix ``n_out x n_in`` of one operation w.r.t. one input.
 
     Subclasses implement ``_backward``, ``_forward`` and ``_pairs`` on rows that are already
-    validated, sorted and unique; the public methods do the normalisation.
+    validated, sorted and unique; the public methods do the normalisation, and raise
+    ``IndexError`` for a row out of range.
     """
 
     kind: str = "abstract"
@@ -199,26 +200,12 @@ class Tensor(ABC):
         return []
 
     def backward(self, rows: ArrayLike) -> np.ndarray:
-        """Input rows that the given output rows derive from (sorted, unique, int64).
-
-        Raises
-        ------
-        IndexError
-            If an output row is outside ``0..n_out-1``.
-        """
-        u = _sorted_unique(normalize_rows(rows, self.n_out, "output row"))
-        return self._backward(u)
+        """Input rows that the given output rows derive from (sorted, unique, int64)."""
+        return self._backward(self._rows(rows, self.n_out, "output row"))
 
     def forward(self, rows: ArrayLike) -> np.ndarray:
-        """Output rows derived from the given input rows (sorted, unique, int64).
-
-        Raises
-        ------
-        IndexError
-            If an input row is outside ``0..n_in-1``.
-        """
-        u = _sorted_unique(normalize_rows(rows, self.n_in, "input row"))
-        return self._forward(u)
+        """Output rows derived from the given input rows (sorted, unique, int64)."""
+        return self._forward(self._rows(rows, self.n_in, "input row"))
 
     def backward_pairs(self, rows: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Every one in the given output rows, as aligned ``(out_rows, in_rows)`` int64 arrays.
@@ -226,8 +213,18 @@ class Tensor(ABC):
         Repeated output rows are reported once; pairs are sorted by output row, then input
         row.
         """
-        u = _sorted_unique(normalize_rows(rows, self.n_out, "output row"))
-        return self._pairs(u)
+        return self._pairs(self._rows(rows, self.n_out, "output row"))
+
+    @staticmethod
+    def _rows(rows: ArrayLike, n: int, what: str) -> np.ndarray:
+        """``rows`` sorted and unique, each checked to be in ``0..n-1``.
+
+        Raises
+        ------
+        IndexError
+            If a row is out of range (the message names it ``what``).
+        """
+        return _sorted_unique(normalize_rows(rows, n, what))
 
     def localized(self) -> Tensor:
         """The tensor of the paper's localized view: for a window operation its input
@@ -275,7 +272,19 @@ class Tensor(ABC):
 # O(1) forms
 
 
-class IdentityTensor(Tensor):
+class _EachInputOnce(Tensor):
+    """An O(1) form (no arrays) in which every input row is in exactly one output row."""
+
+    @property
+    def nnz(self) -> int:
+        return self.n_in
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+
+class IdentityTensor(_EachInputOnce):
     """Identity ``n x n``: row-preserving operations (select, withColumn, ...).
 
     Stores no arrays, so ``nbytes`` is 0.
@@ -293,14 +302,6 @@ class IdentityTensor(Tensor):
 
     def __init__(self, n: int) -> None:
         super().__init__(n, n)
-
-    @property
-    def nnz(self) -> int:
-        return self.n_in
-
-    @property
-    def nbytes(self) -> int:
-        return 0
 
     def _backward(self, u: np.ndarray) -> np.ndarray:
         return u
@@ -347,7 +348,7 @@ class AllTensor(Tensor):
         return np.repeat(u, self.n_in), np.tile(np.arange(self.n_in, dtype=np.int64), u.size)
 
 
-class BlockTensor(Tensor):
+class BlockTensor(_EachInputOnce):
     """One input's block of an append: output rows ``offset..offset+n_in-1`` are its rows.
 
     The paper's block-diagonal append tensor (§III-A); stores no arrays, so ``nbytes`` is 0.
@@ -378,14 +379,6 @@ class BlockTensor(Tensor):
                 f"block of {self.n_in} rows at offset {self.offset} does not fit in "
                 f"{self.n_out} output rows"
             )
-
-    @property
-    def nnz(self) -> int:
-        return self.n_in
-
-    @property
-    def nbytes(self) -> int:
-        return 0
 
     def _backward(self, u: np.ndarray) -> np.ndarray:
         lo, hi = np.searchsorted(u, [self.offset, self.offset + self.n_in])

@@ -58,13 +58,13 @@ from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._nodes import (
     ROW,
     RunLog,
-    _dataframes_in,
     _describe,
     _short_error,
     bound_dataframes,
+    call_inputs,
     named,
 )
-from tensprov_lab.capture.recording._background import BackgroundCapture, Waits
+from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
 from tensprov_lab.capture.rules._connect import (
     Unsupported,
@@ -133,7 +133,7 @@ class CPending:
     views: dict[str, CNode] | None = None
 
 
-class ConnectTracker(Depth, Waits):
+class ConnectTracker(Depth, Blocks):
     """Registry of captured DataFrames of one Spark Connect session."""
 
     jvm = None
@@ -166,16 +166,6 @@ class ConnectTracker(Depth, Waits):
         self.replay_columns: dict[int, list[str]] = {}
 
     # -- runs ----------------------------------------------------------------------------
-    def begin(self, name: str | None) -> RunLog:
-        self.wait()  # a block's capture still running in the background
-        if self._active is not None:
-            raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
-        run = RunLog(id=self.store.new_run_id(), name=name)
-        self.runs[run.id] = run
-        self._active = run
-        self.patch()
-        return run
-
     def end(self, frame: Any, progress: Any = None, background: bool = False) -> RunLog:
         """Capture the block that ends; with ``background``, return once the methods are
         restored and the caller's DataFrames noted, the capture running in a thread of
@@ -312,17 +302,11 @@ class ConnectTracker(Depth, Waits):
             return
         if record_sql(self, method, obj, args, kwargs, out):
             return
-        if not isinstance(out, DataFrame):
-            return
-        base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
-        if base is None:
-            return
-        others = [*_dataframes_in(list(args)), *_dataframes_in(list(kwargs.values()))]
-        ident = out._plan._plan_id
-        if ident in self.nodes:
+        frames = call_inputs(obj, args, kwargs, out, DataFrame)
+        if frames is None or out._plan._plan_id in self.nodes:
             return
         inputs: list[CNode] = []
-        for d in [base, *others]:
+        for d in frames:
             node = self.register(d)
             # a DataFrame joined with itself is both of the join's inputs (as on a
             # classic session); elsewhere one input

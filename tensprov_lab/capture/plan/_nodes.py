@@ -20,6 +20,7 @@ __all__ = [
     "Persisting",
     "RunLog",
     "TensProvWarning",
+    "call_inputs",
     "first_consumers",
     "named",
     "persisted",
@@ -184,6 +185,18 @@ def _dataframes_in(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [d for v in value for d in _dataframes_in(v)]
     return []
+
+
+def call_inputs(obj: Any, args: tuple, kwargs: dict, out: Any, frame: type) -> list[Any] | None:
+    """The DataFrames a call that made the DataFrame ``out`` read: the one it was called
+    on (a grouped DataFrame's own), then those among its arguments; None when it made no
+    DataFrame of type ``frame`` or was not called on one."""
+    if not isinstance(out, frame):
+        return None
+    base = obj if isinstance(obj, frame) else getattr(obj, "_df", None)
+    if base is None:
+        return None
+    return [base, *_dataframes_in(list(args)), *_dataframes_in(list(kwargs.values()))]
 
 
 def _short_error(exc: Exception) -> str:

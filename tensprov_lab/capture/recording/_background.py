@@ -22,8 +22,9 @@ from typing import Any
 
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.plan._nodes import RunLog
+from tensprov_lab.store import Store
 
-__all__ = ["BackgroundCapture", "Waits"]
+__all__ = ["BackgroundCapture", "Blocks"]
 
 
 class BackgroundCapture:
@@ -182,12 +183,33 @@ class BackgroundCapture:
             warn(f"tensprov-lab: capture failed: {err}")
 
 
-class Waits:
-    """What a tracker shares about its capture in the background: waiting for it, and
-    the points where a cancelled capture stops."""
+class Blocks:
+    """What both trackers share about the life of a tracked block: starting it, waiting
+    for its capture in the background, and the points where a cancelled capture stops."""
 
     #: the capture running in the background (``track(..., background=True)``)
     _background: BackgroundCapture | None = None
+    store: Store
+    runs: dict[int, RunLog]
+    #: the block being recorded
+    _active: RunLog | None
+
+    def patch(self) -> None:
+        """Wrap the DataFrame methods a block records (each tracker its own)."""
+        raise NotImplementedError
+
+    def begin(self, name: str | None) -> RunLog:
+        """Start recording a tracked block: its run."""
+        self.wait()  # a block's capture still running in the background
+        if self._active is not None:
+            raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
+        # ids come from the store shared by every tracker: unique, and never reused
+        # after a run is forgotten
+        run = RunLog(id=self.store.new_run_id(), name=name)
+        self.runs[run.id] = run
+        self._active = run
+        self.patch()
+        return run
 
     def wait(self) -> None:
         """Wait for a capture running in the background (nothing when there is none)."""

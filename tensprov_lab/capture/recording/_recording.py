@@ -20,9 +20,9 @@ from tensprov_lab.capture.plan._nodes import (
     Node,
     Pending,
     RunLog,
-    _dataframes_in,
     _describe,
     bound_dataframes,
+    call_inputs,
     named,
 )
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
@@ -158,13 +158,9 @@ class Recording(Depth):
 
         if self._record_extension(method, obj, args, kwargs, out):
             return
-        if not isinstance(out, DataFrame):
-            return
-        base = obj if isinstance(obj, DataFrame) else getattr(obj, "_df", None)
-        if base is None:
-            return
-        in_dfs = [base, *_dataframes_in(list(args)), *_dataframes_in(list(kwargs.values()))]
-        self.record_operation(method, in_dfs, out, args, kwargs)
+        in_dfs = call_inputs(obj, args, kwargs, out, DataFrame)
+        if in_dfs is not None:
+            self.record_operation(method, in_dfs, out, args, kwargs)
 
     def record_operation(
         self, method: str, in_dfs: list[Any], out: Any, args: tuple = (), kwargs: dict | None = None

@@ -46,7 +46,7 @@ from tensprov_lab.capture.plan._nodes import (
     persisted,
 )
 from tensprov_lab.capture.plan._records import RecordReading
-from tensprov_lab.capture.recording._background import BackgroundCapture, Waits
+from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._record_rules import RecordRules
 from tensprov_lab.capture.recording._recording import (
     DATAFRAME_METHODS,
@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 
-class Tracker(Recording, RecordRules, RecordReading, Waits):
+class Tracker(Recording, RecordRules, RecordReading, Blocks):
     """Registry of captured DataFrames for one SparkSession, shared by all its runs."""
 
     #: what-if previews replay operations in Spark (a loaded run's cannot:
@@ -138,15 +138,7 @@ class Tracker(Recording, RecordRules, RecordReading, Waits):
 
     # -- runs ----------------------------------------------------------------------
     def begin(self, name: str | None) -> RunLog:
-        self.wait()  # a block's capture still running in the background
-        if self._active is not None:
-            raise RuntimeError("a tracked block is already running; tracked blocks do not nest")
-        # ids come from the store shared by every tracker: unique, and never reused
-        # after a run is forgotten
-        run = RunLog(id=self.store.new_run_id(), name=name)
-        self.runs[run.id] = run
-        self._active = run
-        self.patch()
+        run = super().begin(name)
         if not self.jvm.helper_known:
             # compiled while the user's code runs, not at the end of the first block
             self._worker().submit(lambda: self.jvm.helper)
