@@ -9,12 +9,13 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab.capture.recording._tracker import TensProvWarning
 from tensprov_lab.capture.spark._versions import spark_version
+from tests._examples import spark_examples
 from tests._numpy_joins import numpy_joins
 from tests.oracle import ANY, Step, Table, apply, backward_cells, forward_cells
 
@@ -252,14 +253,7 @@ def check_dataset(run, df, t: Table, sources: dict, check_values: bool) -> None:
             assert fw == np.flatnonzero(oracle[:, j]).tolist()
 
 
-@settings(
-    max_examples=int(os.environ.get("TENSPROV_EXAMPLES", "200")),
-    phases=[Phase.explicit, Phase.reuse, Phase.generate]
-    + ([] if os.environ.get("TENSPROV_NOSHRINK") else [Phase.shrink]),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@spark_examples("TENSPROV_EXAMPLES", 200)
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     t = Table.source("a", A_COLS, A_TYPES, a)
@@ -284,12 +278,7 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
 
 
 #: the join properties' examples (fewer than the random pipelines': each has a join)
-_JOIN_EXAMPLES = settings(
-    max_examples=int(os.environ.get("TENSPROV_JOIN_EXAMPLES", "40")),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+_JOIN_EXAMPLES = spark_examples("TENSPROV_JOIN_EXAMPLES", 40)
 
 
 @_JOIN_EXAMPLES

@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab.capture.plan._nodes import TensProvWarning
 from tests._connect_session import classic_code as _classic
 from tests._connect_session import connect_session
+from tests._examples import SLOW, spark_examples
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step, run_pipeline
 
@@ -101,15 +102,10 @@ def test_same_lineage_as_a_classic_session(spark, connect) -> None:  # noqa: ANN
     assert remote.backward(r_frames[-1], rows=[0]).result.rows.keys()
 
 
-@settings(
-    max_examples=int(os.environ.get("TENSPROV_CONNECT_EXAMPLES", "60")),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.function_scoped_fixture,
-    ],  # fmt: skip
+@spark_examples(
+    "TENSPROV_CONNECT_EXAMPLES",
+    60,
+    suppress_health_check=[*SLOW, HealthCheck.function_scoped_fixture],
 )
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_random_pipelines_match_oracle_over_connect(connect, a, b, data) -> None:  # noqa: ANN001

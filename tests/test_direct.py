@@ -15,11 +15,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tensprov_lab.capture.sources._direct import Unreadable, compile_expr, direct_read, evaluate
 from tensprov_lab.capture.spark._versions import spark_version, to_arrow
+from tests._examples import spark_examples
 
 # -- evaluation alone (no JVM) ---------------------------------------------------------
 
@@ -161,12 +162,7 @@ def _read_both(spark: Any, path: str, exprs: dict[str, Any]) -> tuple[Any, Any]:
 
 
 @pytest.mark.spark
-@settings(
-    max_examples=int(os.environ.get("TENSPROV_DIRECT_EXAMPLES", "40")),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@spark_examples("TENSPROV_DIRECT_EXAMPLES", 40)
 @given(data=rows, files=st.integers(1, 3), draw=st.data())
 def test_columns_and_conditions_read_from_files_equal_sparks(
     spark: Any, data: list[tuple], files: int, draw: Any

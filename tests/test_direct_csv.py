@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tensprov_lab.capture.sources._direct import direct_read
@@ -27,6 +27,7 @@ from tensprov_lab.capture.sources._direct_csv import (
 )
 from tensprov_lab.capture.sources._direct_files import Unreadable
 from tensprov_lab.capture.spark._versions import to_arrow
+from tests._examples import spark_examples
 
 SCHEMA = "k bigint, i int, x double, b boolean, s string, t string"
 NAMES = ("k", "i", "x", "b", "s", "t")
@@ -113,12 +114,7 @@ def _read_both(spark: Any, path: str, header: bool) -> tuple[Any, Any, Any]:
 
 
 @pytest.mark.spark
-@settings(
-    max_examples=int(os.environ.get("TENSPROV_DIRECT_EXAMPLES", "30")),
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@spark_examples("TENSPROV_DIRECT_EXAMPLES", 30)
 @given(
     odd=st.sampled_from(["plain", "tokens", "quotes", "lines"]),
     files=st.integers(1, 3),

@@ -15,11 +15,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
 from tensprov_lab._run import ROW
+from tests._examples import spark_examples
 from tests._replays import driver_and_job
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, B_COLS, B_TYPES, a_rows, b_rows, draw_step
@@ -84,14 +85,7 @@ def _records(pdf: pd.DataFrame, cols: list[str]) -> list[tuple]:
 
 
 def _settings() -> Any:
-    return settings(
-        max_examples=EXAMPLES,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate]
-        + ([] if os.environ.get("TENSPROV_NOSHRINK") else [Phase.shrink]),
-        deadline=None,
-        derandomize=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    return spark_examples("TENSPROV_REPLAY_EXAMPLES", EXAMPLES)
 
 
 @_settings()

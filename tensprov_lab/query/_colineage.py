@@ -6,12 +6,12 @@ Pure numpy: no pyspark, no IPython.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tensprov_lab.query._lineage import _check_dataset, _topo, backward, forward
+from tensprov_lab.query._lineage import LineageResult, _check_dataset, _topo, backward, forward
 from tensprov_lab.query._memo import memo
 from tensprov_lab.store._graph import Store
 from tensprov_lab.store._sets import unique
@@ -34,11 +34,11 @@ def transformations(store: Store, ds_id: int, direction: str = "backward") -> li
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, IdentityTensor
+    Two projections in a row, ``a`` to ``b`` to ``c``:
+
+    >>> from tensprov_lab.store import IdentityTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=1, role="source")
-    >>> b = s.add_dataset("b", n_rows=1)
-    >>> c = s.add_dataset("c", n_rows=1)
+    >>> a, b, c = (s.add_dataset(name, n_rows=1) for name in "abc")
     >>> o1 = s.add_operation("select", "projection", [a.id], b.id, [IdentityTensor(1)])
     >>> o2 = s.add_operation("select", "projection", [b.id], c.id, [IdentityTensor(1)])
     >>> transformations(s, c.id) == [o1.id, o2.id]
@@ -101,15 +101,7 @@ def co_contributors(
     targets = meeting_points(store, ds_id, other) if at is None else at
     if isinstance(targets, (int, np.integer)):
         targets = [int(targets)]
-    parts = [np.zeros(0, dtype=np.int64)]
-    for t in targets:
-        out = forward(store, ds_id, rows, to=t).rows.get(t)
-        if out is None or not out.size:
-            continue
-        got = backward(store, t, out, to=other).rows.get(other)
-        if got is not None:
-            parts.append(got)
-    return unique(np.concatenate(parts))
+    return _round_trip(store, ds_id, rows, list(targets), forward, backward, other)
 
 
 def co_dependents(store: Store, ds_id: int, rows: ArrayLike, other: int) -> np.ndarray:
@@ -117,25 +109,45 @@ def co_dependents(store: Store, ds_id: int, rows: ArrayLike, other: int) -> np.n
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, MaskTensor
+    Two filters of one source: ``b`` keeps its rows 0 and 2, ``c`` its rows 1 and 2, so
+    row 1 of ``b`` and row 1 of ``c`` are the same source record:
+
+    >>> from tensprov_lab.store import MaskTensor, Store
     >>> s = Store()
     >>> a = s.add_dataset("a", n_rows=3, role="source")
-    >>> b = s.add_dataset("b", n_rows=2)
-    >>> c = s.add_dataset("c", n_rows=2)
-    >>> _ = s.add_operation("filter", "reduction", [a.id], b.id, [MaskTensor.from_kept([0, 2], 3)])
-    >>> _ = s.add_operation("filter", "reduction", [a.id], c.id, [MaskTensor.from_kept([1, 2], 3)])
+    >>> b, c = s.add_dataset("b", n_rows=2), s.add_dataset("c", n_rows=2)
+    >>> for out, kept in ((b, [0, 2]), (c, [1, 2])):
+    ...     mask = MaskTensor.from_kept(kept, 3)
+    ...     _ = s.add_operation("filter", "reduction", [a.id], out.id, [mask])
     >>> co_dependents(s, b.id, [1], c.id)
     array([1])
     """
     _check_dataset(store, other)
     roots = [d for d in _topo(ds_id, lambda d: _up(store, d)) if store.producer(d) is None]
-    back = backward(store, ds_id, rows, to=roots).rows
+    return _round_trip(store, ds_id, rows, roots, backward, forward, other)
+
+
+def _round_trip(
+    store: Store,
+    ds_id: int,
+    rows: ArrayLike,
+    points: list[int],
+    there: Callable[..., LineageResult],
+    back: Callable[..., LineageResult],
+    other: int,
+) -> np.ndarray:
+    """The rows of ``other`` reached from ``rows`` of ``ds_id`` by lineage one way
+    (``there``) to each of ``points``, then the other way (``back``) from what was
+    reached there (sorted, unique)."""
+    if not points:
+        return np.zeros(0, dtype=np.int64)
+    reached = there(store, ds_id, rows, to=points).rows
     parts = [np.zeros(0, dtype=np.int64)]
-    for d in roots:
-        r = back.get(d)
-        if r is None or not r.size:
+    for p in points:
+        met = reached.get(p)
+        if met is None or not met.size:
             continue
-        got = forward(store, d, r, to=other).rows.get(other)
+        got = back(store, p, met, to=other).rows.get(other)
         if got is not None:
             parts.append(got)
     return unique(np.concatenate(parts))

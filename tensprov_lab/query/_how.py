@@ -76,10 +76,11 @@ def how(
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, BlockTensor
+    A DataFrame unioned with itself: each of its records reached by one of two paths.
+
+    >>> from tensprov_lab.store import BlockTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=2, role="source")
-    >>> u = s.add_dataset("u", n_rows=4)
+    >>> a, u = s.add_dataset("a", n_rows=2, role="source"), s.add_dataset("u", n_rows=4)
     >>> op = s.add_operation("union", "append", [a.id, a.id], u.id,
     ...                      [BlockTensor(4, 2, 0), BlockTensor(4, 2, 2)])
     >>> paths, _ = how(s, u.id, [1, 2])

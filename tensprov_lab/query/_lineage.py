@@ -57,12 +57,12 @@ class LineageResult:
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, MaskTensor
+    A filter that keeps rows 1 and 3 of ``a``: row 1 of ``b`` is row 3 of ``a``.
+
+    >>> from tensprov_lab.store import MaskTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=4, role="source")
-    >>> b = s.add_dataset("b", n_rows=2)
-    >>> _ = s.add_operation("filter", "reduction", [a.id], b.id,
-    ...                     [MaskTensor.from_kept([1, 3], 4)])
+    >>> a, b = s.add_dataset("a", n_rows=4, role="source"), s.add_dataset("b", n_rows=2)
+    >>> _ = s.add_operation("filter", "reduction", [a.id], b.id, [MaskTensor.from_kept([1, 3], 4)])
     >>> backward(s, b.id, [1]).rows[a.id]
     array([3])
     """

@@ -60,10 +60,11 @@ def why_not(store: Store, out: int, source: int, rows: list[int] | np.ndarray) -
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, MaskTensor
+    A filter keeps row 2 of ``a`` alone: row 1 stops at it (operation 2).
+
+    >>> from tensprov_lab.store import MaskTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=3, role="source")
-    >>> b = s.add_dataset("b", n_rows=1)
+    >>> a, b = s.add_dataset("a", n_rows=3, role="source"), s.add_dataset("b", n_rows=1)
     >>> op = s.add_operation("filter", "horizontal_reduction", [a.id], b.id,
     ...                      [MaskTensor.from_kept([2], 3)])
     >>> [(w.row, w.reaches.tolist(), [d.operation for d in w.drops]) for w in

@@ -125,10 +125,11 @@ class Store:
 
     Examples
     --------
-    >>> from tensprov_lab.store import Store, IdentityTensor
+    A source and a projection of it:
+
+    >>> from tensprov_lab.store import IdentityTensor, Store
     >>> s = Store()
-    >>> a = s.add_dataset("a", n_rows=3, role="source")
-    >>> b = s.add_dataset("b", n_rows=3)
+    >>> a, b = s.add_dataset("a", n_rows=3, role="source"), s.add_dataset("b", n_rows=3)
     >>> op = s.add_operation("select", "projection", [a.id], b.id, [IdentityTensor(3)])
     >>> s.producer(b.id).method
     'select'
