@@ -76,7 +76,7 @@ def draw_step(
             return None
         new = data.draw(st.sampled_from(["c1", "c2", int_cols[0]]))
         return (kind, data.draw(st.sampled_from(int_cols)), new)
-    if kind == "select":
+    if kind in ("select", "dropDuplicates"):  # of some of the columns
         cols = data.draw(
             st.lists(st.sampled_from(t.cols), min_size=1, max_size=len(t.cols), unique=True)
         )
@@ -87,11 +87,6 @@ def draw_step(
         return (kind, c, asc)
     if kind == "limit":
         return (kind, data.draw(st.integers(0, 4)))
-    if kind == "dropDuplicates":
-        cols = data.draw(
-            st.lists(st.sampled_from(t.cols), min_size=1, max_size=len(t.cols), unique=True)
-        )
-        return (kind, tuple(cols))
     if kind == "groupBy":
         c = data.draw(st.sampled_from(t.cols))
         others = [x for x in int_cols if x != c]

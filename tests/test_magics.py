@@ -140,14 +140,19 @@ def test_datasets_are_named_after_notebook_variables(retail: SimpleNamespace) ->
     assert run.dataset("out").id == run.operations[-1].output
 
 
+def _plain_then_tracked(shell: InteractiveShell, capsys: Any, cell: str) -> tuple[Any, ...]:
+    """Run ``cell`` as it is, then under ``%%provtrack``: each result and what it printed."""
+    plain = shell.run_cell(cell)
+    plain_out = capsys.readouterr().out
+    tracked = shell.run_cell("%%provtrack\n" + cell)
+    return plain, plain_out, tracked, capsys.readouterr().out
+
+
 def test_last_expression_is_displayed_as_without_magic(
     shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cell = "n_big = big.count()\nn_big * 10\n"
-    plain = shell.run_cell(cell)
-    plain_out = capsys.readouterr().out
-    tracked = shell.run_cell("%%provtrack\n" + cell)
-    tracked_out = capsys.readouterr().out
+    plain, plain_out, tracked, tracked_out = _plain_then_tracked(shell, capsys, cell)
     assert plain.result == tracked.result == 40
     assert "Out[" in plain_out
     assert _without_summary(tracked_out) == plain_out.splitlines()
@@ -197,10 +202,7 @@ def test_syntax_error_runs_nothing_and_records_nothing(
     shell: InteractiveShell, retail: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     n_runs = len(tensprov_lab.runs())
-    plain = shell.run_cell("x = (1,\n")
-    plain_out = capsys.readouterr().out
-    tracked = shell.run_cell("%%provtrack\nx = (1,\n")
-    tracked_out = capsys.readouterr().out
+    plain, plain_out, tracked, tracked_out = _plain_then_tracked(shell, capsys, "x = (1,\n")
     assert type(tracked.error_before_exec) is type(plain.error_before_exec) is SyntaxError
     assert tracked_out == plain_out
     assert len(tensprov_lab.runs()) == n_runs

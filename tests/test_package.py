@@ -8,14 +8,19 @@ import sys
 import tensprov_lab
 
 
+def _in_a_fresh_process(code: str) -> str:
+    """What ``code`` prints when run by a new Python process."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
 def test_import_is_cheap() -> None:
     code = (
         "import sys, tensprov_lab; "
         "heavy = ('pyspark', 'IPython', 'pandas', 'anywidget'); "
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert _in_a_fresh_process(code).strip() == "[]"
 
 
 def test_public_names_exist_and_are_documented() -> None:
@@ -31,8 +36,8 @@ def test_last_run_before_tracking_says_what_to_do() -> None:
         "try:\n    tensprov_lab.last_run()\n"
         "except LookupError as exc:\n    print(exc)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "nothing has been tracked yet" in out.stdout and "track" in out.stdout
+    out = _in_a_fresh_process(code)
+    assert "nothing has been tracked yet" in out and "track" in out
 
 
 def test_layers_hold() -> None:
