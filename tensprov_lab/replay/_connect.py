@@ -35,7 +35,7 @@ from tensprov_lab.capture.connect._index import KeyIndex
 from tensprov_lab.capture.connect._records import keyed_records
 from tensprov_lab.capture.connect._rewrite import Annotator
 from tensprov_lab.capture.plan import _proto as P
-from tensprov_lab.capture.rules._connect import Keyed, Unsupported, keyed_source, source_key
+from tensprov_lab.capture.plan._connect import Keyed, Unsupported, keyed_source, source_key
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.replay import _frontier as fr
 from tensprov_lab.replay._frontier import NotPreviewable, rows_of

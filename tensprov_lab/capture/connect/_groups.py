@@ -17,8 +17,8 @@ from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._index import GroupIndex, Index, KeyIndex, SetsIndex, key_array
 from tensprov_lab.capture.connect._rewrite import Annotator
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Unsupported, grouping_sets, pivot_of, plain_names
 from tensprov_lab.capture.plan._equijoin import value_codes
-from tensprov_lab.capture.rules._connect import Unsupported, grouping_sets, pivot_of, plain_names
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, tensor_from_groups, tensor_from_pairs
 

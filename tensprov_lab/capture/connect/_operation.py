@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Unsupported
 from tensprov_lab.capture.rules import column_category
-from tensprov_lab.capture.rules._connect import Unsupported
 from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = [

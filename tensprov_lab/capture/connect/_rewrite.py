@@ -21,8 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
-from tensprov_lab.capture.rules import CONNECT_OPAQUE, connect_rule_for
-from tensprov_lab.capture.rules._connect import (
+from tensprov_lab.capture.plan._connect import (
     Keyed,
     Unsupported,
     grouping_sets,
@@ -30,6 +29,7 @@ from tensprov_lab.capture.rules._connect import (
     pb_aggregate,
     source_key,
 )
+from tensprov_lab.capture.rules import CONNECT_OPAQUE, connect_rule_for
 
 __all__ = ["Annotator"]
 

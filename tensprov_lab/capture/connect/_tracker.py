@@ -55,6 +55,14 @@ from tensprov_lab.capture.connect._sql import SQL, VIEW_METHODS, capture_sql, re
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.memory._budget import Budget
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import (
+    Unsupported,
+    global_aggregate,
+    sorted_input,
+)
+from tensprov_lab.capture.plan._connect import (
+    stable as is_stable,
+)
 from tensprov_lab.capture.plan._nodes import (
     ROW,
     RunLog,
@@ -66,14 +74,6 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
-from tensprov_lab.capture.rules._connect import (
-    Unsupported,
-    global_aggregate,
-    sorted_input,
-)
-from tensprov_lab.capture.rules._connect import (
-    stable as is_stable,
-)
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 

@@ -1,10 +1,14 @@
-"""What a rule is: its record, attribute and replay rule, on a classic session
-(given :mod:`._classic`) and over Spark Connect (given :mod:`._connect`)."""
+"""What a rule is: its record, attribute and replay rule, on a classic session (given
+what :mod:`._classic` describes) and over Spark Connect (given :class:`Keying` and
+:class:`Mapping`, the relations' keys in :mod:`tensprov_lab.capture.plan._connect`)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
+import numpy as np
+
+from tensprov_lab.capture.plan._connect import Keyed, keeps_order
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Block, Rewrite, Unsupported
 from tensprov_lab.capture.rules._classic import (
@@ -16,12 +20,41 @@ from tensprov_lab.capture.rules._classic import (
     Walked,
     Walking,
 )
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping, keeps_order
 from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = [
-    "Captured", "PlanNode", "Reading", "Rewriting", "Rule", "Walking", "attrs", "single",
+    "Captured", "Keying", "Mapping", "PlanNode", "Reading", "Rewriting", "Rule", "Walking",
+    "attrs", "single",
 ]  # fmt: skip
+
+
+class Keying(Protocol):
+    """The key rewrite of one tracked block's Connect plans, as a rule's
+    :meth:`Rule.keyed` sees it
+    (:class:`~tensprov_lab.capture.connect._rewrite.Annotator`)."""
+
+    def annotate(self, rel: Any) -> Keyed: ...
+    def kids(self, rel: Any) -> tuple[Any, list[Keyed]]: ...
+    def columns(self, rel: Any) -> list[str]: ...
+    def user_columns(self, rel: Any) -> list[str]: ...
+
+
+class Mapping(Protocol):
+    """The attribute maps of one Connect operation being filled in, as a rule's
+    :meth:`Rule.maps` sees them
+    (:class:`~tensprov_lab.capture.connect._attributes.Maps`)."""
+
+    in_cols: list[list[str]]
+    out_cols: list[str]
+    ids: list[int]
+    contributing: list[np.ndarray]
+
+    def contribute(self, out: int, *exprs: Any) -> None: ...
+    def influence(self, *exprs: Any) -> None: ...
+    def make(self, out: int, expr: Any) -> None: ...
+    def identity(self, side: int = 0, outs: list[int] | None = None) -> None: ...
+    def positional(self, side: int, outs: range, start: int = 0) -> None: ...
+    def everything(self) -> None: ...
 
 
 class Rule:

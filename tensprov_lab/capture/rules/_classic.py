@@ -1,5 +1,6 @@
 """What a rule is given on a classic session: the rewrite, the attribute walk and the
-capture, as protocols (the Connect counterparts are in :mod:`._connect`)."""
+capture, as protocols (the Connect counterparts are :class:`._base.Keying` and
+:class:`._base.Mapping`)."""
 
 from __future__ import annotations
 

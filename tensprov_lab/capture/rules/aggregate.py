@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan import _connect as cx
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Expr, Lin, exprs, ids
 from tensprov_lab.capture.plan._keyed import Block, Group, Pivot, Rewrite, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import (
@@ -44,10 +46,8 @@ from tensprov_lab.capture.plan._keys import (
     arrow_keys,
     row_dtype,
 )
-from tensprov_lab.capture.rules import _connect as cx
-from tensprov_lab.capture.rules._base import Captured, Rule, attrs, single
+from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule, attrs, single
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.store import tensor_from_groups, tensor_from_pairs
 
 __all__ = ["Aggregate", "Grouping", "every_record", "group_plan", "groups", "number_groups"]

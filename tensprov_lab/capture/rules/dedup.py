@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensprov_lab.capture.plan import _connect as cx
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Group, Unsupported
-from tensprov_lab.capture.rules import _connect as cx
-from tensprov_lab.capture.rules._base import single
+from tensprov_lab.capture.rules._base import Keying, Mapping, single
 from tensprov_lab.capture.rules._classic import PlanNode, Rewriting, Walked, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.rules.aggregate import Grouping, flat_plan, group_plan, input_block
 
 __all__ = ["Deduplicate", "Distinct"]

@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Lin
-from tensprov_lab.capture.rules._base import Rule
+from tensprov_lab.capture.rules._base import Keying, Mapping, Rule
 from tensprov_lab.capture.rules._classic import PlanNode, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.rules.project import keyed_na
 
 __all__ = ["Filter"]

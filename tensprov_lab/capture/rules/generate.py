@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
 from tensprov_lab.capture.plan._keyed import Block, Unsupported, key_name
-from tensprov_lab.capture.rules._base import Rule, single
+from tensprov_lab.capture.rules._base import Keying, Rule, single
 from tensprov_lab.capture.rules._classic import PlanNode, Rewriting, Walked, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying
 
 __all__ = ["Generate", "position", "their_position"]
 

@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._equijoin import find_equi_join, join_pairs, key_codes
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Semi, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import ScanKeyIndex, arrow_keys
-from tensprov_lab.capture.rules._base import Captured, Rule
+from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.store import tensor_from_pairs
 

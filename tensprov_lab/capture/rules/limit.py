@@ -23,15 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture.rules._base import Rule
-from tensprov_lab.capture.rules._connect import (
-    Keyed,
-    Keying,
-    Mapping,
-    Unsupported,
-    sorted_input,
-    stable,
-)
+from tensprov_lab.capture.plan._connect import Keyed, Unsupported, sorted_input, stable
+from tensprov_lab.capture.rules._base import Keying, Mapping, Rule
 from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = ["Limit", "Sample"]

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensprov_lab.capture.rules._base import Rule
-from tensprov_lab.capture.rules._connect import Mapping
+from tensprov_lab.capture.rules._base import Mapping, Rule
 
 __all__ = ["PassThrough"]
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensprov_lab.capture.plan import _connect as cx
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
-from tensprov_lab.capture.rules import _connect as cx
-from tensprov_lab.capture.rules._base import Rule, attrs, single
+from tensprov_lab.capture.rules._base import Keying, Mapping, Rule, attrs, single
 from tensprov_lab.capture.rules._classic import PlanNode, Rewriting, Walked, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 from tensprov_lab.capture.rules.generate import position, their_position
 
 __all__ = ["Project", "keyed_na"]

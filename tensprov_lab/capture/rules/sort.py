@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import arrow_keys
-from tensprov_lab.capture.rules._base import Captured, Rule, attrs, single
+from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule, attrs, single
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 
 __all__ = ["Sort"]
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Block, Unsupported, key_name, literals
-from tensprov_lab.capture.rules._base import Rule
+from tensprov_lab.capture.rules._base import Keying, Mapping, Rule
 from tensprov_lab.capture.rules._classic import PlanNode, Rewriting, Walked, Walking
-from tensprov_lab.capture.rules._connect import Keyed, Keying, Mapping
 
 __all__ = ["Union"]
 

@@ -1,12 +1,10 @@
-"""What a rule is given over Spark Connect, and the plan facts its Connect side reads.
+"""Record keys carried through a Spark Connect plan, and the plan facts a rule's Connect
+side reads.
 
-Over Connect a DataFrame is the client's protobuf tree of relations
-(:mod:`tensprov_lab.capture.plan._proto`); capture rewrites it so that every record
-also carries the keys of the records it comes from, relation by relation.  A rule's
-Connect side (:meth:`Rule.keyed <._base.Rule.keyed>`, :meth:`Rule.maps
-<._base.Rule.maps>`) is given the rewrite in progress (:class:`Keying`, the
-:class:`~tensprov_lab.capture.connect._rewrite.Annotator`) and the attribute maps being
-filled in (:class:`Mapping`), and returns a :class:`Keyed`.
+Over Connect a DataFrame is the client's protobuf tree of relations (:mod:`._proto`);
+capture rewrites it so that every record also carries the keys of the records it comes
+from, relation by relation: each rule's :meth:`~tensprov_lab.capture.rules.Rule.keyed`
+returns the rewritten relation as a :class:`Keyed`.
 
 Examples
 --------
@@ -21,9 +19,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import numpy as np
+from typing import Any
 
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._keyed import Unsupported
@@ -31,8 +27,6 @@ from tensprov_lab.capture.plan._keyed import Unsupported
 __all__ = [
     "STABLE_KINDS",
     "Keyed",
-    "Keying",
-    "Mapping",
     "Unsupported",
     "global_aggregate",
     "grouping_sets",
@@ -94,35 +88,6 @@ class Keyed:
         giving its records in canonical order when ``returned`` (default: as this)."""
         back = self.returned if returned is None else returned
         return Keyed(rel, list(self.keys), dict(self.ids), self.monotone, returned=back)
-
-
-class Keying(Protocol):
-    """The key rewrite of one tracked block's Connect plans, as a rule's
-    :meth:`~._base.Rule.keyed` sees it
-    (:class:`~tensprov_lab.capture.connect._rewrite.Annotator`)."""
-
-    def annotate(self, rel: Any) -> Keyed: ...
-    def kids(self, rel: Any) -> tuple[Any, list[Keyed]]: ...
-    def columns(self, rel: Any) -> list[str]: ...
-    def user_columns(self, rel: Any) -> list[str]: ...
-
-
-class Mapping(Protocol):
-    """The attribute maps of one Connect operation being filled in, as a rule's
-    :meth:`~._base.Rule.maps` sees them
-    (:class:`~tensprov_lab.capture.connect._attributes.Maps`)."""
-
-    in_cols: list[list[str]]
-    out_cols: list[str]
-    ids: list[int]
-    contributing: list[np.ndarray]
-
-    def contribute(self, out: int, *exprs: Any) -> None: ...
-    def influence(self, *exprs: Any) -> None: ...
-    def make(self, out: int, expr: Any) -> None: ...
-    def identity(self, side: int = 0, outs: list[int] | None = None) -> None: ...
-    def positional(self, side: int, outs: range, start: int = 0) -> None: ...
-    def everything(self) -> None: ...
 
 
 def source_key(pid: int) -> str:
