@@ -19,18 +19,12 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 import tensprov_lab
+from tests._operations import PEOPLE
 
 pytestmark = pytest.mark.spark
 
 Map = dict[str, set[str]]
 
-PEOPLE = [
-    (1, "ann", 30, "x"),
-    (2, "bob", None, "y"),
-    (3, "cid", 25, "x"),
-    (4, "dan", 30, None),
-    (5, "eve", 40, "y"),
-]
 PEOPLE_COLS = ["id", "name", "age", "grp"]
 ORDERS = [(10, 1, 5), (11, 2, 7), (12, 1, 9), (13, 4, 1)]
 CUSTOMERS = [(1, "n"), (2, "s"), (3, "s"), (1, "e")]

@@ -1,8 +1,8 @@
-"""The operation tests of ``tests/test_operations.py`` over Spark Connect: the same test
-functions, their ``spark`` a Connect session to a server of this module's own (loopback,
-stopped at the end).  Operations Connect does not trace yet (docs/connect.md) have a test
-here instead that checks they are opaque with a warning naming why, and that what
-follows them is traced again."""
+"""The operation tests of ``tests/test_operations.py`` and ``test_operations_order.py``
+over Spark Connect: the same test functions, their ``spark`` a Connect session to a
+server of this module's own (loopback, stopped at the end).  Operations Connect does
+not trace yet (docs/connect.md) have a test here instead that checks they are opaque
+with a warning naming why, and that what follows them is traced again."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 import tensprov_lab
 from tensprov_lab.capture.plan._nodes import TensProvWarning
 from tests import test_operations as ops
+from tests import test_operations_order as order_ops
 from tests._connect_session import connect_session
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
@@ -56,7 +57,7 @@ _SAME = [
     "test_bad_where_and_out_of_range_rows",
 ]
 for _name in _SAME:
-    globals()[_name] = getattr(ops, _name)
+    globals()[_name] = getattr(ops, _name, None) or getattr(order_ops, _name)
 
 
 def test_what_connect_does_not_trace_yet_is_opaque_with_its_reason(spark: Any) -> None:
