@@ -10,10 +10,9 @@ Examples
 --------
 >>> source_key(7)
 '__tp_k7'
->>> from pyspark.sql.connect import proto
->>> k = keyed_source(7, proto.Relation(range=proto.Range(end=3)))
->>> k.keys, P.kind(k.rel), P.plan_id(k.rel)
-(['__tp_k7'], 'project', 7)
+>>> k = Keyed(rel=None, keys=[source_key(7)], ids={7: [source_key(7)]})
+>>> k.passed("filtered").keys, k.passed("filtered").rel
+(['__tp_k7'], 'filtered')
 """
 
 from __future__ import annotations
