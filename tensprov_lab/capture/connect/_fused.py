@@ -107,6 +107,12 @@ class Fusion:
         self._pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         #: per ride (by ``id``) along a fused join: each grouping column's side and read
         self.ride_reads: dict[int, list[tuple[int, str]]] = {}
+        #: per source ident: its reads that narrow a bigint join key (see _narrowed), as
+        #: ("narrow" | "wide", column) by the read's name, for reads made on the client
+        #: (:mod:`._direct`)
+        self.narrowed: dict[int, dict[str, tuple[str, str]]] = {}
+        #: the session's file-layout settings, asked once a capture (:mod:`._direct`)
+        self.layout: Any = None
 
     def _ask(self, base: int, name: str, expr: Any) -> str:
         self.reads.setdefault(base, {})[name] = expr
@@ -325,10 +331,14 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
             for s in (0, 1):
                 for k, t in zip(keys[s], types):
                     expr = P.col(k)
+                    name = f"{P.KEY_PREFIX}j{k}"
                     if t == "bigint":
                         expr, over = _narrowed(expr)
-                        wide.append((s, fusion._ask(bases[s], f"{P.KEY_PREFIX}w{s}{k}", over)))
-                    names[s].append(fusion._ask(bases[s], f"{P.KEY_PREFIX}j{k}", expr))
+                        flag = fusion._ask(bases[s], f"{P.KEY_PREFIX}w{s}{k}", over)
+                        wide.append((s, flag))
+                        shapes = fusion.narrowed.setdefault(bases[s], {})
+                        shapes[flag], shapes[name] = ("wide", k), ("narrow", k)
+                    names[s].append(fusion._ask(bases[s], name, expr))
             fusion.joins[p.out.ident] = _Join(
                 (ids[0], ids[1]), names, _JOINS[kind], list(j.using_columns), wide
             )

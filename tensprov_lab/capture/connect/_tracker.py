@@ -25,6 +25,7 @@ from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
+from tensprov_lab.capture.connect._direct import direct_source, layout_conf
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
 from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
 from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
@@ -74,6 +75,7 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.sources._direct_files import Unreadable
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
@@ -156,6 +158,12 @@ class ConnectTracker(Depth, Blocks):
         #: the fused reads of the capture running now (._fused)
         self._fusion: _fused.Fusion | None = None
         self.materialize = "auto"
+        #: read a plain Parquet source's keys and fused reads from its files on the
+        #: client when the server is local (:mod:`._direct`); tests turn it off to
+        #: compare with Spark's reads
+        self.direct_reads = True
+        #: what :func:`._direct.layout_conf` learns once a session
+        self._layout_cache: dict[str, Any] = {}
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
         self._local = threading.local()
@@ -419,14 +427,38 @@ class ConnectTracker(Depth, Blocks):
         sources = {n.ident: n.source for n in self.nodes.values() if n.source is not None}
         return Annotator(self.spark, sources, set(self.nodes))
 
+    def _direct(self, node: CNode, reads: dict[str, Any], schema: list[tuple[str, str]]) -> Any:
+        """Source ``node``'s keys and ``reads`` read from its files on the client, or
+        (None, None) when Spark must read them (:mod:`._direct`)."""
+        fusion = self._fusion
+        if not self.direct_reads or fusion is None or node.cached is not None:
+            return None, None
+        try:
+            if fusion.layout is None:
+                fusion.layout = layout_conf(self.spark, self._layout_cache)
+            narrowed = fusion.narrowed.get(node.ident, {})
+            wanted = {n: narrowed.get(n, e) for n, e in reads.items()}
+            direct = direct_source(self.spark, node.df, P.relation(node.df), wanted, schema,
+                                   fusion.layout)  # fmt: skip
+            if direct is not None:
+                return direct()
+        except Unreadable:
+            pass
+        except Exception:  # noqa: BLE001 - another client or plan: Spark reads it
+            self._stop_point()
+        return None, None
+
     def _capture_source(self, node: CNode, run: RunLog, annotator: Annotator) -> None:
         note = self._key_source(node, annotator)
         keyed = annotator.annotate(P.relation(node.df))
         fusion = self._fusion
         reads = fusion.reads.get(node.ident) if fusion is not None else None
-        table = None
-        keys = None
-        if reads:
+        cols, types = self._schema(node.df)
+        keys, table = None, None
+        if len(keyed.keys) == 1:
+            keys, table = self._direct(node, reads or {}, list(zip(cols, types)))
+        spark_read = keys is None
+        if keys is None and reads:
             # the columns its filters and joins need, read with its keys (._fused): the
             # scan-order key (one) as the partition of each record (see scan_keys)
             wanted = [P.alias(e, n) for n, e in reads.items()]
@@ -450,7 +482,6 @@ class ConnectTracker(Depth, Blocks):
         if fusion is not None and table is not None:
             fusion.took(node.ident, table, order)
         node.index = KeyIndex(keys if order is None else keys[order])
-        cols, types = self._schema(node.df)
         ds = self.store.add_dataset(
             node.name, columns=cols, dtypes=types, n_rows=node.index.n, role="source",
             run=run.id, origin=f"{origin(node.source)}{note}",
@@ -458,7 +489,7 @@ class ConnectTracker(Depth, Blocks):
         node.ds_id = ds.id
         self.by_ds[ds.id] = node
         run.datasets.append(ds.id)
-        run.jobs += 1
+        run.jobs += int(spark_read)
 
     def _capture_operation(self, p: CPending, run: RunLog, annotator: Annotator) -> None:
         t0 = time.perf_counter()

@@ -89,7 +89,7 @@ _LOGIC = {"And": "and_kleene", "Or": "or_kleene"}
 
 #: an expression, compiled: ("col", name, type), ("lit", value, type), ("cmp", op, a, b),
 #: ("and_kleene"|"or_kleene", a, b), ("not", a), ("isnull"|"isnotnull", a),
-#: ("in", a, values, type), ("atleast", n, values)
+#: ("in", a, values, type), ("atleast", n, values), ("cast", a, type) (an exact widening)
 Node = tuple[Any, ...]
 
 
@@ -476,7 +476,7 @@ def _literal(type_name: str, value: Any) -> Node:
 
 def _type(node: Node) -> str:
     """The Spark type of a compiled value (a column or a constant)."""
-    if node[0] in ("col", "lit"):
+    if node[0] in ("col", "lit", "cast"):
         return str(node[2])
     return "boolean"
 
@@ -492,7 +492,7 @@ def _columns_of(node: Node, used: dict[str, str]) -> None:
     elif kind in ("and_kleene", "or_kleene"):
         _columns_of(node[1], used)
         _columns_of(node[2], used)
-    elif kind in ("not", "isnull", "isnotnull", "in"):
+    elif kind in ("not", "isnull", "isnotnull", "in", "cast"):
         _columns_of(node[1], used)
     elif kind == "atleast":
         for kid in node[2]:
@@ -515,6 +515,8 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         return _kleene(kind == "and_kleene", evaluate(node[1], table), evaluate(node[2], table))
     if kind == "not":
         return pc.invert(evaluate(node[1], table))
+    if kind == "cast":  # a widening without loss (see _direct_sql.coerce)
+        return pc.cast(evaluate(node[1], table), _ARROW_TYPES[node[2]])
     if kind == "isnull":
         return pc.is_null(evaluate(node[1], table))
     if kind == "isnotnull":
@@ -556,6 +558,8 @@ def _at_least(n: int, kids: tuple[Node, ...], table: pa.Table) -> Any:
 
 def _no_nan(value: Any, node: Node) -> Any:
     """``value``, after making sure a float column holds no NaN."""
+    while node[0] == "cast":  # a widened float keeps its NaN
+        node = node[1]
     if node[0] == "col" and node[2] in _FLOATS and pc.any(pc.is_nan(value)).as_py():
         raise Unreadable(f"column {node[1]} holds NaN (Spark orders it above every number)")
     return value
