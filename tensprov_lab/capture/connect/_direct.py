@@ -48,7 +48,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tensprov_lab.capture.connect._index import scan_keys
 from tensprov_lab.capture.sources._direct import _ARROW_TYPES, Node, _columns_of, evaluate
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture.sources._direct_sql import boolean, compare, in_list, parse_condition
@@ -171,7 +170,7 @@ class DirectSource:
             table = read_parquet_files((part,), wanted)
             rows.append(table.num_rows)
             tables.append(table)
-        keys = scan_keys(np.repeat(np.asarray(self.partitions, dtype=np.int32), rows))
+        keys = _ids(self.partitions, rows)
         if not self.reads:
             return keys, None
         table = pa.concat_tables(tables)
@@ -185,6 +184,24 @@ class DirectSource:
             names.append(name)
             arrays.append(value)
         return keys, pa.table(arrays, names=names)
+
+
+def _ids(partitions: tuple[int, ...], rows: list[int]) -> np.ndarray:
+    """The ``monotonically_increasing_id`` of each record of files read one after another,
+    file ``i`` of ``rows[i]`` records in partition ``partitions[i]`` (as
+    :func:`~._index.scan_keys` of their partitions, without a pass over them).
+
+    >>> _ids((0, 1, 1), [2, 1, 2])[:, 0].tolist()
+    [0, 1, 8589934592, 8589934593, 8589934594]
+    """
+    ids = np.arange(sum(rows), dtype=np.int64)
+    start, first = 0, 0  # where the file starts, and where its partition did
+    for i, (part, n) in enumerate(zip(partitions, rows)):
+        if i and part != partitions[i - 1]:
+            first = start
+        ids[start : start + n] += (part << 33) - first
+        start += n
+    return ids.reshape(-1, 1)
 
 
 def _rows(part: FilePart) -> int:
@@ -201,6 +218,12 @@ def _value(node: Node, table: pa.Table) -> Any:
     """:func:`evaluate`, and the join keys narrowed to int as :mod:`._fused` reads them."""
     if node[0] in ("narrow", "wide"):
         key = table.column(node[1][1])
+        low, high = pc.min_max(key).values()
+        if low.as_py() is None or (low.as_py() >= _INT[0] and high.as_py() <= _INT[1]):
+            # every key fits (the common case): one cast, no pass per comparison
+            if node[0] == "wide":
+                return pa.array(np.zeros(len(key), dtype=bool))
+            return pc.cast(key, pa.int32())
         fits = pc.and_(pc.greater_equal(key, _INT[0]), pc.less_equal(key, _INT[1]))
         if node[0] == "wide":
             return pc.and_(pc.is_valid(key), pc.invert(pc.fill_null(fits, True)))

@@ -113,6 +113,21 @@ class Fusion:
         self.narrowed: dict[int, dict[str, tuple[str, str]]] = {}
         #: the session's file-layout settings, asked once a capture (:mod:`._direct`)
         self.layout: Any = None
+        #: the datasets' schema fields asked so far, by ``id`` of the DataFrame
+        #: (:meth:`schema`)
+        self.fields: dict[int, list[Any]] = {}
+
+    def schema(self, nodes: dict[int, Any], node: Any) -> list[Any]:
+        """Dataset ``node``'s schema fields (``nodes``: the tracked ones, by ident).  A
+        schema is a round trip to the server (~47 ms, more for a source's first, whose
+        files' footers are read); a filter of a source has the source's, asked once."""
+        scan = self.scans.get(node.ident)
+        base = nodes.get(scan.base) if scan is not None else None
+        df = base.df if base is not None else node.df
+        got = self.fields.get(id(df))
+        if got is None:
+            got = self.fields[id(df)] = list(df.schema.fields)
+        return got
 
     def _ask(self, base: int, name: str, expr: Any) -> str:
         self.reads.setdefault(base, {})[name] = expr
@@ -323,7 +338,7 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
                 keys = found
             else:
                 continue
-            types = _exact_keys(tracker, [n for n in p.inputs], keys)
+            types = _exact_keys(fusion, tracker, [n for n in p.inputs], keys)
             if types is None:
                 continue
             names = ([], [])  # type: ignore[var-annotated]
@@ -347,7 +362,7 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
         if j is None:
             continue
         inputs = [tracker.nodes[s] for s in j.sides]
-        sides = [_side_of(j, inputs, name) for name in r.names]
+        sides = [_side_of(fusion, tracker, j, inputs, name) for name in r.names]
         picked = [f for f in sides if f is not None]
         if len(picked) == len(sides):
             fusion.ride_reads[id(r)] = [
@@ -358,7 +373,9 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
     return fusion
 
 
-def _side_of(j: _Join, inputs: list[Any], name: str) -> tuple[int, str] | None:
+def _side_of(
+    fusion: Fusion, tracker: Any, j: _Join, inputs: list[Any], name: str
+) -> tuple[int, str] | None:
     """Which side of a fused join a column of its output comes from, and its name
     there, when its values are one side's as they are (of a type Arrow groups as Spark
     does); None otherwise."""
@@ -370,25 +387,26 @@ def _side_of(j: _Join, inputs: list[Any], name: str) -> tuple[int, str] | None:
             return None  # a full join's using column: either side's value
         side = 1 if j.keep == (False, True) else 0
     else:
-        has = [[f.name.lower() for f in n.df.schema.fields].count(low) for n in inputs]
+        has = [[f.name.lower() for f in fusion.schema(tracker.nodes, n)].count(low) for n in inputs]
         if sorted(has) != [0, 1]:
             return None
         side = has.index(1)
-    field_ = next(f for f in inputs[side].df.schema.fields if f.name.lower() == low)
+    field_ = next(f for f in fusion.schema(tracker.nodes, inputs[side]) if f.name.lower() == low)
     if field_.dataType.simpleString() not in EXACT_GROUP_TYPES:
         return None
     return side, field_.name
 
 
 def _exact_keys(
-    tracker: Any, inputs: list[Any], keys: tuple[list[str], list[str]]
+    fusion: Fusion, tracker: Any, inputs: list[Any], keys: tuple[list[str], list[str]]
 ) -> list[str] | None:
     """The keys' types, when each key column is one column of its side, of a type Spark
     and Arrow compare alike, the same on both sides (else None)."""
     types = []
     for node, names in zip(inputs, keys):
-        fields = {f.name.lower(): f for f in node.df.schema.fields}
-        low = [f.name.lower() for f in node.df.schema.fields]
+        got = fusion.schema(tracker.nodes, node)
+        fields = {f.name.lower(): f for f in got}
+        low = [f.name.lower() for f in got]
         side = []
         for k in names:
             if low.count(k.lower()) != 1:

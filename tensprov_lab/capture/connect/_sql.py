@@ -112,7 +112,7 @@ def capture_sql(tracker: Any, p: Any, run: Any, annotator: Any, t0: float) -> No
     if not p.inputs:
         tracker._capture_source(p.out, run, annotator)
         return
-    cols, types = tracker._schema(p.out.df)
+    cols, types = tracker._schema(p.out)
     inputs = [tracker.store.datasets[n.ds_id] for n in p.inputs if n.ds_id is not None]
     maps = [np.ones((len(cols), len(d.columns)), dtype=np.bool_) for d in inputs]
     names = ", ".join(d.label for d in inputs)

@@ -369,9 +369,15 @@ class ConnectTracker(Depth, Blocks):
                     self.store.datasets[node.ds_id].name = var
 
     # -- capture ---------------------------------------------------------------------------
-    def _schema(self, df: Any) -> tuple[list[str], list[str]]:
-        fields = df.schema.fields
+    def _schema(self, node: CNode) -> tuple[list[str], list[str]]:
+        fields = self.fields(node)
         return [f.name for f in fields], [f.dataType.simpleString() for f in fields]
+
+    def fields(self, node: CNode) -> list[Any]:
+        """Dataset ``node``'s schema fields (:meth:`._fused.Fusion.schema`)."""
+        if self._fusion is None:
+            return list(node.df.schema.fields)
+        return self._fusion.schema(self.nodes, node)
 
     def _keys(self, rel: Any, names: list[str]) -> np.ndarray:
         """The key columns ``names`` of the rewritten relation ``rel``, read back (one
@@ -398,7 +404,7 @@ class ConnectTracker(Depth, Blocks):
         rides = [r for r in self._rides if r.root == p.out.ident]
         if not rides:
             return [], []
-        cols, types = self._schema(p.out.df)
+        cols, types = self._schema(p.out)
         low = [c.lower() for c in cols]
         fit = [
             r for r in rides
@@ -453,7 +459,7 @@ class ConnectTracker(Depth, Blocks):
         keyed = annotator.annotate(P.relation(node.df))
         fusion = self._fusion
         reads = fusion.reads.get(node.ident) if fusion is not None else None
-        cols, types = self._schema(node.df)
+        cols, types = self._schema(node)
         keys, table = None, None
         if len(keyed.keys) == 1:
             keys, table = self._direct(node, reads or {}, list(zip(cols, types)))
@@ -499,7 +505,7 @@ class ConnectTracker(Depth, Blocks):
         rel = P.relation(p.out.df)
         ids = [n.ident for n in p.inputs]
         kinds = chain(rel, set(ids))
-        cols, types = self._schema(p.out.df)
+        cols, types = self._schema(p.out)
         in_cols = [self.store.datasets[n.ds_id].columns for n in p.inputs if n.ds_id is not None]
         contributing, influencing, exact = attribute_maps(rel, in_cols, cols, ids)
         if len(kinds) != 1:  # several relations in one call: maps of the top one only
