@@ -21,9 +21,9 @@ from tensprov_lab._api import _tracker
 from tensprov_lab.capture.connect._direct import (
     compile_expression,
     direct_source,
+    file_schema,
     layout_conf,
 )
-from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.sources._direct import evaluate
 from tensprov_lab.capture.sources._direct_files import Unreadable
 from tensprov_lab.capture.spark._versions import to_arrow
@@ -66,7 +66,7 @@ def _write(folder: Path, sizes: list[int], seed: int = 0) -> Path:
 def _direct_keys(spark: Any, df: Any) -> np.ndarray | None:
     schema = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     conf = layout_conf(spark, {})
-    reader = direct_source(spark, df, P.relation(df), {}, schema, conf)
+    reader = direct_source(spark, df, {}, schema, conf)
     return None if reader is None else reader()[0][:, 0]
 
 
@@ -227,10 +227,13 @@ def _pipeline(spark: Any, folder: Path, direct: bool) -> tuple[Any, dict[str, An
             joined = some.join(customers, "cust")
             by_key = big.join(customers, big["cust"] == customers["cust"], "left")
             out = joined.groupBy("segment").agg(F.sum("amount").alias("total"))
+            right = some.join(customers, "CUST", "right")
+            full = big.join(customers, "cust", "full")
     finally:
         tracker.direct_reads = True
     frames = {"orders": orders, "customers": customers, "big": big, "some": some,
-              "joined": joined, "by_key": by_key, "out": out}  # fmt: skip
+              "joined": joined, "by_key": by_key, "out": out, "right": right,
+              "full": full}  # fmt: skip
     return run, frames
 
 
@@ -248,7 +251,7 @@ def test_lineage_is_the_one_of_sparks_reads(spark: Any, tmp_path: Path) -> None:
     assert fast._log.jobs < slow._log.jobs
     for name in ("big", "some"):
         assert fast.store.producer(fast.dataset(frames[name]).id).jobs == 0
-    for name in ("big", "some", "joined", "by_key", "out"):
+    for name in ("big", "some", "joined", "by_key", "out", "right", "full"):
         for src in ("orders", "customers"):
             if src == "customers" and name in ("big", "some"):
                 continue
@@ -256,3 +259,27 @@ def test_lineage_is_the_one_of_sparks_reads(spark: Any, tmp_path: Path) -> None:
             b = slow.mapping(frames2[src], frames2[name])
             assert a.shape == b.shape and (a != b).nnz == 0, (name, src)
         assert fast.rows(frames[name]).equals(slow.rows(frames2[name])), name
+    for name, df in frames.items():  # schemas read from files, derived for joins: Spark's
+        got = fast.dataset(df)
+        fields = df.schema.fields
+        expected = ([f.name for f in fields], [f.dataType.simpleString() for f in fields])
+        assert (list(got.columns), list(got.dtypes)) == expected, name
+
+
+def test_file_schema_is_the_one_spark_gives(spark: Any, tmp_path: Path) -> None:
+    ours = _write(tmp_path / "ours", [20, 30])
+    written = tmp_path / "spark"
+    spark.range(7).selectExpr(
+        "id", "cast(id as int) AS i", "current_date() AS d", "cast(id as string) AS s",
+        "cast(id as decimal(10, 2)) AS m", "array(id) AS a",
+    ).write.parquet(str(written))  # fmt: skip
+    for folder in (ours, written):
+        df = spark.read.parquet(str(folder))
+        got = file_schema(spark, df)
+        assert got is not None, folder
+        expected = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+        assert [(f.name, f.dataType.simpleString()) for f in got] == expected
+    stamps = tmp_path / "stamps"
+    stamps.mkdir()
+    pq.write_table(pa.table({"t": pa.array([1], pa.timestamp("us"))}), stamps / "p.parquet")
+    assert file_schema(spark, spark.read.parquet(str(stamps))) is None  # Spark's to say

@@ -36,6 +36,7 @@ be sure to read what Spark would:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -48,11 +49,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.sources._direct import _ARROW_TYPES, Node, _columns_of, evaluate
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture.sources._direct_sql import boolean, compare, in_list, parse_condition
 
-__all__ = ["DirectSource", "LayoutConf", "direct_source", "file_partitions", "layout_conf"]
+__all__ = [
+    "DirectSource",
+    "LayoutConf",
+    "direct_source",
+    "file_partitions",
+    "file_schema",
+    "layout_conf",
+]
 
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
 _GLOB = re.compile(r"[*?\[\]{}]")
@@ -262,18 +271,65 @@ def _files(df: Any, paths: list[str]) -> list[tuple[str, int]] | None:
     return found
 
 
-def direct_source(
-    spark: Any,
-    df: Any,
-    rel: Any,
-    reads: dict[str, Any],
-    schema: list[tuple[str, str]],
-    conf: LayoutConf,
-) -> DirectSource | None:
-    """A reader of source ``df``'s keys and of ``reads`` (by name: a Connect expression,
-    or ``("narrow"|"wide", column)`` for a bigint join key read as int) from its files,
-    or None when Spark must read them (see the module's text); ``schema`` is its
-    columns' (name, Spark type)."""
+#: Parquet columns (as pyarrow reads them) whose Spark type is plain, when the file holds
+#: no schema of Spark's
+_SPARK_OF_ARROW = {
+    pa.int8(): "byte", pa.int16(): "short", pa.int32(): "integer", pa.int64(): "long",
+    pa.float32(): "float", pa.float64(): "double", pa.bool_(): "boolean",
+    pa.string(): "string", pa.large_string(): "string", pa.date32(): "date",
+}  # fmt: skip
+_SPARK_ROW = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+def file_schema(spark: Any, df: Any) -> list[Any] | None:
+    """The schema fields of source ``df``, a plain local Parquet read (see
+    :func:`direct_source`), from its files' footers, when every file gives the same one:
+    Spark's own schema stored in the file, else one of plain types.  None: ask Spark (a
+    round trip that also reads the footers on the server, ~0.1 s for a source's first).
+    """
+    from pyspark.sql.types import StructType, _parse_datatype_json_string
+
+    files = _plain_files(spark, df)
+    if not files:
+        return None
+    found = None
+    for path, _ in files:
+        try:
+            meta = pq.read_metadata(path)
+        except OSError:
+            return None
+        stored = (meta.metadata or {}).get(_SPARK_ROW)
+        if stored is not None:
+            text = stored.decode("utf-8")
+        else:
+            arrow = meta.schema.to_arrow_schema()
+            kinds = [_SPARK_OF_ARROW.get(f.type) for f in arrow]
+            if None in kinds:
+                return None
+            fields = [
+                {"name": f.name, "type": k, "nullable": True, "metadata": {}}
+                for f, k in zip(arrow, kinds)
+            ]  # fmt: skip
+            text = json.dumps({"type": "struct", "fields": fields})
+        if found is not None and text != found:
+            return None
+        found = text
+    assert found is not None
+    try:
+        schema = _parse_datatype_json_string(found)
+    except Exception:  # noqa: BLE001 - a type this client does not know: ask Spark
+        return None
+    if not isinstance(schema, StructType) or any(f.metadata for f in schema.fields):
+        return None  # (a char or varchar column, say: Spark's to describe)
+    names = [f.name.lower() for f in schema.fields]
+    if len(set(names)) != len(names):
+        return None
+    return [f.__class__(f.name, f.dataType, True) for f in schema.fields]
+
+
+def _plain_files(spark: Any, df: Any) -> list[tuple[str, int]] | None:
+    """The files of ``df`` when it is a plain Parquet read of local files (else None)."""
+    rel = P.relation(df)
     if not _local(spark) or rel.WhichOneof("rel_type") != "read":
         return None
     read = rel.read
@@ -284,7 +340,21 @@ def direct_source(
         return None
     if not len(source.paths) or len(source.predicates):
         return None
-    files = _files(df, list(source.paths))
+    return _files(df, list(source.paths))
+
+
+def direct_source(
+    spark: Any,
+    df: Any,
+    reads: dict[str, Any],
+    schema: list[tuple[str, str]],
+    conf: LayoutConf,
+) -> DirectSource | None:
+    """A reader of source ``df``'s keys and of ``reads`` (by name: a Connect expression,
+    or ``("narrow"|"wide", column)`` for a bigint join key read as int) from its files,
+    or None when Spark must read them (see the module's text); ``schema`` is its
+    columns' (name, Spark type)."""
+    files = _plain_files(spark, df)
     if files is None:
         return None
     laid = file_partitions([size for _, size in files], conf)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.connect._direct import file_schema
 from tensprov_lab.capture.connect._index import KeyIndex
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._equijoin import (
@@ -113,6 +114,8 @@ class Fusion:
         self.narrowed: dict[int, dict[str, tuple[str, str]]] = {}
         #: the session's file-layout settings, asked once a capture (:mod:`._direct`)
         self.layout: Any = None
+        #: the session (a file source's schema is read from its files: :mod:`._direct`)
+        self.spark: Any = None
         #: the datasets' schema fields asked so far, by ``id`` of the DataFrame
         #: (:meth:`schema`)
         self.fields: dict[int, list[Any]] = {}
@@ -126,8 +129,25 @@ class Fusion:
         df = base.df if base is not None else node.df
         got = self.fields.get(id(df))
         if got is None:
-            got = self.fields[id(df)] = list(df.schema.fields)
+            if base is not None and self.spark is not None:
+                got = file_schema(self.spark, df)  # a Parquet source's, from its files
+            if got is None and node.ident in self.joins:
+                got = self._join_schema(nodes, self.joins[node.ident])
+            if got is None:
+                got = list(df.schema.fields)
+            self.fields[id(df)] = got
         return got
+
+    def _join_schema(self, nodes: dict[int, Any], j: _Join) -> list[Any] | None:
+        """A fused join's fields from its sides' (as Spark's analyzer makes them: the
+        using columns first, from the left side, the right's for a right join)."""
+        left, right = (self.schema(nodes, nodes[s]) for s in j.sides)
+        if not j.using:
+            return left + right
+        low = [u.lower() for u in j.using]
+        keys = right if j.keep == (False, True) else left
+        first = [next(f for f in keys if f.name.lower() == u) for u in low]
+        return first + [f for f in left + right if f.name.lower() not in low]
 
     def _ask(self, base: int, name: str, expr: Any) -> str:
         self.reads.setdefault(base, {})[name] = expr
@@ -300,6 +320,7 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
     from pyspark.sql.connect import proto
 
     fusion = Fusion()
+    fusion.spark = tracker.spark
     made: dict[int, Any] = {}
     for item in pending:
         if not hasattr(item, "out"):  # a source of this block

@@ -444,8 +444,7 @@ class ConnectTracker(Depth, Blocks):
                 fusion.layout = layout_conf(self.spark, self._layout_cache)
             narrowed = fusion.narrowed.get(node.ident, {})
             wanted = {n: narrowed.get(n, e) for n, e in reads.items()}
-            direct = direct_source(self.spark, node.df, P.relation(node.df), wanted, schema,
-                                   fusion.layout)  # fmt: skip
+            direct = direct_source(self.spark, node.df, wanted, schema, fusion.layout)
             if direct is not None:
                 return direct()
         except Unreadable:
