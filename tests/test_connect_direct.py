@@ -60,6 +60,9 @@ def _write(folder: Path, sizes: list[int], seed: int = 0) -> Path:
             "flag": pa.array(rng.random(n) < 0.5),
         })  # fmt: skip
         pq.write_table(table, folder / f"part-{i:05d}.parquet")
+    # files Spark's listing leaves out
+    (folder / "_SUCCESS").write_bytes(b"")
+    (folder / ".notes").write_bytes(b"hidden")
     return folder
 
 

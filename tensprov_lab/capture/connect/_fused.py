@@ -179,6 +179,9 @@ class Fusion:
         got = self._rows.get(ident)
         if got is None:
             scan = self.scans[ident]
+            if not scan.flags:  # the source's own records
+                got = self._rows[ident] = np.arange(self._n[scan.base])
+                return got
             keep = np.ones(self._n[scan.base], dtype=bool)
             for flag in scan.flags:
                 col = self.columns[scan.base][flag]
