@@ -50,7 +50,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tensprov_lab.capture.plan import _proto as P
-from tensprov_lab.capture.sources._direct import _ARROW_TYPES, Node, _columns_of, evaluate
+from tensprov_lab.capture.sources._direct import (
+    _ARROW_TYPES,
+    Node,
+    _columns_of,
+    _parquet_rows,
+    evaluate,
+    read_columns,
+)
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture.sources._direct_sql import boolean, compare, in_list, parse_condition
 
@@ -174,7 +181,7 @@ class DirectSource:
         rows, tables = [], []
         for part in self.files:
             if not self.reads:
-                rows.append(_rows(part))
+                rows.append(_parquet_rows(part[0], part[1]))
                 continue
             table = read_parquet_files((part,), wanted)
             rows.append(table.num_rows)
@@ -182,17 +189,7 @@ class DirectSource:
         keys = _ids(self.partitions, rows)
         if not self.reads:
             return keys, None
-        table = pa.concat_tables(tables)
-        names, arrays = [], []
-        for name, node in self.reads:
-            value = _value(node, table)
-            if isinstance(value, pa.Scalar):
-                value = pa.repeat(value, table.num_rows)
-            if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
-                value = value.cast(self.string_type)
-            names.append(name)
-            arrays.append(value)
-        return keys, pa.table(arrays, names=names)
+        return keys, read_columns(pa.concat_tables(tables), self.reads, self.string_type, _value)
 
 
 def _ids(partitions: tuple[int, ...], rows: list[int]) -> np.ndarray:
@@ -211,16 +208,6 @@ def _ids(partitions: tuple[int, ...], rows: list[int]) -> np.ndarray:
         ids[start : start + n] += (part << 33) - first
         start += n
     return ids.reshape(-1, 1)
-
-
-def _rows(part: FilePart) -> int:
-    path, size, _ = part
-    try:
-        if os.path.getsize(path) != size:
-            raise Unreadable(f"{path} changed since it was listed")
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    except OSError as exc:
-        raise Unreadable(str(exc)) from exc
 
 
 def _value(node: Node, table: pa.Table) -> Any:
@@ -297,7 +284,7 @@ def file_schema(spark: Any, df: Any) -> list[Any] | None:
     Spark's own schema stored in the file, else one of plain types.  None: ask Spark (a
     round trip that also reads the footers on the server, ~0.1 s for a source's first).
     """
-    from pyspark.sql.types import StructType, _parse_datatype_json_string
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
     files = _plain_files(spark, df)
     if not files:
@@ -334,7 +321,7 @@ def file_schema(spark: Any, df: Any) -> list[Any] | None:
     names = [f.name.lower() for f in schema.fields]
     if len(set(names)) != len(names):
         return None
-    return [f.__class__(f.name, f.dataType, True) for f in schema.fields]
+    return [StructField(f.name, f.dataType, True) for f in schema.fields]
 
 
 def _plain_files(spark: Any, df: Any) -> list[tuple[str, int]] | None:

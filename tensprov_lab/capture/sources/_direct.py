@@ -61,7 +61,7 @@ from tensprov_lab.capture.sources._direct_csv import (
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture.spark._jvm import FileRelation, Jvm
 
-__all__ = ["DirectRead", "Unreadable", "direct_count", "direct_read"]
+__all__ = ["DirectRead", "Unreadable", "direct_count", "direct_read", "read_columns"]
 
 JObject = Any
 
@@ -140,16 +140,28 @@ class DirectRead:
         else:
             wanted = tuple((name, _ARROW_TYPES[kind]) for name, kind in self.columns)
             table = read_parquet_files(self.files(), wanted)
-        names, arrays = [], []
-        for name, node in self.reads:
-            value = evaluate(node, table)
-            if isinstance(value, pa.Scalar):
-                value = pa.repeat(value, table.num_rows)
-            if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
-                value = value.cast(self.string_type)
-            names.append(name)
-            arrays.append(value)
-        return pa.table(arrays, names=names)
+        return read_columns(table, self.reads, self.string_type)
+
+
+def read_columns(
+    table: pa.Table,
+    reads: tuple[tuple[str, Node], ...],
+    string_type: pa.DataType,
+    value_of: Callable[[Node, pa.Table], Any] | None = None,
+) -> pa.Table:
+    """The ``reads`` (name, compiled expression) over ``table``'s records, as Spark's read
+    of them gives them: a constant repeated, strings as ``string_type``; ``value_of``
+    evaluates (:func:`evaluate` by default)."""
+    names, arrays = [], []
+    for name, node in reads:
+        value = (value_of or evaluate)(node, table)
+        if isinstance(value, pa.Scalar):
+            value = pa.repeat(value, table.num_rows)
+        if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
+            value = value.cast(string_type)
+        names.append(name)
+        arrays.append(value)
+    return pa.table(arrays, names=names)
 
 
 def direct_read(
