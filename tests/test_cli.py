@@ -194,7 +194,12 @@ def test_bench_smoke_prints_every_figure(tmp_path: Path) -> None:
     # a record-level capture (no operation fell back to coarse lineage: no `*` mark)
     assert figures[0] == "20,000" and "NOT a record-level figure" not in out
     baseline, capture, ratio, first = (float(x) for x in figures[1:5])
-    assert baseline > 0 and capture > 0 and abs(ratio - capture / baseline) < 0.02 * ratio + 0.01
+    assert baseline > 0 and capture > 0
+    # ratio = capture / baseline, each printed to 0.01 s: the ratio of the unrounded
+    # figures lies in the range the printed ones allow (a warm 20k capture takes ~0.1 s,
+    # where the rounding alone moves the ratio by 0.02)
+    h = 0.005
+    assert (capture - h) / (baseline + h) - h <= ratio <= (capture + h) / (baseline - h) + h
     jobs, py_peak, jvm_peak = int(figures[5]), float(figures[9]), float(figures[10])
     # the bench's sources are local Parquet files: their fused reads come from the files
     # (capture/sources/_direct.py), no Spark job
