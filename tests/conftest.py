@@ -19,7 +19,7 @@ def _spark(cores: int, shuffle: int) -> object:
         **{
             "spark.sql.shuffle.partitions": shuffle,
             "spark.default.parallelism": cores,
-            "spark.driver.memory": "2g",
+            "spark.driver.memory": "3g",
         },
     )
 
