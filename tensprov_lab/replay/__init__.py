@@ -3,7 +3,8 @@
 They sit above capture (they read what it kept: annotated plans, key indexes, cached
 inputs) and below the runs (:mod:`tensprov_lab._run` asks them), and capture never
 imports them (docs/architecture.md).  A classic session replays JVM plans
-(:mod:`._replay`), a Spark Connect session Connect plans (:mod:`._connect`); where a
+(:mod:`._replay`), a Spark Connect session Connect plans (:mod:`._connect`), or a few
+records on the client (:mod:`._client`); where a
 replay starts (:mod:`._frontier`) and what-if (:mod:`._what_if`) are shared.
 """
 
@@ -27,6 +28,10 @@ def engine(tracker: Any) -> Engine:
     """The replay engine of ``tracker``'s session: JVM plans on a classic session,
     Connect plans over Spark Connect (whose tracker has no JVM)."""
     if getattr(tracker, "jvm", None) is None:
+        if getattr(tracker, "client_replays", False):
+            from tensprov_lab.replay._client import ClientReplay
+
+            return ClientReplay(tracker)
         from tensprov_lab.replay._connect import ConnectReplay
 
         return ConnectReplay(tracker)

@@ -151,20 +151,26 @@ class ConnectReplay:
             label = self.store.datasets[node.ds_id].label
             raise NotPreviewable(f"{label} cannot be replayed over Spark Connect ({exc})") from None
 
-    def _read(self, node: Any, rel: Relation, keys: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
-        """The user's columns of the records of ``rel`` and their canonical rows."""
-        df = P.dataframe(self.spark, rel)
+    def arrow_schema(self, node: Any, rel: Relation, keys: list[str]) -> Any:
+        """The Arrow schema of the records of ``rel``, a replay of ``node`` keyed by
+        ``keys``: every replay of a dataset has the same columns, so their types (as
+        ``toArrow`` gives them) are asked of the server once."""
         if node.arrow_schema is None or node.arrow_schema[0] != keys:
-            # every replay of a dataset has the same columns: its types (as
-            # ``toArrow`` gives them) asked of the server once
             from pyspark.sql.pandas.types import to_arrow_schema
 
             schema = to_arrow_schema(
-                df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"
+                P.dataframe(self.spark, rel).schema,
+                error_on_duplicated_field_names_in_struct=True,
+                timezone="UTC",
             )
             node.arrow_schema = (list(keys), schema)
-        table, _ = df._to_table()
-        return keyed_records(table.cast(node.arrow_schema[1]), keys, node.index)
+        return node.arrow_schema[1]
+
+    def _read(self, node: Any, rel: Relation, keys: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+        """The user's columns of the records of ``rel`` and their canonical rows."""
+        schema = self.arrow_schema(node, rel, keys)
+        table, _ = P.dataframe(self.spark, rel)._to_table()
+        return keyed_records(table.cast(schema), keys, node.index)
 
     def records(self, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
         """Records ``rows`` of ``ds_id`` recomputed from their lineage-related records

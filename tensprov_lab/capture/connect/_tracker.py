@@ -122,6 +122,8 @@ class CNode:
     records: Any = None
     #: the key columns and Arrow types of its replays' records (asked once)
     arrow_schema: Any = None
+    #: a source's files, as replays on the client read them (tensprov_lab.replay._client)
+    files: Any = None
 
 
 @dataclass
@@ -172,6 +174,8 @@ class ConnectTracker(Depth, Blocks):
         #: column names of relations by plan id, for replays' rewrites (each asks the
         #: server once)
         self.replay_columns: dict[int, list[str]] = {}
+        #: replay a few records on the client when it can (tensprov_lab.replay._client)
+        self.client_replays = True
 
     # -- runs ----------------------------------------------------------------------------
     def end(self, frame: Any, progress: Any = None, background: bool = False) -> RunLog:

@@ -1,0 +1,325 @@
+"""Replays over Spark Connect of a few records, run on the client when they can be.
+
+A replay over Connect (:mod:`._connect`) is a new plan each time, and the server's
+analysis and planning of it take most of its time: a replay of 10 records of the engine
+bench's ``priced`` took 355-469 ms, of which the server ran the same plan again in
+87-134 ms (``/tmp/cw/exp_*.py``, session 8).  A what-if must be several times faster
+than re-running the pipeline (657 ms there), so a replay of a few records whose sources
+the client can read runs on the client instead:
+
+- each source at the frontier is a plain local Parquet read whose files the client
+  reads as Spark does (:func:`~tensprov_lab.capture.connect._direct.direct_source`),
+  and whose keys, worked out from the files' layout, are exactly the ones the capture
+  saw (checked once per source);
+- the records the replay needs are taken from those files (decoded once and kept in a
+  cache of :data:`CACHE_BYTES`, the least recently used file going first);
+- the same keyed plan a Connect replay would send is evaluated on them by
+  :mod:`._client_eval`, which refuses whatever it does not evaluate as Spark does.
+
+Anything else -- another kind of source, a remote server, more than :data:`MOST`
+records at the frontier, an aggregate, a window, a relation or function the client
+does not evaluate -- goes to :class:`~._connect.ConnectReplay` as before, so answers
+are the same either way; ``tracker.client_replays = False`` turns this off.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from tensprov_lab.capture.connect._records import keyed_records
+from tensprov_lab.capture.plan._connect import keyed_source, source_key
+from tensprov_lab.replay import _frontier as fr
+from tensprov_lab.replay._client_eval import Unsupported, evaluate
+from tensprov_lab.replay._connect import ConnectReplay, _shared
+from tensprov_lab.replay._frontier import rows_of
+from tensprov_lab.store._sets import difference, unique
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["CACHE_BYTES", "MOST", "Change", "ClientReplay", "clear_cache"]
+
+#: most records a replay on the client reads at its frontier (more: Spark replays them)
+MOST = 100_000
+#: bytes of decoded source files the client keeps for its replays
+CACHE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Change:
+    """A source as a what-if changes it (see :meth:`ConnectReplay.changed_source`):
+    built lazily, so that either engine can read it."""
+
+    src: int
+    rows: np.ndarray
+    exclude: np.ndarray
+    touched: np.ndarray
+    edits: dict[int, dict[str, Any]]
+
+    def on(self, engine: ConnectReplay) -> Any:
+        return engine.changed_source(self.src, self.rows, self.exclude, self.touched, self.edits)
+
+
+@dataclass(frozen=True)
+class _Files:
+    """A source's files as the client reads them: each one's path and size, and the key
+    of its first record (a file's keys are consecutive)."""
+
+    paths: tuple[tuple[str, int], ...]
+    first: np.ndarray
+    counts: np.ndarray
+    columns: tuple[tuple[str, pa.DataType], ...]
+
+
+class _Cache:
+    """Decoded source files by path, size and modification time, least recently used
+    first out."""
+
+    def __init__(self) -> None:
+        self._tables: OrderedDict[tuple[str, int, int], pa.Table] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def table(self, path: str, size: int, columns: tuple[tuple[str, pa.DataType], ...]) -> pa.Table:
+        from tensprov_lab.capture.sources._direct_files import Unreadable, read_parquet_files
+
+        try:
+            stamp = (path, size, os.stat(path).st_mtime_ns)
+        except OSError as exc:
+            raise Unsupported(str(exc)) from None
+        with self._lock:
+            got = self._tables.get(stamp)
+            if got is not None:
+                self._tables.move_to_end(stamp)
+                return got
+        try:
+            got = read_parquet_files(((path, size, None),), columns)
+        except Unreadable as exc:
+            raise Unsupported(str(exc)) from None
+        got = pa.Table.from_arrays([c.combine_chunks() for c in got.columns], got.column_names)
+        with self._lock:
+            self._tables[stamp] = got
+            while sum(t.nbytes for t in self._tables.values()) > CACHE_BYTES and self._tables:
+                self._tables.popitem(last=False)
+        return got
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tables.clear()
+
+
+_CACHE = _Cache()
+
+
+def clear_cache() -> None:
+    """Forget the source files decoded for replays on the client."""
+    _CACHE.clear()
+
+
+class ClientReplay:
+    """The replay engine of a Spark Connect session that runs replays of few records on
+    the client (see the module's text), and the rest as :class:`ConnectReplay` does."""
+
+    def __init__(self, tracker: Any) -> None:
+        self.tracker = tracker
+        self.store = tracker.store
+        self.spark_engine = ConnectReplay(tracker)
+
+    # -- the engine -----------------------------------------------------------------------
+    def records(self, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
+        try:
+            got = self._records(ds_id, np.asarray(rows, dtype=np.int64))
+        except Unsupported:
+            got = None
+        return self.spark_engine.records(ds_id, rows) if got is None else got
+
+    def replayed(
+        self, ds_id: int, rows: np.ndarray, edit: Callable[[int, np.ndarray], Any]
+    ) -> tuple[pd.DataFrame, np.ndarray]:
+        try:
+            got = self._replayed(ds_id, np.asarray(rows, dtype=np.int64), edit)
+        except Unsupported:
+            got = None
+        if got is not None:
+            return got
+        engine = self.spark_engine
+        return engine.replayed(ds_id, rows, lambda d, r: edit(d, r).on(engine))
+
+    def changed_source(
+        self, src: int, rows: np.ndarray, exclude: np.ndarray, touched: np.ndarray,
+        edits: dict[int, dict[str, Any]],
+    ) -> Change:  # fmt: skip
+        return Change(src, rows, exclude, touched, edits)
+
+    # -- on the client --------------------------------------------------------------------
+    def _records(self, ds_id: int, rows: np.ndarray) -> pd.DataFrame | None:
+        rows = unique(rows)
+        t = self.tracker
+        node = self.spark_engine._node(ds_id)
+        op = self.store.producer(ds_id)
+        if node.records is not None or _shared(node):
+            return None  # (kept in the driver already, or told apart by order)
+        front, back, whole = fr.inputs(t, ds_id, rows)
+        if front == [ds_id]:
+            table = self._source_rows(ds_id, rows)
+            pdf, idx = keyed_records(table, [source_key(node.ident)], node.index)
+            return rows_of(pdf, idx, rows, recomputed=False)
+        if whole & set(front) or self.spark_engine._by_position(node, front) is not None:
+            return None
+        frontier = {d: self._source_rows(d, back.get(d, np.zeros(0, np.int64))) for d in front}
+        pdf, idx = self._run(node, frontier)
+        return rows_of(pdf, idx, rows, recomputed=op is not None and not op.opaque)
+
+    def _replayed(
+        self, ds_id: int, rows: np.ndarray, edit: Callable[[int, np.ndarray], Any]
+    ) -> tuple[pd.DataFrame, np.ndarray] | None:
+        node = self.spark_engine._node(ds_id)
+        if _shared(node):
+            return None
+        front, back, _ = fr.inputs(self.tracker, ds_id, rows, stop_at_cached=False)
+        if self.spark_engine._by_position(node, front) is not None:
+            return None
+        empty = np.zeros(0, dtype=np.int64)
+        frontier = {
+            d: self._changed(edit(d, rows if front == [ds_id] else back.get(d, empty)))
+            for d in front
+        }  # fmt: skip
+        if front == [ds_id]:
+            return keyed_records(frontier[ds_id], [source_key(node.ident)], node.index)
+        return self._run(node, frontier)
+
+    def _run(self, node: Any, frontier: dict[int, pa.Table]) -> tuple[pd.DataFrame, np.ndarray]:
+        """The keyed plan of ``node`` over the records ``frontier`` (dataset -> its
+        records and key), evaluated here."""
+        engine = self.spark_engine
+        relations = {}
+        for d in frontier:
+            src = engine._node(d)
+            if src.source is None:
+                raise Unsupported("a frontier that is not a source")
+            relations[src.ident] = keyed_source(src.ident, src.source).rel
+        keyed = engine._plan(node, relations)
+        tables = {engine._node(d).ident: table for d, table in frontier.items()}
+        got = evaluate(keyed.rel, tables)
+        schema = engine.arrow_schema(node, keyed.rel, keyed.keys)
+        return keyed_records(_as_spark(got, schema), keyed.keys, node.index)
+
+    def _changed(self, change: Any) -> pa.Table:
+        """The records of a :class:`Change` of a source, read here."""
+        if not isinstance(change, Change):
+            raise Unsupported("a frontier the client does not read")
+        table = self._source_rows(change.src, change.rows, change.exclude)
+        if not len(change.touched):
+            return table
+        edited = self._source_rows(change.src, change.touched)
+        names = edited.column_names
+        at = {int(r): i for i, r in enumerate(np.asarray(change.touched, dtype=np.int64))}
+        cols = {n: edited.column(n).to_pylist() for n in names}
+        for row, new in change.edits.items():
+            if int(row) not in at:
+                continue
+            for col, value in new.items():
+                hit = [n for n in names if n.lower() == col.lower()]
+                if len(hit) != 1:
+                    raise Unsupported(f"no single column {col!r}")
+                cols[hit[0]][at[int(row)]] = value
+        try:
+            arrays = [pa.array(cols[n], type=edited.column(n).type) for n in names]
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            raise Unsupported(f"an edited value of another type ({exc})") from None
+        return pa.concat_tables([table, pa.Table.from_arrays(arrays, names)])
+
+    def _source_rows(self, d: int, rows: np.ndarray, exclude: np.ndarray | None = None) -> pa.Table:
+        """Records ``rows`` of source ``d`` with their key, read from its files (when
+        they are a large part of it: all of it but ``exclude``, as a Connect replay
+        reads it)."""
+        node = self.spark_engine._node(d)
+        files = self._files(d)
+        n = node.index.n
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) >= max(fr.IN_LIST, n * fr.WHOLE):
+            rows = difference(np.arange(n, dtype=np.int64), np.asarray(
+                exclude if exclude is not None else np.zeros(0), dtype=np.int64))  # fmt: skip
+        if len(rows) > MOST:
+            raise Unsupported("too many records for the client")
+        keys = node.index.table[rows, 0]
+        at = np.searchsorted(files.first, keys, side="right") - 1
+        parts = []
+        for f in np.unique(at):
+            path, size = files.paths[int(f)]
+            table = _CACHE.table(path, size, files.columns)
+            hits = at == f
+            parts.append((np.flatnonzero(hits), table.take(pa.array(keys[hits] - files.first[f]))))
+        if parts:
+            order = np.argsort(np.concatenate([p for p, _ in parts]), kind="stable")
+            table = pa.concat_tables([t for _, t in parts]).take(pa.array(order))
+        else:
+            table = pa.table({name: pa.array([], type=kind) for name, kind in files.columns})
+        return table.append_column(source_key(node.ident), pa.array(keys, type=pa.int64()))
+
+    def _files(self, d: int) -> _Files:
+        """Source ``d``'s files, when the client reads them as Spark did at capture."""
+        node = self.spark_engine._node(d)
+        if node.files is None:
+            node.files = self._find_files(d, node) or False
+        if node.files is False:
+            raise Unsupported("a source the client does not read")
+        return node.files  # type: ignore[no-any-return]
+
+    def _find_files(self, d: int, node: Any) -> _Files | None:
+        from tensprov_lab.capture.connect._direct import _ids, direct_source, layout_conf
+        from tensprov_lab.capture.sources._direct import _ARROW_TYPES, _parquet_rows
+
+        t = self.tracker
+        ds = self.store.datasets[d]
+        if not t.direct_reads or node.cached is not None or self.store.producer(d) is not None:
+            return None
+        if any(kind not in _ARROW_TYPES for kind in ds.dtypes):
+            return None
+        try:
+            layout = layout_conf(t.spark, t._layout_cache)
+            direct = direct_source(t.spark, node.df, {}, list(zip(ds.columns, ds.dtypes)), layout)
+            if direct is None:
+                return None
+            counts = [_parquet_rows(path, size) for path, size, _ in direct.files]
+        except Exception:  # noqa: BLE001 - anything unexpected: Spark replays it
+            return None
+        keys = _ids(direct.partitions, counts)[:, 0]
+        if len(keys) != node.index.n or not np.array_equal(keys, node.index.table[:, 0]):
+            return None  # (not the records the capture numbered)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        first = keys[starts] if len(keys) else np.zeros(0, np.int64)
+        keep = np.asarray(counts) > 0
+        return _Files(
+            tuple((p, s) for (p, s, _), k in zip(direct.files, keep) if k),
+            first[keep], np.asarray(counts, dtype=np.int64)[keep],
+            tuple((name, _ARROW_TYPES[kind]) for name, kind in zip(ds.columns, ds.dtypes)),
+        )  # fmt: skip
+
+
+def _as_spark(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with ``schema``'s names and types, when its columns are those Spark's
+    replay gives (else :class:`Unsupported`: the client computed something else)."""
+    if table.num_columns != len(schema):
+        raise Unsupported("another number of columns than Spark's")
+    arrays = []
+    for name, column, field in zip(table.column_names, table.columns, schema):
+        kind = column.type
+        same = (
+            kind == field.type
+            or (pa.types.is_string(kind) or pa.types.is_large_string(kind))
+            and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type))
+        )
+        if not (same or kind == pa.null()):
+            raise Unsupported(f"{field.name}: {kind} where Spark gives {field.type}")
+        if not name.startswith("_c") and name.lower() != field.name.lower():
+            raise Unsupported(f"column {name!r} where Spark gives {field.name!r}")
+        arrays.append(column.cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
