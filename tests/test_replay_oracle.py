@@ -67,16 +67,47 @@ def _build(spark: Any, steps: list[tuple], a_df: Any, b_df: Any) -> list[Any]:
 
 
 def _tracked(
-    spark: Any, a: list, b: list, data: st.DataObject, name: str, group_last: bool = False
-) -> tuple:
+    spark: Any, a: list, b: list, data: st.DataObject, name: str, group_last: bool = False,
+    files: str | None = None,
+) -> tuple:  # fmt: skip
     """A random pipeline over sources ``a`` and ``b``, built inside a tracked block:
-    (run, steps, its DataFrames, a, b)."""
+    (run, steps, its DataFrames, a, b); ``files``: a folder where the sources are
+    written as Parquet files, and read from."""
     steps = _steps(data, a, b, group_last)
-    a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
-    b_df = spark.createDataFrame(b, "k bigint, w bigint")
+    if files is None:
+        a_df = spark.createDataFrame(a, "k bigint, v bigint, s string")
+        b_df = spark.createDataFrame(b, "k bigint, w bigint")
+    else:
+        a_df, b_df = _parquet_sources(spark, a, b, files)
     with tensprov_lab.track(spark, name=name) as run:
         frames = _build(spark, steps, a_df, b_df)
     return run, steps, frames, a_df, b_df
+
+
+def _parquet_sources(spark: Any, a: list, b: list, folder: str) -> tuple[Any, Any]:
+    """Sources ``a`` and ``b`` written as Parquet files (one each, by pyarrow) in a new
+    directory of ``folder``, and read from there."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    where = tempfile.mkdtemp(dir=folder)
+    out = []
+    for name, rows, types in (("a", a, A_PA), ("b", b, B_PA)):
+        os.makedirs(os.path.join(where, name))
+        cols = list(zip(*rows)) if rows else [[] for _ in types]
+        table = pa.table(
+            {c: pa.array(list(v), type=pa.type_for_alias(t)) for (c, t), v in zip(types, cols)}
+        )
+        pq.write_table(table, os.path.join(where, name, "part-0.parquet"))
+        out.append(spark.read.parquet(os.path.join(where, name)))
+    return out[0], out[1]
+
+
+#: the sources' columns as Parquet types (bigint, bigint, string; bigint, bigint)
+A_PA = [("k", "int64"), ("v", "int64"), ("s", "string")]
+B_PA = [("k", "int64"), ("w", "int64")]
 
 
 def _records(pdf: pd.DataFrame, cols: list[str]) -> list[tuple]:
@@ -152,9 +183,10 @@ def check_with_large_key_sets(spark, a, b, data) -> None:  # noqa: ANN001
         check_what_if(spark, a, b, data)
 
 
-def check_recomputed(spark, a, b, data) -> None:  # noqa: ANN001
-    """Records recomputed from lineage equal the dataset evaluated in full."""
-    run, steps, frames, a_df, b_df = _tracked(spark, a, b, data, "replay-prop")
+def check_recomputed(spark, a, b, data, files: str | None = None) -> None:  # noqa: ANN001
+    """Records recomputed from lineage equal the dataset evaluated in full (``files``:
+    with the sources read from Parquet files there)."""
+    run, steps, frames, a_df, b_df = _tracked(spark, a, b, data, "replay-prop", files=files)
     for df in frames:
         ds = run.dataset(df)
         if run.store.producer(ds.id).nondeterministic:  # type: ignore[union-attr]
@@ -197,10 +229,13 @@ def check_driver_replay(run: Any, df: Any, rows: list[int]) -> None:
     pd.testing.assert_frame_equal(sides[0][0], sides[1][0], check_dtype=exact)
 
 
-def check_what_if(spark, a, b, data, group_last: bool = False) -> list[str]:  # noqa: ANN001
+def check_what_if(spark, a, b, data, group_last: bool = False, files: str | None = None) -> list[str]:  # noqa: ANN001, E501
     """A what-if preview equals running the pipeline again on the changed inputs;
-    returns the datasets previewed from deltas (replay._incremental)."""
-    run, steps, frames, a_df, b_df = _tracked(spark, a, b, data, "whatif-prop", group_last)
+    returns the datasets previewed from deltas (replay._incremental); ``files``: with
+    the sources read from Parquet files there."""
+    run, steps, frames, a_df, b_df = _tracked(
+        spark, a, b, data, "whatif-prop", group_last, files=files
+    )
     if not a:
         return []
     drop = data.draw(st.lists(st.integers(0, len(a) - 1), max_size=2, unique=True))

@@ -284,8 +284,10 @@ def _join(left: Frame, right: Frame, inner: Any) -> Frame:
     else:
         raise Unsupported("a cross join")
     li, ri = _pairs(left, right, pairs, how)
-    if how in ("semi", "anti"):
-        return _take(left, pa.array(li))
+    if how in ("semi", "anti"):  # (a USING join lists its columns first)
+        kept = _take(left, pa.array(li))
+        first = [lk for lk, _ in pairs] if using else []
+        return [kept[i] for i in first] + [c for i, c in enumerate(kept) if i not in first]
     lt = pa.array(li, mask=li < 0)
     rt = pa.array(ri, mask=ri < 0)
     lcols, rcols = _take(left, lt), _take(right, rt)

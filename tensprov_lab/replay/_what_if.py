@@ -222,7 +222,8 @@ def what_if(
             continue
         cols = ds.columns
         old_by = {int(r): rec for r, rec in zip(old[ROW], old[cols].itertuples(index=False))}
-        known = new[new[ROW] >= 0]
+        # in canonical order, whatever order the replay gave them in
+        known = new[new[ROW] >= 0].sort_values(ROW, kind="stable")
         changes = []
         for r, rec in zip(known[ROW], known[cols].itertuples(index=False)):
             prev = old_by.get(int(r))
