@@ -206,7 +206,7 @@ class ClientReplay:
                 raise Unsupported("a frontier that is not a source")
             relations[src.ident] = keyed_source(src.ident, src.source).rel
         keyed = engine._plan(node, relations)
-        tables = {engine._node(d).ident: table for d, table in frontier.items()}
+        tables = {source_key(engine._node(d).ident): table for d, table in frontier.items()}
         got = evaluate(keyed.rel, tables)
         schema = engine.arrow_schema(node, keyed.rel, keyed.keys)
         return keyed_records(_as_spark(got, schema), keyed.keys, node.index)

@@ -12,8 +12,8 @@ It evaluates only what it can evaluate exactly as Spark does, and raises
 
 - relations: filter, project, ``withColumns``, ``withColumnsRenamed``, drop, sort,
   ``toDF``, alias, hint and repartitions (which change no record), ``dropna``,
-  ``fillna``, and inner, outer, semi and anti equi-joins on integer, string, boolean or
-  date keys;
+  ``fillna``, ``UNION ALL`` (by position, or by name), and inner, outer, semi and anti
+  equi-joins on integer, string, boolean or date keys;
 - expressions: columns (by name, case-insensitive, or by their DataFrame's plan id),
   literals, aliases, ``+ - * /`` and negation on integer and floating-point columns
   with Spark's type widening (an integer overflow or a division by zero: Spark's to
@@ -31,9 +31,10 @@ Examples
 >>> import pyarrow as pa
 >>> from tensprov_lab.capture.plan import _proto as P
 >>> from pyspark.sql.connect import proto
->>> src = P.with_id(proto.Relation(), 7)  # stands for the source of plan id 7
+>>> from tensprov_lab.capture.plan._connect import keyed_source
+>>> src = keyed_source(7, proto.Relation()).rel  # source 7 keyed by "__tp_k7"
 >>> rel = P.select(src, [P.col("x"), P.alias(P.fn("*", P.col("x"), P.literal(2)), "y")])
->>> evaluate(rel, {7: pa.table({"x": [1, None, 3]})}).to_pydict()
+>>> evaluate(rel, {"__tp_k7": pa.table({"x": [1, None, 3], "__tp_k7": [0, 1, 2]})}).to_pydict()
 {'x': [1, None, 3], 'y': [2, None, 6]}
 """
 
@@ -86,9 +87,9 @@ _CAST_NAMES = {"byte": pa.int8(), "tinyint": pa.int8(), "short": pa.int16(),
 _PASS = {"sort", "hint", "repartition", "repartition_by_expression", "subquery_alias"}
 
 
-def evaluate(rel: Any, frontier: dict[int, pa.Table]) -> pa.Table:
-    """The records of relation ``rel`` over ``frontier`` (plan id -> the records of the
-    relation of that id), as a table (its columns named as Spark names them where that
+def evaluate(rel: Any, frontier: dict[str, pa.Table]) -> pa.Table:
+    """The records of relation ``rel`` over ``frontier`` (the key column of a keyed
+    source -> its records, that column last), as a table (its columns named as Spark names them where that
     is known, else ``_c<i>``)."""
     return frame_table(_relation(rel, frontier))
 
@@ -102,12 +103,31 @@ def _rows(frame: Frame) -> int:
     return len(frame[0].values) if frame else 0
 
 
-def _relation(rel: Any, frontier: dict[int, pa.Table]) -> Frame:
+def _source_key(rel: Any) -> str | None:
+    """The key column of ``rel`` when it is a source keyed as a replay's frontier
+    (:func:`~tensprov_lab.capture.plan._connect.keyed_source`); a rewrite may have moved
+    its plan id to a wrapper, so it is known by its key."""
+    if P.kind(rel) != "project" or not rel.project.expressions:
+        return None
+    last = rel.project.expressions[-1]
+    if last.WhichOneof("expr_type") != "alias" or len(last.alias.name) != 1:
+        return None
+    f = last.alias.expr
+    if f.WhichOneof("expr_type") != "unresolved_function":
+        return None
+    if f.unresolved_function.function_name != "monotonically_increasing_id":
+        return None
+    return str(last.alias.name[0])
+
+
+def _relation(rel: Any, frontier: dict[str, pa.Table]) -> Frame:
     pid = P.plan_id(rel)
-    if pid is not None and pid in frontier:
-        table = frontier[pid]
+    key = _source_key(rel)
+    if key is not None and key in frontier:
+        table = frontier[key]
+        ids = frozenset() if pid is None else frozenset({pid})
         return [
-            Col(n, table.column(i).combine_chunks(), frozenset({pid}))
+            Col(n, table.column(i).combine_chunks(), ids)
             for i, n in enumerate(table.column_names)
         ]  # fmt: skip
     kind = P.kind(rel)
@@ -136,6 +156,8 @@ def _relation(rel: Any, frontier: dict[int, pa.Table]) -> Frame:
         out = _fill_na(kids[0], inner)
     elif kind == "join":
         out = _join(kids[0], kids[1], inner)
+    elif kind == "set_op":
+        out = _union(kids[0], kids[1], inner)
     else:
         raise Unsupported(f"a {kind} relation")
     if pid is not None:  # the relation's own id names each of its columns
@@ -311,6 +333,27 @@ def _join(left: Frame, right: Frame, inner: Any) -> Frame:
         + [c for i, c in enumerate(lcols) if i not in lkeys]
         + [c for i, c in enumerate(rcols) if i not in rkeys]
     )
+
+
+def _union(left: Frame, right: Frame, op: Any) -> Frame:
+    """``UNION ALL`` by position or by name: the left's names, each column's values
+    widened to a type both sides' fit."""
+    from pyspark.sql.connect import proto
+
+    if op.set_op_type != proto.SetOperation.SetOpType.SET_OP_TYPE_UNION or not op.is_all:
+        raise Unsupported("intersect, except and union distinct")
+    if op.by_name:
+        if op.allow_missing_columns:
+            raise Unsupported("a union by name of missing columns")
+        right = [right[_by_name(right, c.name or "")] for c in left]
+    if len(left) != len(right):
+        raise Unsupported("a union of another number of columns")
+    out = []
+    for a, b in zip(left, right):
+        common = _common(a.values.type, b.values.type)
+        both = pa.concat_arrays([_to(a.values, common), _to(b.values, common)])
+        out.append(Col(a.name, both, a.ids))  # (Spark's union outputs the left's columns)
+    return out
 
 
 def _equalities(cond: Any, left: Frame, right: Frame) -> list[tuple[int, int]]:
