@@ -295,11 +295,10 @@ class ClientReplay:
         if len(keys) != node.index.n or not np.array_equal(keys, node.index.table[:, 0]):
             return None  # (not the records the capture numbered)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        first = keys[starts] if len(keys) else np.zeros(0, np.int64)
-        keep = np.asarray(counts) > 0
+        keep = np.asarray(counts) > 0  # (an empty file has no first key)
         return _Files(
             tuple((p, s) for (p, s, _), k in zip(direct.files, keep) if k),
-            first[keep], np.asarray(counts, dtype=np.int64)[keep],
+            keys[starts[keep]], np.asarray(counts, dtype=np.int64)[keep],
             tuple((name, _ARROW_TYPES[kind]) for name, kind in zip(ds.columns, ds.dtypes)),
         )  # fmt: skip
 
