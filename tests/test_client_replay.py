@@ -115,6 +115,7 @@ T1 = pa.table({
     "amt": pa.array([0.5, -1.25, 3.0, None, 2.5, 7.0, -0.0, 1e300, 4.0, 2.0, 0.0, 9.5]),
     "s": pa.array(["a", "b", None, "a", "é", "B", "", "c", "a", None, "b", "z"]),
     "big": pa.array([2**31 - 1, 5, -(2**31), 7, 0, 1, 2, 3, 4, 5, 6, None], pa.int32()),
+    "day": pa.array([0, 1, None, 19000, -400000, 5, 6, 7, 8, 9, 10, 11], pa.date32()),
 })  # fmt: skip
 T2 = pa.table({
     "k": pa.array([1, 2, 2, None, 6], pa.int32()),
@@ -158,6 +159,7 @@ def _pipelines(t1: Any, t2: Any, nan: Any) -> dict[str, tuple[Any, bool]]:
         "join semi": (t1.join(t2, "k", "left_semi"), True),
         "join anti": (t1.join(t2, "k", "left_anti"), True),
         "join of expressions": (t1.join(t2, t1.k + 1 == t2.k), False),
+        "dates": (t1.select("id", "day").filter(F.col("day").isNotNull()), True),
         "sorted": (t1.orderBy(F.col("amt").desc()).filter(F.col("k") < 3), True),
         "union": (t1.select("k", "s").union(t2.select("w", "name")), True),
         "union by name": (t2.select("name", "k").unionByName(t1.select("k", "s").toDF("k", "name")),

@@ -281,7 +281,8 @@ class ClientReplay:
         ds = self.store.datasets[d]
         if not t.direct_reads or node.cached is not None or self.store.producer(d) is not None:
             return None
-        if any(kind not in _ARROW_TYPES for kind in ds.dtypes):
+        types = {**_ARROW_TYPES, "date": pa.date32()}
+        if any(kind not in types for kind in ds.dtypes):
             return None
         try:
             layout = layout_conf(t.spark, t._layout_cache)
@@ -289,6 +290,8 @@ class ClientReplay:
             if direct is None:
                 return None
             counts = [_parquet_rows(path, size) for path, size, _ in direct.files]
+            if "date" in ds.dtypes and any(_rebased(path) for path, _, _ in direct.files):
+                return None
         except Exception:  # noqa: BLE001 - anything unexpected: Spark replays it
             return None
         keys = _ids(direct.partitions, counts)[:, 0]
@@ -299,8 +302,18 @@ class ClientReplay:
         return _Files(
             tuple((p, s) for (p, s, _), k in zip(direct.files, keep) if k),
             keys[starts[keep]], np.asarray(counts, dtype=np.int64)[keep],
-            tuple((name, _ARROW_TYPES[kind]) for name, kind in zip(ds.columns, ds.dtypes)),
+            tuple((name, types[kind]) for name, kind in zip(ds.columns, ds.dtypes)),
         )  # fmt: skip
+
+
+def _rebased(path: str) -> bool:
+    """Whether Spark may shift the dates of a Parquet file as it reads them: a file
+    written by Spark 2 or in its legacy hybrid calendar."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path).metadata or {}
+    version = meta.get(b"org.apache.spark.version", b"3").decode("ascii", "replace")
+    return b"org.apache.spark.legacyDateTime" in meta or version.split(".")[0] < "3"
 
 
 def _as_spark(table: pa.Table, schema: pa.Schema) -> pa.Table:
