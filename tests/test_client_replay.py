@@ -134,19 +134,34 @@ def _pipelines(t1: Any, t2: Any, nan: Any) -> dict[str, tuple[Any, bool]]:
     return {
         "filter sql": (t1.filter("amt > 1 AND s IN ('a', 'b')"), True),
         "filter in with null": (t1.where(F.col("s").isin("a", None)), True),
-        "arithmetic": (t1.select("id", (F.col("k") * 2 + F.col("amt") / 4).alias("y"),
-                                  (-F.col("k")).alias("n"), (F.col("id") - F.col("k")).alias("d")),
-                       True),  # fmt: skip
+        "arithmetic": (
+            t1.select(
+                "id",
+                (F.col("k") * 2 + F.col("amt") / 4).alias("y"),
+                (-F.col("k")).alias("n"),
+                (F.col("id") - F.col("k")).alias("d"),
+            ),
+            True,
+        ),  # fmt: skip
         "int overflow": (t1.select("id", (F.col("big") + 1).alias("b1")), False),
         "division by zero": (t1.select("id", (F.col("id") / F.col("amt")).alias("q")), False),
         "nan compared": (nan.filter(F.col("amt") > 0), False),
         "case and coalesce": (
-            t1.select("id", F.when(F.col("k") > 2, "hi").when(F.col("k") > 1, "mid")
-                      .otherwise(F.col("s")).alias("c"),
-                      F.coalesce(F.col("k"), F.lit(-1)).alias("c2")), True),  # fmt: skip
+            t1.select(
+                "id",
+                F.when(F.col("k") > 2, "hi")
+                .when(F.col("k") > 1, "mid")
+                .otherwise(F.col("s"))
+                .alias("c"),
+                F.coalesce(F.col("k"), F.lit(-1)).alias("c2"),
+            ),
+            True,
+        ),  # fmt: skip
         "casts": (t1.select("id", F.col("k").cast("bigint"), F.col("k").cast("double")), True),
         "with, renamed, drop": (
-            t1.withColumn("k2", F.col("k") + 1).withColumnRenamed("s", "t").drop("amt"), True),
+            t1.withColumn("k2", F.col("k") + 1).withColumnRenamed("s", "t").drop("amt"),
+            True,
+        ),
         "toDF": (t1.select("id", "s").toDF("a", "b"), True),
         "dropna": (t1.dropna(subset=["k", "s"]), True),
         "dropna nan": (nan.dropna(), True),
@@ -162,8 +177,10 @@ def _pipelines(t1: Any, t2: Any, nan: Any) -> dict[str, tuple[Any, bool]]:
         "dates": (t1.select("id", "day").filter(F.col("day").isNotNull()), True),
         "sorted": (t1.orderBy(F.col("amt").desc()).filter(F.col("k") < 3), True),
         "union": (t1.select("k", "s").union(t2.select("w", "name")), True),
-        "union by name": (t2.select("name", "k").unionByName(t1.select("k", "s").toDF("k", "name")),
-                          True),  # fmt: skip
+        "union by name": (
+            t2.select("name", "k").unionByName(t1.select("k", "s").toDF("k", "name")),
+            True,
+        ),  # fmt: skip
         "union self": (t1.union(t1).filter(F.col("id") > 3), True),
     }
 

@@ -229,7 +229,9 @@ def check_driver_replay(run: Any, df: Any, rows: list[int]) -> None:
     pd.testing.assert_frame_equal(sides[0][0], sides[1][0], check_dtype=exact)
 
 
-def check_what_if(spark, a, b, data, group_last: bool = False, files: str | None = None) -> list[str]:  # noqa: ANN001, E501
+def check_what_if(  # noqa: ANN001
+    spark, a, b, data, group_last: bool = False, files: str | None = None
+) -> list[str]:
     """A what-if preview equals running the pipeline again on the changed inputs;
     returns the datasets previewed from deltas (replay._incremental); ``files``: with
     the sources read from Parquet files there."""

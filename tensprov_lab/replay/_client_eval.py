@@ -89,8 +89,8 @@ _PASS = {"sort", "hint", "repartition", "repartition_by_expression", "subquery_a
 
 def evaluate(rel: Any, frontier: dict[str, pa.Table]) -> pa.Table:
     """The records of relation ``rel`` over ``frontier`` (the key column of a keyed
-    source -> its records, that column last), as a table (its columns named as Spark names them where that
-    is known, else ``_c<i>``)."""
+    source -> its records, that column last), as a table (its columns named as Spark
+    names them where that is known, else ``_c<i>``)."""
     return frame_table(_relation(rel, frontier))
 
 
