@@ -77,6 +77,8 @@ class _Files:
     first: np.ndarray
     counts: np.ndarray
     columns: tuple[tuple[str, pa.DataType], ...]
+    #: the files' stamps at capture
+    stamps: tuple[Any, ...]
 
 
 class _Cache:
@@ -134,6 +136,7 @@ class ClientReplay:
 
     # -- the engine -----------------------------------------------------------------------
     def records(self, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
+        self.spark_engine.check_files(ds_id)
         try:
             got = self._records(ds_id, np.asarray(rows, dtype=np.int64))
         except Unsupported:
@@ -143,6 +146,7 @@ class ClientReplay:
     def replayed(
         self, ds_id: int, rows: np.ndarray, edit: Callable[[int, np.ndarray], Any]
     ) -> tuple[pd.DataFrame, np.ndarray]:
+        self.spark_engine.check_files(ds_id)
         try:
             got = self._replayed(ds_id, np.asarray(rows, dtype=np.int64), edit)
         except Unsupported:
@@ -265,30 +269,24 @@ class ClientReplay:
         return table.append_column(source_key(node.ident), pa.array(keys, type=pa.int64()))
 
     def _files(self, d: int) -> _Files:
-        """Source ``d``'s files, when the client reads them as Spark did at capture."""
+        """Source ``d``'s files, when the client read them at capture and reads them as
+        Spark does."""
         node = self.spark_engine._node(d)
-        if node.files is None:
-            node.files = self._find_files(d, node) or False
-        if node.files is False:
+        if isinstance(node.files, tuple):
+            node.files = self._layout(d, node, *node.files) or False
+        if not isinstance(node.files, _Files):
             raise Unsupported("a source the client does not read")
-        return node.files  # type: ignore[no-any-return]
+        return node.files  # (unchanged since capture: see ConnectReplay.check_files)
 
-    def _find_files(self, d: int, node: Any) -> _Files | None:
-        from tensprov_lab.capture.connect._direct import _ids, direct_source, layout_conf
+    def _layout(self, d: int, node: Any, direct: Any, stamps: tuple[Any, ...]) -> _Files | None:
+        from tensprov_lab.capture.connect._direct import _ids
         from tensprov_lab.capture.sources._direct import _ARROW_TYPES, _parquet_rows
 
-        t = self.tracker
         ds = self.store.datasets[d]
-        if not t.direct_reads or node.cached is not None or self.store.producer(d) is not None:
-            return None
         types = {**_ARROW_TYPES, "date": pa.date32()}
         if any(kind not in types for kind in ds.dtypes):
             return None
         try:
-            layout = layout_conf(t.spark, t._layout_cache)
-            direct = direct_source(t.spark, node.df, {}, list(zip(ds.columns, ds.dtypes)), layout)
-            if direct is None:
-                return None
             counts = [_parquet_rows(path, size) for path, size, _ in direct.files]
             if "date" in ds.dtypes and any(_rebased(path) for path, _, _ in direct.files):
                 return None
@@ -303,6 +301,7 @@ class ClientReplay:
             tuple((p, s) for (p, s, _), k in zip(direct.files, keep) if k),
             keys[starts[keep]], np.asarray(counts, dtype=np.int64)[keep],
             tuple((name, types[kind]) for name, kind in zip(ds.columns, ds.dtypes)),
+            stamps,
         )  # fmt: skip
 
 

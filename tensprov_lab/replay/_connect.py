@@ -36,6 +36,7 @@ from tensprov_lab.capture.connect._records import keyed_records
 from tensprov_lab.capture.connect._rewrite import Annotator
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._connect import Keyed, Unsupported, keyed_source, source_key
+from tensprov_lab.capture.plan._files import changes
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.replay import _frontier as fr
 from tensprov_lab.replay._frontier import NotPreviewable, rows_of
@@ -139,6 +140,22 @@ class ConnectReplay:
             stack.extend(P.children(rel))
         return None
 
+    def check_files(self, ds_id: int) -> None:
+        """Refuse a replay of ``ds_id`` over a source whose files the client read at
+        capture and that changed since: it would read other records under the captured
+        row numbers (as a classic session refuses, ``capture.plan._files``)."""
+        for d in self.store.upstream(ds_id):
+            files = getattr(self.tracker.by_ds.get(d), "files", None)
+            stamps = files[1] if isinstance(files, tuple) else getattr(files, "stamps", None)
+            what = changes(stamps, None) if stamps else None
+            if what is not None:
+                raise ValueError(
+                    f"the records of {self.store.datasets[d].label} cannot be read: {what}. "
+                    "Its lineage still answers; the records read now would not be the "
+                    "captured ones: capture again (re-run the tracked block) to recompute "
+                    "records or preview changes"
+                )
+
     # -- running a replay -----------------------------------------------------------------
     def _plan(self, node: Any, frontier: dict[int, Relation]) -> Keyed:
         """The keyed plan of ``node`` over ``frontier`` (plan id -> relation)."""
@@ -175,6 +192,7 @@ class ConnectReplay:
     def records(self, ds_id: int, rows: np.ndarray) -> pd.DataFrame:
         """Records ``rows`` of ``ds_id`` recomputed from their lineage-related records
         (a source's, or an opaque output's, read by key)."""
+        self.check_files(ds_id)
         rows = unique(np.asarray(rows, dtype=np.int64))
         node = self._node(ds_id)
         op = self.store.producer(ds_id)
@@ -212,6 +230,7 @@ class ConnectReplay:
     ) -> tuple[pd.DataFrame, np.ndarray]:
         """Records of ``ds_id`` replayed from the frontier ``edit(source, rows)`` builds
         (their canonical rows; -1 for a record the capture did not see)."""
+        self.check_files(ds_id)
         node = self._node(ds_id)
         if _shared(node):
             raise NotPreviewable(

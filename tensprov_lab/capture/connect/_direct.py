@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._files import stamp_local
 from tensprov_lab.capture.sources._direct import (
     _ARROW_TYPES,
     Node,
@@ -68,6 +69,7 @@ __all__ = [
     "file_partitions",
     "file_schema",
     "layout_conf",
+    "read_direct",
 ]
 
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
@@ -386,6 +388,34 @@ def direct_source(
         tuple(compiled),
         conf.string_type,
     )
+
+
+def read_direct(
+    tracker: Any, node: Any, reads: dict[str, Any], schema: list[tuple[str, str]]
+) -> tuple[np.ndarray | None, pa.Table | None]:
+    """Source ``node``'s keys and ``reads`` read from its files on the client, or
+    (None, None) when Spark must read them.  The files read, and their stamps, are
+    noted in ``node.files`` (replays on the client read records from them, and refuse
+    files that changed since)."""
+    fusion = tracker._fusion
+    if not tracker.direct_reads or fusion is None or node.cached is not None:
+        return None, None
+    try:
+        if fusion.layout is None:
+            fusion.layout = layout_conf(tracker.spark, tracker._layout_cache)
+        narrowed = fusion.narrowed.get(node.ident, {})
+        wanted = {n: narrowed.get(n, e) for n, e in reads.items()}
+        direct = direct_source(tracker.spark, node.df, wanted, schema, fusion.layout)
+        if direct is not None:
+            # (noted before the read: one that fails, a NaN compared say, still laid
+            # the files out as Spark does)
+            node.files = (direct, tuple(stamp_local(path) for path, _, _ in direct.files))
+            return direct()
+    except Unreadable:
+        pass
+    except Exception:  # noqa: BLE001 - another client or plan: Spark reads it
+        tracker._stop_point()
+    return None, None
 
 
 def _column(name: str, columns: dict[str, tuple[str, str]]) -> Node:

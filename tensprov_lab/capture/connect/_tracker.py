@@ -25,7 +25,7 @@ from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
-from tensprov_lab.capture.connect._direct import direct_source, layout_conf
+from tensprov_lab.capture.connect._direct import read_direct
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
 from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
 from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
@@ -75,7 +75,6 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
-from tensprov_lab.capture.sources._direct_files import Unreadable
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
@@ -122,7 +121,8 @@ class CNode:
     records: Any = None
     #: the key columns and Arrow types of its replays' records (asked once)
     arrow_schema: Any = None
-    #: a source's files, as replays on the client read them (tensprov_lab.replay._client)
+    #: a source read from its files by the client: the files and their stamps at capture
+    #: (:func:`._direct.read_direct`); replays on the client read records from them
     files: Any = None
 
 
@@ -437,26 +437,6 @@ class ConnectTracker(Depth, Blocks):
         sources = {n.ident: n.source for n in self.nodes.values() if n.source is not None}
         return Annotator(self.spark, sources, set(self.nodes))
 
-    def _direct(self, node: CNode, reads: dict[str, Any], schema: list[tuple[str, str]]) -> Any:
-        """Source ``node``'s keys and ``reads`` read from its files on the client, or
-        (None, None) when Spark must read them (:mod:`._direct`)."""
-        fusion = self._fusion
-        if not self.direct_reads or fusion is None or node.cached is not None:
-            return None, None
-        try:
-            if fusion.layout is None:
-                fusion.layout = layout_conf(self.spark, self._layout_cache)
-            narrowed = fusion.narrowed.get(node.ident, {})
-            wanted = {n: narrowed.get(n, e) for n, e in reads.items()}
-            direct = direct_source(self.spark, node.df, wanted, schema, fusion.layout)
-            if direct is not None:
-                return direct()
-        except Unreadable:
-            pass
-        except Exception:  # noqa: BLE001 - another client or plan: Spark reads it
-            self._stop_point()
-        return None, None
-
     def _capture_source(self, node: CNode, run: RunLog, annotator: Annotator) -> None:
         note = self._key_source(node, annotator)
         keyed = annotator.annotate(P.relation(node.df))
@@ -465,7 +445,7 @@ class ConnectTracker(Depth, Blocks):
         cols, types = self._schema(node)
         keys, table = None, None
         if len(keyed.keys) == 1:
-            keys, table = self._direct(node, reads or {}, list(zip(cols, types)))
+            keys, table = read_direct(self, node, reads or {}, list(zip(cols, types)))
         spark_read = keys is None
         if keys is None and reads:
             # the columns its filters and joins need, read with its keys (._fused): the
