@@ -39,8 +39,10 @@ def forget(run: Run | None = None) -> None:
 
     The run's datasets and operations leave the store (``store().nbytes`` drops), what
     capture kept in Spark's cache for them is unpersisted, and the run leaves
-    :func:`runs`.  The forgotten :class:`~tensprov_lab.Run` raises ``LookupError`` when
-    queried, and its DataFrames, used in a later tracked block, are new sources there.
+    :func:`runs` (forgetting every run also drops the source files decoded for replays
+    on the client over Spark Connect).  The forgotten :class:`~tensprov_lab.Run` raises
+    ``LookupError`` when queried, and its DataFrames, used in a later tracked block, are
+    new sources there.
     Use it when a tracked block hits its memory budget, or to drop the runs of cells you
     re-ran.
 

@@ -6,6 +6,7 @@ capture: it holds runs but never imports the Run class, so no module imports it 
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,9 @@ def forget(run: Any = None) -> None:
         for r in _RUNS:  # runs of trackers of stopped sessions, say
             r._log.forgotten = True
         _RUNS.clear()
+        client = sys.modules.get("tensprov_lab.replay._client")
+        if client is not None:  # (loaded by a replay over Connect: it holds decoded files)
+            client.clear_cache()
     else:
         if run._log.forgotten:
             return

@@ -275,3 +275,20 @@ def test_a_file_changed_since_capture_is_refused_by_name(connect, folder) -> Non
             run.what_if(drop={t1: [3]}, to=[kept])
     run._tracker.client_replays = True
     assert run.backward(kept, rows=[0])[t1].tolist() == [3]
+
+
+def test_forgetting_every_run_frees_the_decoded_files(connect, folder) -> None:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.replay import _client
+
+    where = os.path.join(folder, "forget", "t1")
+    os.makedirs(where)
+    pq.write_table(T1, os.path.join(where, "p.parquet"))
+    with tensprov_lab.track(connect, name="client-forget") as run:
+        kept = connect.read.parquet(where).filter(F.col("id") > 2)
+    with counted() as counts:
+        run.rows(kept, rows=[0])
+    assert counts["client"] == 1 and _client._CACHE._tables
+    tensprov_lab.forget()
+    assert not _client._CACHE._tables
