@@ -31,9 +31,12 @@ Examples
 >>> import pyarrow as pa
 >>> from tensprov_lab.capture.plan import _proto as P
 >>> from pyspark.sql.connect import proto
->>> from tensprov_lab.capture.plan._connect import keyed_source
->>> src = keyed_source(7, proto.Relation()).rel  # source 7 keyed by "__tp_k7"
->>> rel = P.select(src, [P.col("x"), P.alias(P.fn("*", P.col("x"), P.literal(2)), "y")])
+>>> src = proto.Relation()  # a source keyed for a replay, by its key column "__tp_k7"
+>>> key = P.alias(P.fn("monotonically_increasing_id"), "__tp_k7")
+>>> src.project.expressions.extend([P.star(), key])
+>>> rel = proto.Relation()
+>>> rel.project.input.CopyFrom(src)
+>>> rel.project.expressions.extend([P.col("x"), P.alias(P.fn("*", P.col("x"), P.literal(2)), "y")])
 >>> evaluate(rel, {"__tp_k7": pa.table({"x": [1, None, 3], "__tp_k7": [0, 1, 2]})}).to_pydict()
 {'x': [1, None, 3], 'y': [2, None, 6]}
 """
@@ -165,6 +168,11 @@ def _relation(rel: Any, frontier: dict[str, pa.Table]) -> Frame:
     return out
 
 
+def _has(msg: Any, name: str) -> bool:
+    """Whether ``msg`` has field ``name`` set (pyspark 3.5's messages lack some)."""
+    return name in msg.DESCRIPTOR.fields_by_name and msg.HasField(name)
+
+
 # -- relations ----------------------------------------------------------------------------
 def _take(frame: Frame, idx: pa.Array) -> Frame:
     return [replace(c, values=c.values.take(idx)) for c in frame]
@@ -179,11 +187,10 @@ def _project(frame: Frame, exprs: list[Any]) -> Frame:
     out: Frame = []
     for e in exprs:
         if e.WhichOneof("expr_type") == "unresolved_star":
-            if e.unresolved_star.HasField("unparsed_target") or e.unresolved_star.HasField(
-                "plan_id"
-            ):
+            star = e.unresolved_star
+            if _has(star, "unparsed_target") or _has(star, "plan_id"):
                 raise Unsupported("a select of `table.*`")
-            out.extend(replace(c, ids=c.ids) for c in frame)
+            out.extend(frame)
         else:
             out.append(_expr(e, frame))
     return out
@@ -192,7 +199,7 @@ def _project(frame: Frame, exprs: list[Any]) -> Frame:
 def _with_columns(frame: Frame, aliases: list[Any]) -> Frame:
     out = list(frame)
     for a in aliases:
-        if len(a.name) != 1 or a.HasField("metadata"):
+        if len(a.name) != 1 or _has(a, "metadata"):
             raise Unsupported("a column with metadata")
         name = a.name[0]
         new = Col(name, _expr(a.expr, frame).values)
@@ -205,7 +212,7 @@ def _with_columns(frame: Frame, aliases: list[Any]) -> Frame:
 
 
 def _renamed(frame: Frame, inner: Any) -> Frame:
-    pairs = [(r.col_name, r.new_col_name) for r in inner.renames]
+    pairs = [(r.col_name, r.new_col_name) for r in getattr(inner, "renames", ())]
     pairs += list(inner.rename_columns_map.items())
     out = list(frame)
     for old, new in pairs:
@@ -238,7 +245,7 @@ def _missing(values: pa.Array) -> pa.Array:
 def _drop_na(frame: Frame, inner: Any) -> Frame:
     cols = [_by_name(frame, n) for n in inner.cols] if len(inner.cols) else range(len(frame))
     cols = list(cols)
-    need = inner.min_non_nulls if inner.HasField("min_non_nulls") else len(cols)
+    need = inner.min_non_nulls if _has(inner, "min_non_nulls") else len(cols)
     present = np.zeros(_rows(frame), dtype=np.int64)
     for i in cols:
         present += ~_missing(frame[i].values).to_numpy(zero_copy_only=False)
@@ -296,12 +303,12 @@ def _join(left: Frame, right: Frame, inner: Any) -> Frame:
            kinds.JOIN_TYPE_RIGHT_OUTER: "right", kinds.JOIN_TYPE_FULL_OUTER: "full",
            kinds.JOIN_TYPE_LEFT_SEMI: "semi", kinds.JOIN_TYPE_LEFT_ANTI: "anti",
            }.get(inner.join_type)  # fmt: skip
-    if how is None or inner.HasField("join_data_type"):
+    if how is None or _has(inner, "join_data_type"):
         raise Unsupported("this kind of join")
     using = list(inner.using_columns)
     if using:
         pairs = [(_by_name(left, n), _by_name(right, n)) for n in using]
-    elif inner.HasField("join_condition"):
+    elif _has(inner, "join_condition"):
         pairs = _equalities(inner.join_condition, left, right)
     else:
         raise Unsupported("a cross join")
@@ -452,11 +459,11 @@ def _unquoted(name: str) -> str:
 
 def _resolve(ua: Any, frame: Frame) -> int:
     """The column an attribute names (by name, and by plan id when it has one)."""
-    if ua.is_metadata_column:
+    if getattr(ua, "is_metadata_column", False):
         raise Unsupported("a metadata column")
     name = _unquoted(ua.unparsed_identifier)
     at = [i for i, c in enumerate(frame) if _same_name(c.name, name)]
-    if ua.HasField("plan_id"):
+    if _has(ua, "plan_id"):
         at = [i for i in at if ua.plan_id in frame[i].ids]
     if not at:
         raise _Missing(f"no column {name!r}")
@@ -522,7 +529,7 @@ def _expr(e: Any, frame: Frame) -> Col:
     if which == "unresolved_attribute":
         return frame[_resolve(e.unresolved_attribute, frame)]
     if which == "alias":
-        if len(e.alias.name) != 1 or e.alias.HasField("metadata"):
+        if len(e.alias.name) != 1 or _has(e.alias, "metadata"):
             raise Unsupported("an alias with metadata or many names")
         return Col(e.alias.name[0], _expr(e.alias.expr, frame).values)
     if which == "literal":
@@ -638,7 +645,7 @@ def _case(args: list[pa.Array], n: int) -> pa.Array:
 
 def _cast(c: Any, frame: Frame) -> pa.Array:
     values = _expr(c.expr, frame).values
-    if c.HasField("type_str"):
+    if _has(c, "type_str"):
         target = _CAST_NAMES.get(c.type_str.strip().lower())
     else:
         target = _CAST_NAMES.get(str(c.type.WhichOneof("kind")))
