@@ -253,3 +253,16 @@ def test_bench_smoke_prints_every_figure(tmp_path: Path) -> None:
                       r"\(checksums verified\), ([\d.]+) MB on disk", out)  # fmt: skip
     assert saved is not None and float(saved.group(3)) > 0
     assert "targets:" in out
+
+
+def test_bench_options_that_do_not_go_together_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from tensprov_lab.bench.engine import main
+
+    for argv, says in (
+        (["--server-reads"], "--server-reads is about Spark Connect: give --connect too"),
+        (["--connect", "--master", "local-cluster"], "two ways to reach Spark: give one"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert says in capsys.readouterr().err

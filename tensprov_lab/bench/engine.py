@@ -437,7 +437,9 @@ def _section(args: Any) -> tuple[str, str]:
     from tensprov_lab.bench._markdown import pyspark_minor
 
     how = "connect" if args.connect else "cluster" if args.master else "local"
-    extra = [f for f, on in (("budget", args.budget), ("background", args.background)) if on]
+    flags = (("budget", args.budget), ("background", args.background),
+             ("server-reads", args.server_reads))  # fmt: skip
+    extra = [f for f, on in flags if on]
     version = pyspark_minor()
     key = "-".join(["engine", how, args.rows.replace(",", "+"), *extra, f"pyspark{version}"])
     title = f"Engine bench, {args.rows} orders" + (
@@ -542,6 +544,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run the pipeline over Spark Connect (a server on loopback, from pyspark's own jars)",
     )
     parser.add_argument(
+        "--server-reads",
+        action="store_true",
+        help="with --connect: the client reads no source file itself, as when the server "
+        "runs on another machine (capture's reads and every replay go through the server)",
+    )
+    parser.add_argument(
         "--master",
         default=None,
         metavar="URL",
@@ -568,6 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     stack = contextlib.ExitStack()
     if args.master is not None and args.connect:
         parser.error("--master and --connect are two ways to reach Spark: give one")
+    if args.server_reads and not args.connect:
+        parser.error("--server-reads is about Spark Connect: give --connect too")
     if args.master is not None:
         master = args.master
         if master == "local-cluster":
@@ -578,6 +588,11 @@ def main(argv: list[str] | None = None) -> int:
 
         url = stack.enter_context(local_connect_server(args.cores))
         spark = SparkSession.builder.remote(url).create()
+        if args.server_reads:
+            from tensprov_lab._registry import _tracker
+
+            tracker = _tracker(spark)
+            tracker.direct_reads = tracker.client_replays = False  # type: ignore[attr-defined]
     else:
         spark = local_spark(args.cores, app="tensprov-lab-bench")
     folder = args.data or tempfile.mkdtemp(prefix="tensprov-bench-")
