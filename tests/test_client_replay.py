@@ -3,8 +3,9 @@
 The oracle is Spark itself: the same replay run by the server
 (:class:`~tensprov_lab.replay._connect.ConnectReplay`, ``client_replays = False``) and the
 pipeline re-run on the changed inputs.  The random pipelines of ``test_replay_oracle``
-read their sources from Parquet files here, so that the client reads them; a spy counts
-the replays the client answered, so a test whose replays all went to the server fails.
+read their sources from Parquet files (which the client reads) or from local relations
+(which it fetches from the server); a spy counts the replays the client answered, so a
+test whose replays all went to the server fails.
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def test_recomputed_records_on_the_client_equal_full_evaluation(connect, folder)
         @settings(_settings(), max_examples=EXAMPLES)
         @given(a=a_rows, b=b_rows, data=st.data())
         def check(a, b, data) -> None:  # noqa: ANN001
-            check_recomputed(connect, a, b, data, files=folder)
+            # sources read from their files, or fetched from the server whole
+            files = folder if data.draw(st.booleans()) else None
+            check_recomputed(connect, a, b, data, files=files)
 
         check()
     # (windows, explodes and aggregates upstream send many of them to Spark)
@@ -101,8 +104,9 @@ def test_what_if_on_the_client_equals_rerun_on_changed_inputs(connect, folder) -
         @settings(_settings(), max_examples=EXAMPLES)
         @given(a=a_rows, b=b_rows, data=st.data())
         def check(a, b, data) -> None:  # noqa: ANN001
-            check_what_if(connect, a, b, data, files=folder)
-            check_what_if(connect, a, b, data, group_last=True, files=folder)
+            files = folder if data.draw(st.booleans()) else None
+            check_what_if(connect, a, b, data, files=files)
+            check_what_if(connect, a, b, data, group_last=True, files=files)
 
         check()
     assert counts["client"] > 0, counts
@@ -140,6 +144,15 @@ def _pipelines(t1: Any, t2: Any, nan: Any) -> dict[str, tuple[Any, bool]]:
                 (F.col("k") * 2 + F.col("amt") / 4).alias("y"),
                 (-F.col("k")).alias("n"),
                 (F.col("id") - F.col("k")).alias("d"),
+            ),
+            True,
+        ),  # fmt: skip
+        "remainder": (
+            t1.select(
+                "id",
+                (F.col("id") % 5).alias("m"),
+                (-F.col("k") % 3).alias("n"),
+                (F.col("amt") % 2).alias("f"),
             ),
             True,
         ),  # fmt: skip
@@ -292,3 +305,23 @@ def test_forgetting_every_run_frees_the_decoded_files(connect, folder) -> None: 
     assert counts["client"] == 1 and _client._CACHE._tables
     tensprov_lab.forget()
     assert not _client._CACHE._tables
+
+
+def test_a_source_too_large_to_fetch_is_replayed_by_the_server(connect, monkeypatch) -> None:  # noqa: ANN001
+    """A source the client cannot read from files is fetched whole once, when it fits
+    in half the cache; else its replays go to the server, with the same records."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.replay import _client
+
+    rows = [(i, i % 4, f"s{i}") for i in range(200)]
+    for budget, where in ((1000, "server"), (_client.CACHE_BYTES, "client")):
+        monkeypatch.setattr(_client, "CACHE_BYTES", budget)
+        src = connect.createDataFrame(rows, "id bigint, g bigint, s string")
+        with tensprov_lab.track(connect, name=f"fetch-{where}") as run:
+            odd = src.filter(F.col("id") % 2 == 1).withColumn("h", F.col("g") * 2)
+        with counted() as counts:
+            got = run.rows(odd, rows=[0, 7])
+        assert counts[where] == 1, counts
+        assert got["id"].tolist() == [1, 15] and got["h"].tolist() == [2, 6]
+        assert run.dataset(src).materialized == "source, cached for recomputation"

@@ -547,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
         "--server-reads",
         action="store_true",
         help="with --connect: the client reads no source file itself, as when the server "
-        "runs on another machine (capture's reads and every replay go through the server)",
+        "runs on another machine (capture reads through the server, and replays on the "
+        "client fetch their sources from it)",
     )
     parser.add_argument(
         "--master",
@@ -591,8 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.server_reads:
             from tensprov_lab._registry import _tracker
 
-            tracker = _tracker(spark)
-            tracker.direct_reads = tracker.client_replays = False  # type: ignore[attr-defined]
+            _tracker(spark).direct_reads = False
     else:
         spark = local_spark(args.cores, app="tensprov-lab-bench")
     folder = args.data or tempfile.mkdtemp(prefix="tensprov-bench-")

@@ -7,18 +7,19 @@ bench's ``priced`` took 355-469 ms, of which the server ran the same plan again 
 than re-running the pipeline (657 ms there), so a replay of a few records whose sources
 the client can read runs on the client instead:
 
-- each source at the frontier is a plain local Parquet read whose files the client
-  reads as Spark does (:func:`~tensprov_lab.capture.connect._direct.direct_source`),
-  and whose keys, worked out from the files' layout, are exactly the ones the capture
-  saw (checked once per source);
-- the records the replay needs are taken from those files (decoded once and kept in a
-  cache of :data:`CACHE_BYTES`, the least recently used file going first);
+- each source at the frontier is a plain local Parquet read whose files capture read
+  on the client (:func:`~tensprov_lab.capture.connect._direct.read_direct`) and whose
+  keys, worked out from the files' layout, are exactly the ones the capture saw
+  (checked once per source); or else a source fetched from the server whole, once,
+  when it fits in half the cache (:meth:`ClientReplay._fetch`, keys checked too);
+- the records the replay needs are taken from those (decoded once and kept in a cache
+  of :data:`CACHE_BYTES`, the least recently used going first);
 - the same keyed plan a Connect replay would send is evaluated on them by
   :mod:`._client_eval`, which refuses whatever it does not evaluate as Spark does.
 
-Anything else -- another kind of source, a remote server, more than :data:`MOST`
-records at the frontier, an aggregate, a window, a relation or function the client
-does not evaluate -- goes to :class:`~._connect.ConnectReplay` as before, so answers
+Anything else -- a source too large to fetch, more than :data:`MOST` records at the
+frontier, an aggregate, a window, a relation or function the client does not
+evaluate -- goes to :class:`~._connect.ConnectReplay` as before, so answers
 are the same either way; ``tracker.client_replays = False`` turns this off.
 """
 
@@ -81,13 +82,44 @@ class _Files:
     stamps: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class _Fetched:
+    """A source whose records the client fetched from the server, whole, once: found in
+    the cache under ``key`` (fetched again if it was dropped)."""
+
+    key: tuple[Any, ...]
+    #: its files' stamps at capture, when the client read them then
+    stamps: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class _ServerOnly:
+    """A source whose records only the server reads (its files' stamps still checked)."""
+
+    stamps: tuple[Any, ...] = ()
+
+
 class _Cache:
-    """Decoded source files by path, size and modification time, least recently used
-    first out."""
+    """Tables of source records (decoded files by path, size and modification time;
+    sources fetched whole), least recently used first out."""
 
     def __init__(self) -> None:
-        self._tables: OrderedDict[tuple[str, int, int], pa.Table] = OrderedDict()
+        self._tables: OrderedDict[tuple[Any, ...], pa.Table] = OrderedDict()
         self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...], load: Callable[[], pa.Table]) -> pa.Table:
+        with self._lock:
+            got = self._tables.get(key)
+            if got is not None:
+                self._tables.move_to_end(key)
+                return got
+        got = load()
+        got = pa.Table.from_arrays([c.combine_chunks() for c in got.columns], got.column_names)
+        with self._lock:
+            self._tables[key] = got
+            while sum(t.nbytes for t in self._tables.values()) > CACHE_BYTES and self._tables:
+                self._tables.popitem(last=False)
+        return got
 
     def table(self, path: str, size: int, columns: tuple[tuple[str, pa.DataType], ...]) -> pa.Table:
         from tensprov_lab.capture.sources._direct_files import Unreadable, read_parquet_files
@@ -96,21 +128,14 @@ class _Cache:
             stamp = (path, size, os.stat(path).st_mtime_ns)
         except OSError as exc:
             raise Unsupported(str(exc)) from None
-        with self._lock:
-            got = self._tables.get(stamp)
-            if got is not None:
-                self._tables.move_to_end(stamp)
-                return got
-        try:
-            got = read_parquet_files(((path, size, None),), columns)
-        except Unreadable as exc:
-            raise Unsupported(str(exc)) from None
-        got = pa.Table.from_arrays([c.combine_chunks() for c in got.columns], got.column_names)
-        with self._lock:
-            self._tables[stamp] = got
-            while sum(t.nbytes for t in self._tables.values()) > CACHE_BYTES and self._tables:
-                self._tables.popitem(last=False)
-        return got
+
+        def load() -> pa.Table:
+            try:
+                return read_parquet_files(((path, size, None),), columns)
+            except Unreadable as exc:
+                raise Unsupported(str(exc)) from None
+
+        return self.get(stamp, load)
 
     def clear(self) -> None:
         with self._lock:
@@ -245,7 +270,7 @@ class ClientReplay:
         they are a large part of it: all of it but ``exclude``, as a Connect replay
         reads it)."""
         node = self.spark_engine._node(d)
-        files = self._files(d)
+        files = self._source(d)
         n = node.index.n
         rows = np.asarray(rows, dtype=np.int64)
         if len(rows) >= max(fr.IN_LIST, n * fr.WHOLE):
@@ -253,6 +278,8 @@ class ClientReplay:
                 exclude if exclude is not None else np.zeros(0), dtype=np.int64))  # fmt: skip
         if len(rows) > MOST:
             raise Unsupported("too many records for the client")
+        if isinstance(files, _Fetched):  # in canonical order, with its key
+            return _CACHE.get(files.key, lambda: self._fetch(d)).take(pa.array(rows))
         keys = node.index.table[rows, 0]
         at = np.searchsorted(files.first, keys, side="right") - 1
         parts = []
@@ -268,17 +295,60 @@ class ClientReplay:
             table = pa.table({name: pa.array([], type=kind) for name, kind in files.columns})
         return table.append_column(source_key(node.ident), pa.array(keys, type=pa.int64()))
 
-    def _files(self, d: int) -> _Files:
-        """Source ``d``'s files, when the client read them at capture and reads them as
-        Spark does."""
+    def _source(self, d: int) -> _Files | _Fetched:
+        """Where the client reads source ``d``'s records: the files it read at capture,
+        when it reads them as Spark does; else the source fetched whole from the server
+        once, when that fits in the cache (:class:`Unsupported`: neither)."""
         node = self.spark_engine._node(d)
-        if isinstance(node.files, tuple):
-            node.files = self._layout(d, node, *node.files) or False
-        if not isinstance(node.files, _Files):
+        if node.files is None or isinstance(node.files, tuple):
+            direct, stamps = node.files or (None, ())
+            node.files = (direct is not None and self._layout(d, node, direct, stamps)) or \
+                self._fetchable(d, node, stamps)  # fmt: skip
+        if isinstance(node.files, _ServerOnly):
             raise Unsupported("a source the client does not read")
-        return node.files  # (unchanged since capture: see ConnectReplay.check_files)
+        return node.files  # type: ignore[no-any-return]
+
+    def _fetchable(self, d: int, node: Any, stamps: tuple[Any, ...]) -> _Fetched | _ServerOnly:
+        """Whether the client may fetch source ``d`` whole: it is a source (not an
+        opaque step's output), the run keeps records (``materialize``: the server keeps
+        it cached too, as for its own replays), and its records fit in half the cache
+        (strings counted at 24 bytes)."""
+        t = self.tracker
+        if t.materialize == "none" or node.source is None or self.store.producer(d) is not None:
+            return _ServerOnly(stamps)
+        widths = {"boolean": 1, "tinyint": 1, "smallint": 2, "int": 4, "date": 4, "float": 4}
+        row = 8 + sum(widths.get(k, 8 if k in ("bigint", "double") else 24)
+                      for k in self.store.datasets[d].dtypes)  # fmt: skip
+        if node.index.n * row > CACHE_BYTES // 2 or node.index.table.shape[1] != 1:
+            return _ServerOnly(stamps)
+        return _Fetched((id(t), d, node.ident), stamps)
+
+    def _fetch(self, d: int) -> pa.Table:
+        """Source ``d``'s records, fetched from the server with their keys, in canonical
+        order (one job, when first needed).  Fetched from the keyed source a server
+        replay reads, persisted there: a local relation's ``monotonically_increasing_id``
+        depends on how Spark runs the plan (a collect may number it as one partition)."""
+        from tensprov_lab.capture.plan import _proto as P
+        from tensprov_lab.capture.spark._versions import to_arrow
+
+        node = self.spark_engine._node(d)
+        try:
+            rel, key = self.spark_engine._keyed_source(d)
+            table = to_arrow(P.dataframe(self.tracker.spark, rel))
+        except Exception as exc:  # noqa: BLE001 - the server's to report: it replays
+            node.files = _ServerOnly(node.files.stamps)
+            raise Unsupported(f"the source could not be fetched ({exc})") from None
+        keys = table.column(key).to_numpy()
+        want = node.index.table[:, 0]
+        order = np.argsort(keys, kind="stable")
+        if len(keys) != len(want) or not np.array_equal(keys[order], want):
+            node.files = _ServerOnly(node.files.stamps)  # (not the records captured)
+            raise Unsupported("the fetched source has other keys than at capture")
+        return table.take(pa.array(order))
 
     def _layout(self, d: int, node: Any, direct: Any, stamps: tuple[Any, ...]) -> _Files | None:
+        """The layout of the files capture read, when the client reads them as Spark
+        does (None: it does not)."""
         from tensprov_lab.capture.connect._direct import _ids
         from tensprov_lab.capture.sources._direct import _ARROW_TYPES, _parquet_rows
 

@@ -15,7 +15,7 @@ It evaluates only what it can evaluate exactly as Spark does, and raises
   ``fillna``, ``UNION ALL`` (by position, or by name), and inner, outer, semi and anti
   equi-joins on integer, string, boolean or date keys;
 - expressions: columns (by name, case-insensitive, or by their DataFrame's plan id),
-  literals, aliases, ``+ - * /`` and negation on integer and floating-point columns
+  literals, aliases, ``+ - * / %`` and negation on integer and floating-point columns
   with Spark's type widening (an integer overflow or a division by zero: Spark's to
   decide), comparisons, ``AND``/``OR``/``NOT`` in three-valued logic, ``IS [NOT]
   NULL``, ``IN``, ``coalesce``, ``CASE WHEN``, exact widening casts, and SQL text that
@@ -559,6 +559,8 @@ def _call(name: str, args: list[pa.Array], n: int) -> pa.Array:
         return getattr(pc, _COMPARE[name])(a, b)
     if name in _ARITH and len(args) == 2 or name == "/" and len(args) == 2:
         return _arithmetic(name, args[0], args[1])
+    if name == "%" and len(args) == 2:
+        return _remainder(args[0], args[1])
     if name == "negative" or name == "-" and len(args) == 1:
         if args[0].type not in _NUMERIC:
             raise Unsupported(f"negative of {args[0].type}")
@@ -609,6 +611,22 @@ def _arithmetic(name: str, a: pa.Array, b: pa.Array) -> pa.Array:
     if common in _FLOAT:
         return getattr(pc, _ARITH[name].removesuffix("_checked"))(a, b)
     return _checked(getattr(pc, _ARITH[name]), a, b)
+
+
+def _remainder(a: pa.Array, b: pa.Array) -> pa.Array:
+    """Spark's ``%``: Java's remainder, whose sign is the dividend's (C's ``fmod``)."""
+    if a.type not in _NUMERIC or b.type not in _NUMERIC:
+        raise Unsupported(f"% of {a.type} and {b.type}")
+    common = _common(a.type, b.type)
+    a, b = _to(a, common), _to(b, common)
+    nulls = pc.or_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
+    x = pc.fill_null(a, 1).to_numpy(zero_copy_only=False)
+    y = pc.fill_null(b, 1).to_numpy(zero_copy_only=False)
+    if bool(np.any((y == 0) & ~nulls)):
+        raise Unsupported("a remainder by zero")
+    if common not in _FLOAT and bool(np.any((x == np.iinfo(x.dtype).min) & (y == -1))):
+        raise Unsupported("the remainder of the smallest integer by -1")
+    return pa.array(np.fmod(x, y), type=common, mask=nulls)
 
 
 def _in(value: pa.Array, items: list[pa.Array]) -> pa.Array:

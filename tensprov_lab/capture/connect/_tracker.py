@@ -451,7 +451,9 @@ class ConnectTracker(Depth, Blocks):
             # the columns its filters and joins need, read with its keys (._fused): the
             # scan-order key (one) as the partition of each record (see scan_keys)
             wanted = [P.alias(e, n) for n, e in reads.items()]
-            compact = len(keyed.keys) == 1
+            # (only over files: a local relation may be served by the cache of an equal
+            # one whose ids were numbered in other partitions than its scan gives)
+            compact = len(keyed.keys) == 1 and P.kind(node.source) == "read"
             lead = [P.alias(P.fn("spark_partition_id"), PARTITION)] if compact else \
                 [P.col(k) for k in keyed.keys]  # fmt: skip
             read = P.select(keyed.rel, lead + wanted)
