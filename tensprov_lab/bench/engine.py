@@ -239,6 +239,11 @@ def run_engine_bench(
         figures = query_figures(
             run, dfs, rerun, queries=min(queries, 200), progress=lambda m: progress(m)
         )
+        if getattr(run._tracker, "client_replays", False):  # over Connect: say what the
+            from tensprov_lab.replay._client import server_only  # server alone replayed
+
+            for d, why in server_only(run._tracker).items():
+                progress(f"  replays of {run.store.datasets[d].label} ran on the server: {why}")
     # after the queries (the inverse indexes they built are held in memory): every run's
     # tensors, indexes, column maps and capture's key indexes, as the budget counts them
     tracker = run._tracker

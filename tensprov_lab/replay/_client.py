@@ -46,7 +46,7 @@ from tensprov_lab.store._sets import difference, unique
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CACHE_BYTES", "MOST", "Change", "ClientReplay", "clear_cache"]
+__all__ = ["CACHE_BYTES", "MOST", "Change", "ClientReplay", "clear_cache", "server_only"]
 
 #: most records a replay on the client reads at its frontier (more: Spark replays them)
 MOST = 100_000
@@ -94,9 +94,11 @@ class _Fetched:
 
 @dataclass(frozen=True)
 class _ServerOnly:
-    """A source whose records only the server reads (its files' stamps still checked)."""
+    """A source whose records only the server reads (its files' stamps still checked),
+    and why."""
 
     stamps: tuple[Any, ...] = ()
+    why: str = ""
 
 
 class _Cache:
@@ -143,6 +145,16 @@ class _Cache:
 
 
 _CACHE = _Cache()
+
+
+def server_only(tracker: Any) -> dict[int, str]:
+    """The sources (dataset ids) whose records only the server reads for replays, and
+    why (the engine bench prints them)."""
+    return {
+        d: node.files.why
+        for d, node in tracker.by_ds.items()
+        if isinstance(getattr(node, "files", None), _ServerOnly)
+    }
 
 
 def clear_cache() -> None:
@@ -310,40 +322,49 @@ class ClientReplay:
 
     def _fetchable(self, d: int, node: Any, stamps: tuple[Any, ...]) -> _Fetched | _ServerOnly:
         """Whether the client may fetch source ``d`` whole: it is a source (not an
-        opaque step's output), the run keeps records (``materialize``: the server keeps
-        it cached too, as for its own replays), and its records fit in half the cache
-        (strings counted at 24 bytes)."""
+        opaque step's output), the run keeps records (``materialize``), and its records
+        fit in half the cache (strings counted at 24 bytes)."""
         t = self.tracker
         if t.materialize == "none" or node.source is None or self.store.producer(d) is not None:
-            return _ServerOnly(stamps)
+            return _ServerOnly(stamps, "the run keeps no records, or not a source")
         widths = {"boolean": 1, "tinyint": 1, "smallint": 2, "int": 4, "date": 4, "float": 4}
         row = 8 + sum(widths.get(k, 8 if k in ("bigint", "double") else 24)
                       for k in self.store.datasets[d].dtypes)  # fmt: skip
         if node.index.n * row > CACHE_BYTES // 2 or node.index.table.shape[1] != 1:
-            return _ServerOnly(stamps)
+            return _ServerOnly(stamps, "too large to fetch")
         return _Fetched((id(t), d, node.ident), stamps)
 
     def _fetch(self, d: int) -> pa.Table:
         """Source ``d``'s records, fetched from the server with their keys, in canonical
-        order (one job, when first needed).  Fetched from the keyed source a server
-        replay reads, persisted there: a local relation's ``monotonically_increasing_id``
-        depends on how Spark runs the plan (a collect may number it as one partition)."""
+        order (one job, when first needed; not persisted there first: a cached copy
+        holds the server's memory, where large task results were then lost).  The keys
+        must be those of the capture."""
         from tensprov_lab.capture.plan import _proto as P
         from tensprov_lab.capture.spark._versions import to_arrow
 
         node = self.spark_engine._node(d)
-        try:
-            rel, key = self.spark_engine._keyed_source(d)
-            table = to_arrow(P.dataframe(self.tracker.spark, rel))
-        except Exception as exc:  # noqa: BLE001 - the server's to report: it replays
-            node.files = _ServerOnly(node.files.stamps)
-            raise Unsupported(f"the source could not be fetched ({exc})") from None
-        keys = table.column(key).to_numpy()
+        keyed = keyed_source(node.ident, node.source)
+        table, failure = None, None
+        for _ in range(2):  # (a task result lost once is fetched again)
+            try:
+                table = to_arrow(P.dataframe(self.tracker.spark, keyed.rel))
+                break
+            except Exception as exc:  # noqa: BLE001 - the server's to report: it replays
+                failure = exc
+        if table is None:
+            why = f"the source could not be fetched ({failure})"
+            node.files = _ServerOnly(node.files.stamps, why)
+            raise Unsupported(why)
+        keys = table.column(keyed.keys[0]).to_numpy()
         want = node.index.table[:, 0]
         order = np.argsort(keys, kind="stable")
         if len(keys) != len(want) or not np.array_equal(keys[order], want):
-            node.files = _ServerOnly(node.files.stamps)  # (not the records captured)
-            raise Unsupported("the fetched source has other keys than at capture")
+            why = "the fetched source has other keys than at capture"
+            node.files = _ServerOnly(node.files.stamps, why)  # (not the records captured)
+            raise Unsupported(why)
+        ds = self.store.datasets[d]
+        if not ds.materialized:
+            ds.materialized = "source, kept in the client for recomputation"
         return table.take(pa.array(order))
 
     def _layout(self, d: int, node: Any, direct: Any, stamps: tuple[Any, ...]) -> _Files | None:
