@@ -278,9 +278,9 @@ class ClientReplay:
         return pa.concat_tables([table, pa.Table.from_arrays(arrays, names)])
 
     def _source_rows(self, d: int, rows: np.ndarray, exclude: np.ndarray | None = None) -> pa.Table:
-        """Records ``rows`` of source ``d`` with their key, read from its files (when
-        they are a large part of it: all of it but ``exclude``, as a Connect replay
-        reads it)."""
+        """Records ``rows`` of source ``d`` with their key, read from its files or its
+        fetched copy (when they are a large part of it: all of it but ``exclude``, as a
+        Connect replay reads it)."""
         node = self.spark_engine._node(d)
         files = self._source(d)
         n = node.index.n
