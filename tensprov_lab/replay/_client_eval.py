@@ -514,7 +514,9 @@ def _to(values: pa.Array, kind: pa.DataType) -> pa.Array:
         return values
     if values.type == pa.null():
         return pa.nulls(len(values), type=kind)
-    return pc.cast(values, kind)  # (a widening: exact, or rounded as Java rounds)
+    # a widening: exact, or (a long made a double) rounded to nearest as Java rounds,
+    # which pyarrow's checked cast refuses past 2**53
+    return pc.cast(values, kind, safe=False)
 
 
 def _no_nan(*arrays: pa.Array) -> None:
