@@ -83,32 +83,36 @@ def counted() -> Iterator[Counter]:
             setattr(_client.ClientReplay, name, original)
 
 
-def test_recomputed_records_on_the_client_equal_full_evaluation(connect, folder) -> None:  # noqa: ANN001
+def _on_random_pipelines(folder: str, check_one: Any) -> Counter:
+    """Run ``check_one(a, b, data, files)`` on random pipelines whose sources are read
+    from their files (``files``) or fetched from the server whole (None); the replays
+    the client answered and left to Spark."""
     with counted() as counts:
 
         @settings(_settings(), max_examples=EXAMPLES)
         @given(a=a_rows, b=b_rows, data=st.data())
         def check(a, b, data) -> None:  # noqa: ANN001
-            # sources read from their files, or fetched from the server whole
-            files = folder if data.draw(st.booleans()) else None
-            check_recomputed(connect, a, b, data, files=files)
+            check_one(a, b, data, folder if data.draw(st.booleans()) else None)
 
         check()
+    return counts
+
+
+def test_recomputed_records_on_the_client_equal_full_evaluation(connect, folder) -> None:  # noqa: ANN001
+    def one(a, b, data, files) -> None:  # noqa: ANN001
+        check_recomputed(connect, a, b, data, files=files)
+
+    counts = _on_random_pipelines(folder, one)
     # (windows, explodes and aggregates upstream send many of them to Spark)
     assert counts["client"] > 0, counts
 
 
 def test_what_if_on_the_client_equals_rerun_on_changed_inputs(connect, folder) -> None:  # noqa: ANN001
-    with counted() as counts:
+    def one(a, b, data, files) -> None:  # noqa: ANN001
+        check_what_if(connect, a, b, data, files=files)
+        check_what_if(connect, a, b, data, group_last=True, files=files)
 
-        @settings(_settings(), max_examples=EXAMPLES)
-        @given(a=a_rows, b=b_rows, data=st.data())
-        def check(a, b, data) -> None:  # noqa: ANN001
-            files = folder if data.draw(st.booleans()) else None
-            check_what_if(connect, a, b, data, files=files)
-            check_what_if(connect, a, b, data, group_last=True, files=files)
-
-        check()
+    counts = _on_random_pipelines(folder, one)
     assert counts["client"] > 0, counts
 
 

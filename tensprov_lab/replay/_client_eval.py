@@ -50,8 +50,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tensprov_lab.capture.connect._direct import _LITERALS as _SQL_OF_LITERAL
 from tensprov_lab.capture.plan import _proto as P
-from tensprov_lab.capture.sources._direct import _kleene
+from tensprov_lab.capture.sources._direct import _ARROW_TYPES, _kleene
 
 __all__ = ["Col", "Unsupported", "evaluate", "frame_table"]
 
@@ -80,9 +81,10 @@ _KEY_TYPES = {*_NUMERIC[:4], *_STRING, pa.bool_(), pa.date32()}
 _COMPARE = {"==": "equal", "<": "less", "<=": "less_equal", ">": "greater",
             ">=": "greater_equal", "!=": "not_equal", "<>": "not_equal"}  # fmt: skip
 _ARITH = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked"}
-_LITERALS = {"boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(),
-             "integer": pa.int32(), "long": pa.int64(), "float": pa.float32(),
-             "double": pa.float64(), "string": pa.string()}  # fmt: skip
+#: the Arrow type of a Connect literal's kind (its SQL type name as capture reads it)
+_LITERALS = {kind: _ARROW_TYPES[sql] for kind, sql in _SQL_OF_LITERAL.items()}
+#: the SQL type name of an Arrow type, for SQL text (:func:`_sql`)
+_SQL_OF_ARROW = {arrow: sql for sql, arrow in _ARROW_TYPES.items()} | {pa.large_string(): "string"}
 _CAST_NAMES = {"byte": pa.int8(), "tinyint": pa.int8(), "short": pa.int16(),
                "smallint": pa.int16(), "integer": pa.int32(), "int": pa.int32(),
                "long": pa.int64(), "bigint": pa.int64(), "float": pa.float32(),
@@ -685,18 +687,14 @@ def _sql(text: str, frame: Frame) -> pa.Array:
     from tensprov_lab.capture.sources._direct_files import Unreadable
     from tensprov_lab.capture.sources._direct_sql import parse_condition
 
-    spark_types = {pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int",
-                   pa.int64(): "bigint", pa.float32(): "float", pa.float64(): "double",
-                   pa.bool_(): "boolean", pa.string(): "string",
-                   pa.large_string(): "string"}  # fmt: skip
     counts: dict[str, int] = {}
     for c in frame:
         if c.name is not None:
             counts[c.name.lower()] = counts.get(c.name.lower(), 0) + 1
     columns = {
-        c.name.lower(): (c.name, spark_types[c.values.type])
+        c.name.lower(): (c.name, _SQL_OF_ARROW[c.values.type])
         for c in frame
-        if c.name is not None and counts[c.name.lower()] == 1 and c.values.type in spark_types
+        if c.name is not None and counts[c.name.lower()] == 1 and c.values.type in _SQL_OF_ARROW
     }  # fmt: skip
     try:
         node = parse_condition(text, columns, condition=False)
