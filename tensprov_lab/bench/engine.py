@@ -476,6 +476,9 @@ def markdown_body(results: list[EngineResult]) -> str:
         line for line in format_table(results).splitlines()[2 + len(results) :]
         if not line.startswith(("baseline, capture: medians", "targets: "))
     ]  # fmt: skip
+    from tensprov_lab.bench.queries import brief_queries
+
+    notes = brief_queries(notes)  # (one line for Q1–Q11: the file keeps today's figures)
     return table(head, rows) + "\n\n```text\n" + "\n".join(notes).strip() + "\n```"
 
 

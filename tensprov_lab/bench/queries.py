@@ -8,6 +8,7 @@ as many source records, next to the time of re-running the pipeline.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["QueryFigure", "query_figures", "format_queries", "latency"]
+__all__ = ["QueryFigure", "brief_queries", "format_queries", "latency", "query_figures"]
 
 
 @dataclass
@@ -131,3 +132,31 @@ def format_queries(rows: int, figures: list[QueryFigure]) -> str:
             f"{f.name:<14} {f.what:<38} {f.p50_ms:>9.3f} {f.p99_ms:>9.3f} {f.n:>5}  {extra}"
         )
     return "\n".join(lines)
+
+
+def brief_queries(lines: list[str]) -> list[str]:
+    """``lines`` of :func:`format_queries` with the rows of Q1–Q11 made one (the range of
+    their p50s, their largest p99): what docs/benchmarks.md keeps of them.
+
+    >>> rows = [f"Q{i:<13} {'x':<38} {i / 100:>9.3f} {i / 50:>9.3f} {20:>5}  ≤ 1 ms"
+    ...         for i in (1, 2)]
+    >>> brief_queries(["head", *rows, "re-run ..."])[1]
+    'Q1–Q2          lineage queries, p50 0.010–0.020 ms, p99 ≤ 0.040 ms (20 each)'
+    """
+    found = [(i, line) for i, line in enumerate(lines) if re.match(r"Q\d+\s", line)]
+    if not found:
+        return lines
+    p50s, p99s, ns = [], [], set()
+    for _, line in found:
+        p50, p99, n = line[54:].split()[:3]
+        p50s.append(float(p50))
+        p99s.append(float(p99))
+        ns.add(n)
+    name = f"{found[0][1].split()[0]}–{found[-1][1].split()[0]}"
+    summary = (
+        f"{name:<14} lineage queries, p50 {min(p50s):.3f}–{max(p50s):.3f} ms, "
+        f"p99 ≤ {max(p99s):.3f} ms ({'/'.join(sorted(ns))} each)"
+    )
+    first = found[0][0]
+    at = {i for i, _ in found}
+    return [*lines[:first], summary, *(x for i, x in enumerate(lines) if i > first and i not in at)]
