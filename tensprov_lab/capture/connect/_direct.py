@@ -402,7 +402,9 @@ def read_direct(
         return None, None
     try:
         if fusion.layout is None:
-            fusion.layout = layout_conf(tracker.spark, tracker._layout_cache)
+            fusion.layout = fusion.prefetch.result(
+                "layout", lambda: layout_conf(tracker.spark, tracker._layout_cache)
+            )
         narrowed = fusion.narrowed.get(node.ident, {})
         wanted = {n: narrowed.get(n, e) for n, e in reads.items()}
         direct = direct_source(tracker.spark, node.df, wanted, schema, fusion.layout)

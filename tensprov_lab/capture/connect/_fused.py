@@ -32,6 +32,7 @@ import numpy as np
 
 from tensprov_lab.capture.connect._direct import file_schema
 from tensprov_lab.capture.connect._index import KeyIndex
+from tensprov_lab.capture.connect._prefetch import Prefetch
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._equijoin import (
     EXACT_KEY_TYPES,
@@ -119,6 +120,8 @@ class Fusion:
         #: the datasets' schema fields asked so far, by ``id`` of the DataFrame
         #: (:meth:`schema`)
         self.fields: dict[int, list[Any]] = {}
+        #: the block's round trips asked at once (:func:`plan`)
+        self.prefetch = Prefetch()
 
     def schema(self, nodes: dict[int, Any], node: Any) -> list[Any]:
         """Dataset ``node``'s schema fields (``nodes``: the tracked ones, by ident).  A
@@ -134,7 +137,7 @@ class Fusion:
             if got is None and node.ident in self.joins:
                 got = self._join_schema(nodes, self.joins[node.ident])
             if got is None:
-                got = list(df.schema.fields)
+                got = list(self.prefetch.schema(df).fields)
             self.fields[id(df)] = got
         return got
 
@@ -324,6 +327,7 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
 
     fusion = Fusion()
     fusion.spark = tracker.spark
+    fusion.prefetch = _ahead(fusion, tracker, pending)
     made: dict[int, Any] = {}
     for item in pending:
         if not hasattr(item, "out"):  # a source of this block
@@ -395,6 +399,29 @@ def plan(tracker: Any, pending: list[Any], chain: Any, rides: Sequence[Any] = ()
                 for side, name in picked
             ]  # fmt: skip
     return fusion
+
+
+def _ahead(fusion: Fusion, tracker: Any, pending: list[Any]) -> Prefetch:
+    """The block's round trips, asked at once: the schemas the capture will ask the
+    server for (a source's is read from its files when the client can; a filter's is
+    its input's) and, when the client reads sources itself, the file-layout settings."""
+    from tensprov_lab.capture.connect._direct import layout_conf
+
+    frames, sources = [], False
+    for item in pending:
+        if not hasattr(item, "out"):  # a source
+            sources = True
+            got = file_schema(tracker.spark, item.df)
+            if got is not None:
+                fusion.fields[id(item.df)] = got
+            else:
+                frames.append(item.df)
+        elif P.kind(P.relation(item.out.df)) != "filter":
+            frames.append(item.out.df)
+    calls = {}
+    if sources and tracker.direct_reads:
+        calls["layout"] = lambda: layout_conf(tracker.spark, tracker._layout_cache)
+    return Prefetch(frames, calls)
 
 
 def _side_of(

@@ -243,6 +243,8 @@ class ConnectTracker(Depth, Blocks):
         finally:
             # the fused reads' columns and the values that rode along go with the
             # capture that read them
+            if self._fusion is not None:
+                self._fusion.prefetch.close()
             self._active, self._fusion, self._rides, self._current = None, None, [], None
             with contextlib.suppress(Exception):
                 self.spark.removeTag(tag)
@@ -584,7 +586,7 @@ class ConnectTracker(Depth, Blocks):
             return None
         try:
             tensor, notes, jobs = trace_windows(
-                self.spark, rel, kid, keys, node.index, list(p.out.df.columns)
+                self.spark, rel, kid, keys, node.index, self._schema(p.out)[0]
             )
         except Unframed:
             return None
@@ -609,7 +611,7 @@ class ConnectTracker(Depth, Blocks):
             (node,) = p.inputs
             assert node.index is not None
             in_cols = self.store.datasets[node.ds_id].columns  # type: ignore[index]
-            out_cols = list(p.out.df.columns)
+            out_cols = self._schema(p.out)[0]
             category = category_of(kinds, rel, node.index.n, node.index.n, in_cols, out_cols)
             return node.index.n, [IdentityTensor(node.index.n)], node.index, category
         fused = self._fused(p, kinds)
@@ -653,7 +655,7 @@ class ConnectTracker(Depth, Blocks):
             raise Unsupported("records that come from no input record")
         tensors = [make_tensor(i[order], n.index.n) for i, n in zip(idx, p.inputs)]  # type: ignore[union-attr]
         in_cols = self.store.datasets[p.inputs[0].ds_id].columns  # type: ignore[index]
-        out_cols = list(p.out.df.columns)
+        out_cols = self._schema(p.out)[0]
         category = category_of(kinds, rel, p.inputs[0].index.n, len(keys), in_cols, out_cols)  # type: ignore[union-attr]
         index = KeyIndex(keys[order])
         at = {c.lower(): v for c, v in zip(along, values)}
