@@ -250,3 +250,39 @@ def test_a_read_that_runs_python_keeps_the_sessions_batches(spark: Any) -> None:
         assert spark.conf.get(conf) == "4"
     finally:
         spark.conf.set(conf, before)
+
+
+def test_the_sources_reads_run_at_once_ahead_of_the_block(spark: Any, monkeypatch) -> None:  # noqa: ANN001
+    """The block's sources are read by the server in threads of their own, all started
+    when the block ends; each read is taken once (no second job), and the session's
+    Arrow batch size is the user's again after."""
+    import threading
+
+    from tensprov_lab._registry import _tracker
+    from tensprov_lab.capture.connect import _tracker as tracker_module
+
+    real = tracker_module.read_arrow
+    threads: list[int] = []
+
+    def spy(session: Any, rel: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(session, rel)
+
+    monkeypatch.setattr(tracker_module, "read_arrow", spy)
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(conf)
+    spark.conf.set(conf, "777")
+    try:
+        orders, customers = _frames(spark)
+        run, frames = _block(spark, orders, customers)
+        assert spark.conf.get(conf) == "777"
+    finally:
+        spark.conf.set(conf, before)
+    assert len(threads) == 2  # one read per source, taken once
+    assert threading.get_ident() not in threads
+    assert run._log.jobs == 3
+    nodes = [_tracker(spark).node_of(df) for df in (orders, customers)]
+    assert all(n is not None and n.index is not None for n in nodes)
+    assert run.backward(frames["bigger"])[orders].tolist() == [
+        i for i in range(60) if 3 < float(i % 13) < 11
+    ]

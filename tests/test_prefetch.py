@@ -64,3 +64,18 @@ def test_close_drops_the_answers_not_started() -> None:
     gate.set()
     time.sleep(0.3)  # time for any task left in the queue to start (none must)
     assert len(started) <= 4
+
+
+def test_settle_waits_for_every_call_and_keeps_the_answers() -> None:
+    ended = []
+
+    def call(i: int) -> int:
+        time.sleep(0.05 * i)
+        ended.append(i)
+        return i * 10
+
+    with Prefetch(calls={f"c{i}": (lambda i=i: call(i)) for i in range(6)}) as ahead:
+        ahead.settle()
+        assert sorted(ended) == list(range(6))
+        assert [ahead.result(f"c{i}", lambda: -1) for i in range(6)] == [0, 10, 20, 30, 40, 50]
+        assert ahead.result("c0", lambda: -1) == -1  # taken once

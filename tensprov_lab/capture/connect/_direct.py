@@ -69,6 +69,7 @@ __all__ = [
     "file_partitions",
     "file_schema",
     "layout_conf",
+    "local_files",
     "read_direct",
 ]
 
@@ -324,6 +325,11 @@ def file_schema(spark: Any, df: Any) -> list[Any] | None:
     if len(set(names)) != len(names):
         return None
     return [StructField(f.name, f.dataType, True) for f in schema.fields]
+
+
+def local_files(spark: Any, df: Any) -> bool:
+    """Whether source ``df`` is a plain Parquet read of files the client reads itself."""
+    return _plain_files(spark, df) is not None
 
 
 def _plain_files(spark: Any, df: Any) -> list[tuple[str, int]] | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 __all__ = ["Prefetch"]
@@ -56,7 +56,11 @@ class Prefetch:
             if id(df) not in self._schemas:
                 self._schemas[id(df)] = self._submit(functools.partial(_schema_of, df))
         for name, call in (calls or {}).items():
-            self._calls[name] = self._submit(call)
+            self.ask(name, call)
+
+    def ask(self, name: str, call: Callable[[], Any]) -> None:
+        """Ask ``call`` now, its answer taken with :meth:`result` under ``name``."""
+        self._calls[name] = self._submit(call)
 
     def _submit(self, call: Callable[[], Any]) -> Future[Any]:
         if self._pool is None:
@@ -70,9 +74,14 @@ class Prefetch:
         return df.schema if ahead is None else ahead.result()
 
     def result(self, name: str, call: Callable[[], Any]) -> Any:
-        """What ``call`` returns: the answer asked ahead under ``name``, else asked now."""
-        ahead = self._calls.get(name)
+        """What ``call`` returns: the answer asked ahead under ``name`` (taken once),
+        else asked now."""
+        ahead = self._calls.pop(name, None)
         return call() if ahead is None else ahead.result()
+
+    def settle(self) -> None:
+        """Wait until every call asked ahead has ended (their answers kept)."""
+        wait(list(self._calls.values()))
 
     def close(self) -> None:
         """Stop asking: round trips not started are dropped, those under way end on

@@ -13,6 +13,7 @@ results could depend on them.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,22 +29,41 @@ def large_batches(spark: Any) -> Iterator[None]:
     """Reads inside take Arrow batches of a million records (the session's setting
     restored after; kept when it cannot be read).
 
-    The setting belongs to the session: a caller makes sure that what reads inside
-    runs no Python code (see ``Jvm.runs_python``, ``connect._arrow.runs_python``).
+    The setting belongs to the session: reads of it in several threads at once share
+    one change of it (the last to end restores it).  A caller makes sure that what
+    reads inside, or beside it, runs no Python code (see ``Jvm.runs_python``,
+    ``connect._arrow.runs_python``).
 
     Examples
     --------
     >>> with large_batches(spark):  # doctest: +SKIP
     ...     table = df.toArrow()
     """
-    conf = spark.conf
-    try:
-        previous = conf.get(BATCH_CONF)
-    except Exception:  # noqa: BLE001 - another Spark build: keep its setting
-        yield
-        return
-    conf.set(BATCH_CONF, str(READ_BATCH_ROWS))
+    key = id(spark)
+    with _HELD:  # reads of one capture may run in threads at once (connect read-ahead)
+        held = _holders.get(key)
+        if held is None:
+            conf = spark.conf
+            try:
+                previous = conf.get(BATCH_CONF)
+            except Exception:  # noqa: BLE001 - another Spark build: keep its setting
+                previous = None
+            else:
+                conf.set(BATCH_CONF, str(READ_BATCH_ROWS))
+            held = _holders[key] = [0, previous]
+        held[0] += 1
     try:
         yield
     finally:
-        conf.set(BATCH_CONF, previous)
+        with _HELD:
+            held[0] -= 1
+            if held[0] == 0:
+                del _holders[key]
+                if held[1] is not None:
+                    spark.conf.set(BATCH_CONF, held[1])
+
+
+#: per session (by ``id``) while reads hold large batches: [reads inside, the setting
+#: to restore when the last ends]; the first sets it, the last restores it
+_holders: dict[int, list[Any]] = {}
+_HELD = threading.Lock()
