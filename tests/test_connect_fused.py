@@ -259,6 +259,7 @@ def test_the_sources_reads_run_at_once_ahead_of_the_block(spark: Any, monkeypatc
     import threading
 
     from tensprov_lab._registry import _tracker
+    from tensprov_lab.capture.connect import _ahead
     from tensprov_lab.capture.connect import _tracker as tracker_module
 
     real = tracker_module.read_arrow
@@ -269,6 +270,7 @@ def test_the_sources_reads_run_at_once_ahead_of_the_block(spark: Any, monkeypatc
         return real(session, rel)
 
     monkeypatch.setattr(tracker_module, "read_arrow", spy)
+    monkeypatch.setattr(_ahead, "read_arrow", spy)
     conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(conf)
     spark.conf.set(conf, "777")

@@ -14,7 +14,6 @@ What differs from a classic session is listed in ``docs/connect.md``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import numpy as np
 
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
+from tensprov_lab.capture.connect._ahead import read_ahead, source_read
 from tensprov_lab.capture.connect._arrow import read_arrow
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
 from tensprov_lab.capture.connect._direct import read_direct
@@ -218,14 +218,14 @@ class ConnectTracker(Depth, Blocks):
             self._rides = plan_rides(pending, plain_grouping, relations, generates)
             self._fusion = _fused.plan(self, pending, chain, self._rides)
             annotator = self._annotator()
-            self._read_ahead(pending, annotator, tag)
+            read_ahead(self, pending, annotator, tag)
             for i, item in enumerate(pending):
                 if progress is not None:
                     what = item.method if isinstance(item, CPending) else "source"
                     progress(i, len(pending), what)
                 self._current = item.out if isinstance(item, CPending) else item
                 if isinstance(item, CPending):
-                    self._fusion.prefetch.settle()  # (see _read_ahead)
+                    self._fusion.prefetch.settle()  # (see ._ahead.read_ahead)
                     self._capture_operation(item, run, annotator)
                 else:
                     self._capture_source(item, run, annotator)
@@ -442,64 +442,6 @@ class ConnectTracker(Depth, Blocks):
         sources = {n.ident: n.source for n in self.nodes.values() if n.source is not None}
         return Annotator(self.spark, sources, set(self.nodes))
 
-    def _source_read(
-        self, node: CNode, rel: Any, keys: list[str], reads: dict[str, Any]
-    ) -> tuple[Any, bool]:
-        """The relation that reads source ``node``'s keys (of its keyed relation ``rel``)
-        and the columns its filters and joins need (``reads``: ._fused) in one job, and
-        whether the keys come compact: the scan-order key (one) as the partition of each
-        record (see scan_keys)."""
-        wanted = [P.alias(e, n) for n, e in reads.items()]
-        # (only over files: a local relation may be served by the cache of an equal one
-        # whose ids were numbered in other partitions than its scan gives)
-        compact = len(keys) == 1 and P.kind(node.source) == "read"
-        lead = [P.alias(P.fn("spark_partition_id"), PARTITION)] if compact else \
-            [P.col(k) for k in keys]  # fmt: skip
-        return P.select(rel, lead + wanted), compact
-
-    def _read_ahead(self, pending: list[Any], annotator: Annotator, tag: str) -> None:
-        """Start the server's reads of the block's sources, all at once (each is a job
-        of its own, mostly waiting: a small source's read costs about as much as a large
-        one's), taken by :meth:`_capture_source` in turn.  Only reads that run no Python
-        code, of sources whose order is stable and that the client does not read from
-        their files itself.  They hold large Arrow batches (._batches): all have ended
-        before any operation is captured (its read may run Python, which must see the
-        session's batch size)."""
-        from tensprov_lab.capture.connect._arrow import python_code
-        from tensprov_lab.capture.connect._direct import local_files
-
-        fusion = self._fusion
-        if fusion is None:
-            return
-        for item in pending:
-            if isinstance(item, CPending):
-                continue
-            reads = fusion.reads.get(item.ident)
-            rel = P.relation(item.df)
-            if not reads or not is_stable(rel):
-                continue
-            if self.direct_reads and local_files(self.spark, item.df):
-                continue  # read on the client (._direct)
-            self._key_source(item, annotator)
-            keyed = annotator.annotate(rel)
-            read, _ = self._source_read(item, keyed.rel, keyed.keys, reads)
-            if python_code(read) is not False:
-                continue
-            fusion.prefetch.ask(f"read {item.ident}", functools.partial(
-                self._tagged, tag, read_arrow, self.spark, read
-            ))  # fmt: skip
-
-    def _tagged(self, tag: str, call: Any, *args: Any) -> Any:
-        """``call(*args)`` in a thread whose jobs carry the capture's ``tag`` (tags
-        belong to the thread that adds them: Ctrl-C interrupts them by it)."""
-        with contextlib.suppress(Exception):
-            self.spark.addTag(tag)
-        try:
-            return call(*args)
-        finally:
-            with contextlib.suppress(Exception):
-                self.spark.removeTag(tag)
-
     def _capture_source(self, node: CNode, run: RunLog, annotator: Annotator) -> None:
         note = self._key_source(node, annotator)
         keyed = annotator.annotate(P.relation(node.df))
@@ -511,7 +453,7 @@ class ConnectTracker(Depth, Blocks):
             keys, table = read_direct(self, node, reads or {}, list(zip(cols, types)))
         spark_read = keys is None
         if keys is None and reads:
-            read, compact = self._source_read(node, keyed.rel, keyed.keys, reads)
+            read, compact = source_read(node.source, keyed.rel, keyed.keys, reads)
             try:
                 assert fusion is not None
                 table = fusion.prefetch.result(
