@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.connect._ahead import Prefetch
 from tensprov_lab.capture.connect._direct import file_schema
 from tensprov_lab.capture.connect._index import KeyIndex
-from tensprov_lab.capture.connect._prefetch import Prefetch
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._equijoin import (
     EXACT_KEY_TYPES,

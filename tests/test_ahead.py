@@ -1,4 +1,4 @@
-"""Round trips asked ahead (capture.connect._prefetch): no JVM."""
+"""Round trips asked ahead (capture.connect._ahead.Prefetch): no JVM."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tensprov_lab.capture.connect._prefetch import Prefetch
+from tensprov_lab.capture.connect._ahead import Prefetch
 
 
 class Frame:
