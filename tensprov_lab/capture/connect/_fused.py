@@ -194,7 +194,10 @@ class Fusion:
 
     def filter(self, out: int, inp: int, base_index: KeyIndex) -> tuple[np.ndarray, KeyIndex]:
         """A filter's kept records (positions in its input) and its key index."""
-        rows, before = self.rows(out), self.rows(inp)
+        rows = self.rows(out)
+        if not self.scans[inp].flags:  # of the source itself: its rows are the positions
+            return rows, KeyIndex(base_index.table[rows])
+        before = self.rows(inp)
         kept = rows if len(before) == base_index.n else np.searchsorted(before, rows)
         return kept, KeyIndex(base_index.table[rows])
 
