@@ -288,3 +288,43 @@ def test_the_sources_reads_run_at_once_ahead_of_the_block(spark: Any, monkeypatc
     assert run.backward(frames["bigger"])[orders].tolist() == [
         i for i in range(60) if 3 < float(i % 13) < 11
     ]
+
+
+@pytest.mark.parametrize("offset", [0, 2**31])
+def test_file_sources_read_by_the_server_give_the_lineage_of_one_job_per_dataset(
+    spark: Any, tmp_path: Any, monkeypatch: Any, offset: int
+) -> None:
+    """The server's fused read of file sources (by partition, with its filters' flags,
+    where a null condition drops the record, and a bigint join key's does-not-fit
+    flag) gives the lineage of reading every dataset by its own job, and the one the
+    rows say (from ``2**31`` the keys do not fit an int: the join takes its own job)."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab._registry import _tracker
+
+    orders, customers = _frames(spark)
+    amount = F.when(F.col("id") % 5 == 0, None).otherwise(F.col("amount"))
+    orders = orders.withColumn("amount", amount).withColumn("cust", F.col("cust") + offset)
+    customers = customers.withColumn("cust", F.col("cust") + offset)
+    orders.repartition(3).write.parquet(str(tmp_path / "orders"))
+    customers.repartition(2).write.parquet(str(tmp_path / "customers"))
+    orders = spark.read.parquet(str(tmp_path / "orders"))
+    customers = spark.read.parquet(str(tmp_path / "customers"))
+    monkeypatch.setattr(_tracker(spark), "direct_reads", False)
+    run, frames = _block(spark, orders, customers)
+    assert run.store.producer(run.dataset(frames["bigger"]).id).jobs == 0
+    joined = run.store.producer(run.dataset(frames["joined"]).id)
+    assert not joined.opaque and joined.jobs == (0 if offset == 0 else 1)
+    src = run.rows(orders)
+    kept = [
+        int(i) for i, a in zip(src["id"], src["amount"]) if a == a and 3 < a < 11
+    ]  # (a != a: null)
+    back = run.backward(frames["bigger"])[orders]
+    assert sorted(src["id"].iloc[back].tolist()) == sorted(kept)
+    fused = {name: run.mapping(orders, df).toarray() for name, df in frames.items()}
+    rows = {name: run.rows(df) for name, df in frames.items()}
+    monkeypatch.setattr(_fused, "plan", lambda *a, **k: _fused.Fusion())
+    slow, frames2 = _block(spark, orders, customers)
+    for name, df in frames2.items():
+        assert (slow.mapping(orders, df).toarray() == fused[name]).all(), name
+        assert slow.rows(df).equals(rows[name]), name
