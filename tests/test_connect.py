@@ -445,3 +445,19 @@ def test_grouping_values_ride_along_the_read_of_the_join(connect) -> None:  # no
         for i, region in enumerate(run.rows(df)[col]):
             members = run.backward(df, rows=[i], to=joined)[joined].tolist()
             assert members == [j for j, r in enumerate(regions) if r == region]
+
+
+def test_a_benchmark_section_names_the_servers_java(connect: Any) -> None:
+    """Over Connect there is no JVM in this process: the line about a benchmark's run
+    asks the server which Java it runs (SQL ``reflect``), the one its JVM reports."""
+    import re
+
+    from tensprov_lab.bench._markdown import about_this_run
+
+    assert not hasattr(connect, "_jvm")
+    line = about_this_run(connect)
+    java = re.search(r"· Java (\S+) ·", line)
+    assert java is not None, line
+    query = "SELECT reflect('java.lang.System', 'getProperty', 'java.specification.version')"
+    spec = connect.sql(query).first()[0]
+    assert java.group(1).split(".")[0] == spec.split(".")[0] and int(spec) >= 17

@@ -68,10 +68,17 @@ def _memory_gib() -> str:
 
 
 def _java(spark: object | None) -> str:
+    """The Java version of ``spark``'s JVM: this process's, else (a Connect session) the
+    server's, asked through SQL's ``reflect``; ``?`` when neither answers."""
     try:
         jvm = spark._jvm  # type: ignore[union-attr]
         return str(jvm.java.lang.System.getProperty("java.version"))
     except Exception:  # noqa: BLE001 - a Connect session: no JVM in this process
+        pass
+    try:
+        query = "SELECT reflect('java.lang.System', 'getProperty', 'java.version')"
+        return str(spark.sql(query).first()[0])  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - reflect refused, or no session
         return "?"
 
 
