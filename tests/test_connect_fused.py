@@ -54,6 +54,30 @@ def _block(spark: Any, orders: Any, customers: Any) -> tuple[Any, dict[str, Any]
     return run, frames
 
 
+def _same_as_unfused(
+    spark: Any, monkeypatch: Any, orders: Any, customers: Any, run: Any, frames: dict[str, Any]
+) -> Any:
+    """Assert that ``run`` (:func:`_block` over ``orders`` and ``customers``) has the
+    lineage and records of the same block with nothing fused, every dataset read by a
+    job of its own; return that run."""
+    fused = {name: run.mapping(orders, df).toarray() for name, df in frames.items()}
+    fused_c = {
+        name: run.mapping(customers, df).toarray()
+        for name, df in frames.items()
+        if name not in ("big", "bigger")
+    }
+    rows = {name: run.rows(df) for name, df in frames.items()}
+    with monkeypatch.context() as patched:
+        patched.setattr(_fused, "plan", lambda *a, **k: _fused.Fusion())
+        slow, frames2 = _block(spark, orders, customers)
+    for name, df in frames2.items():
+        assert (slow.mapping(orders, df).toarray() == fused[name]).all(), name
+        if name in fused_c:
+            assert (slow.mapping(customers, df).toarray() == fused_c[name]).all(), name
+        assert slow.rows(df).equals(rows[name]), name
+    return slow
+
+
 def test_fused_reads_give_the_lineage_of_one_job_per_dataset(spark: Any, monkeypatch) -> None:  # noqa: ANN001
     orders, customers = _frames(spark)
     run, frames = _block(spark, orders, customers)
@@ -66,22 +90,7 @@ def test_fused_reads_give_the_lineage_of_one_job_per_dataset(spark: Any, monkeyp
     # side's value, so its grouping values do not come from one source
     assert ops["by_cust"].jobs == 1
     assert run._log.jobs == 3
-    fused = {name: run.mapping(orders, df).toarray() for name, df in frames.items()}
-    fused_c = {
-        name: run.mapping(customers, df).toarray()
-        for name, df in frames.items()
-        if name not in ("big", "bigger")
-    }
-    rows = {name: run.rows(df) for name, df in frames.items()}
-    # the same block with nothing fused: every dataset read by a job of its own
-    monkeypatch.setattr(_fused, "plan", lambda *a, **k: _fused.Fusion())
-    slow, frames2 = _block(spark, orders, customers)
-    for name, df in frames2.items():
-        assert (slow.mapping(orders, df).toarray() == fused[name]).all(), name
-        if name in fused_c:
-            assert (slow.mapping(customers, df).toarray() == fused_c[name]).all(), name
-        got = slow.rows(df)
-        assert got.equals(rows[name]), name
+    slow = _same_as_unfused(spark, monkeypatch, orders, customers, run, frames)
     assert slow._log.jobs > run._log.jobs
 
 
@@ -321,10 +330,4 @@ def test_file_sources_read_by_the_server_give_the_lineage_of_one_job_per_dataset
     ]  # (a != a: null)
     back = run.backward(frames["bigger"])[orders]
     assert sorted(src["id"].iloc[back].tolist()) == sorted(kept)
-    fused = {name: run.mapping(orders, df).toarray() for name, df in frames.items()}
-    rows = {name: run.rows(df) for name, df in frames.items()}
-    monkeypatch.setattr(_fused, "plan", lambda *a, **k: _fused.Fusion())
-    slow, frames2 = _block(spark, orders, customers)
-    for name, df in frames2.items():
-        assert (slow.mapping(orders, df).toarray() == fused[name]).all(), name
-        assert slow.rows(df).equals(rows[name]), name
+    _same_as_unfused(spark, monkeypatch, orders, customers, run, frames)
