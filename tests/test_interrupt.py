@@ -116,3 +116,38 @@ def test_interrupt_during_reads_run_side_by_side(spark: Any) -> None:
     _interrupted(sc, run, joined)
     assert time.monotonic() - started < 30
     check()
+
+
+def test_python_tasks_after_a_cancelled_capture_run_as_without_it(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Cancelling a capture kills its Python tasks.  Spark 3.5 can leave the killed
+    tasks' workers, closed, in its pool of idle workers, and the next Python task given
+    one fails with "Socket is closed" (no job of the user's was running: the capture's
+    was).  The user's next Python jobs must run as if nothing had been tracked."""
+
+    @F.udf("boolean")
+    def slow(x: int) -> bool:
+        time.sleep(0.02)
+        return x % 2 == 0
+
+    # (a pyspark 3.5 DataFrame made from a list reads its rows through Python tasks)
+    df = spark.createDataFrame([(i,) for i in range(4000)], "id long")
+    rows = [(j, str(j)) for j in range(20)]
+
+    def python_job(path: str) -> None:
+        spark.createDataFrame(rows, "a long, b string").repartition(3).write.parquet(path)
+        assert sorted(tuple(r) for r in spark.read.parquet(path).collect()) == rows
+
+    python_job(str(tmp_path / "before"))
+    status = spark.sparkContext.statusTracker()
+    with tensprov_lab.track(spark, background=True) as run:
+        df.filter(slow("id"))
+    deadline = time.monotonic() + 60
+    while not status.getActiveStageIds() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status.getActiveStageIds(), "the capture's UDF job did not start"
+    time.sleep(1.0)  # its tasks are well inside their Python workers
+    run.cancel()
+    for i in range(8):  # the user's next Python tasks (each takes an idle worker)
+        python_job(str(tmp_path / f"after{i}"))

@@ -228,6 +228,62 @@ public class TensProvHelper {
         return sc.statusTracker().getJobIdsForGroup(group).length;
     }
 
+    /** How many tasks of job group {@code group} still run (one round trip): a cancelled
+     *  job fails at once, while its tasks end when they next look. */
+    public int activeTasks(org.apache.spark.SparkContext sc, String group) {
+        org.apache.spark.SparkStatusTracker tracker = sc.statusTracker();
+        int[] jobs = tracker.getJobIdsForGroup(group);
+        int running = 0;
+        for (int i = 0; i < jobs.length; i++) {
+            scala.Option job = tracker.getJobInfo(jobs[i]);
+            if (job.isEmpty()) continue;
+            int[] stages = ((org.apache.spark.SparkJobInfo) job.get()).stageIds();
+            for (int j = 0; j < stages.length; j++) {
+                scala.Option stage = tracker.getStageInfo(stages[j]);
+                if (!stage.isEmpty()) {
+                    running += ((org.apache.spark.SparkStageInfo) stage.get()).numActiveTasks();
+                }
+            }
+        }
+        return running;
+    }
+
+    /** Drop the idle Python workers whose socket is closed; how many.  Spark 3.5 can put
+     *  one there: a cancelled task gives its worker back to the pool and then, still not
+     *  ended a moment later, has its monitor kill that worker (SPARK-54217), and the next
+     *  Python task given it fails with "Socket is closed".  Spark 4's pool holds workers
+     *  of another type, which are left alone. */
+    public int dropClosedPythonWorkers() throws Exception {
+        org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+        if (env == null) return 0;
+        java.lang.reflect.Field pools = org.apache.spark.SparkEnv.class.getDeclaredField("pythonWorkers");
+        pools.setAccessible(true);
+        java.util.List factories = new java.util.ArrayList();
+        synchronized (env) {  // SparkEnv makes and looks up its factories under its lock
+            scala.collection.Iterator it = ((scala.collection.mutable.HashMap) pools.get(env)).valuesIterator();
+            while (it.hasNext()) factories.add(it.next());
+        }
+        int dropped = 0;
+        for (int i = 0; i < factories.size(); i++) {
+            Object factory = factories.get(i);
+            java.lang.reflect.Field idle = factory.getClass().getDeclaredField("idleWorkers");
+            idle.setAccessible(true);
+            synchronized (factory) {  // the factory hands out and takes back workers under it
+                scala.collection.mutable.Queue queue = (scala.collection.mutable.Queue) idle.get(factory);
+                int n = queue.size();
+                for (int k = 0; k < n; k++) {
+                    Object worker = queue.dequeue();
+                    if (worker instanceof java.net.Socket && ((java.net.Socket) worker).isClosed()) {
+                        dropped++;
+                    } else {
+                        queue.$plus$eq(worker);
+                    }
+                }
+            }
+        }
+        return dropped;
+    }
+
     /** A plan's output expression ids, space-separated. */
     public String outputIds(LogicalPlan node) {
         scala.collection.Seq out = node.output();

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,9 @@ __all__ = ["JobGroup"]
 
 #: numbers of the job groups capture counts its Spark jobs with
 _NUMBERS = itertools.count(1)
+#: seconds a cancelled capture waits at most for its tasks to end (Spark kills a
+#: cancelled task's Python worker after ``spark.python.task.killTimeout``, 2 s)
+SETTLE_S = 10.0
 
 
 class JobGroup:
@@ -63,10 +67,28 @@ class JobGroup:
         except BaseException:
             with contextlib.suppress(Exception):
                 sc.cancelJobGroup(group)
+                self._settle(sc, group)
             raise
         finally:
             self.name = None
             sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
+
+    def _settle(self, sc: Any, group: str) -> None:
+        """After ``group`` was cancelled: on pyspark 3.5, wait for its tasks to end, then
+        drop the Python workers a killed task left closed in Spark's pool of idle workers
+        (``TensProvHelper.dropClosedPythonWorkers``, SPARK-54217).  Without it the user's
+        next Python task after a Ctrl-C may be given one and fail with "Socket is
+        closed"; pyspark 4 keeps no such worker."""
+        from tensprov_lab.capture.spark._versions import spark4
+
+        helper = self._helper() if self._helper is not None else None
+        if helper is None or spark4():
+            return
+        jsc = sc._jsc.sc()
+        deadline = time.monotonic() + SETTLE_S
+        while helper.activeTasks(jsc, group) > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        helper.dropClosedPythonWorkers()
 
     def _counter(self, sc: Any) -> Callable[[str], int]:
         """How the group's jobs are counted: one round trip with the helper, else two."""
