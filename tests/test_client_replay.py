@@ -331,3 +331,46 @@ def test_a_source_too_large_to_fetch_is_replayed_by_the_server(connect, monkeypa
         kept = "source, kept in the client for recomputation" if where == "client" else \
             "source, cached for recomputation"  # fmt: skip
         assert run.dataset(src).materialized == kept
+
+
+def test_a_source_is_fetched_in_pieces_of_every_partition(connect, monkeypatch) -> None:  # noqa: ANN001
+    """A fetched source comes in requests of at most ``PIECE_BYTES`` of each partition's
+    records (the server holds a partition's result whole while it sends it), and the
+    pieces make the same records as one request."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.spark import _versions
+    from tensprov_lab.replay import _client
+
+    requests: list[int] = []
+    to_arrow = _versions.to_arrow
+
+    def counting(df: Any) -> Any:
+        table = to_arrow(df)
+        requests.append(table.num_rows)
+        return table
+
+    monkeypatch.setattr(_versions, "to_arrow", counting)
+    got, whole = {}, _client.PIECE_BYTES
+    # 48 bytes a record (key, two bigints, a string): pieces of 30 records per partition
+    for piece_bytes in (30 * 48, whole):
+        monkeypatch.setattr(_client, "PIECE_BYTES", piece_bytes)
+        src = connect.range(0, 300, 1, 3).select(
+            "id", (F.col("id") % 4).alias("g"), F.concat(F.lit("s"), "id").alias("s")
+        )
+        with tensprov_lab.track(connect, name=f"pieces-{piece_bytes}") as run:
+            odd = src.filter(F.col("id") % 2 == 1).withColumn("h", F.col("g") * 2)
+        requests.clear()
+        with counted() as counts:
+            got[piece_bytes] = run.rows(odd, rows=list(range(0, 150, 7)))
+        assert counts["client"] == 1, counts
+        assert sum(requests) == 300, requests  # every record once
+        if piece_bytes < whole:  # 100 records a partition, 30 a piece
+            assert len(requests) == 4 and max(requests) == 3 * 30, requests
+        else:
+            assert len(requests) == 1, requests
+    ids = [2 * r + 1 for r in range(0, 150, 7)]
+    for frame in got.values():
+        assert frame["id"].tolist() == ids
+        assert frame["h"].tolist() == [(i % 4) * 2 for i in ids]
+        assert frame["s"].tolist() == [f"s{i}" for i in ids]

@@ -11,7 +11,8 @@ the client can read runs on the client instead:
   on the client (:func:`~tensprov_lab.capture.connect._direct.read_direct`) and whose
   keys, worked out from the files' layout, are exactly the ones the capture saw
   (checked once per source); or else a source fetched from the server whole, once,
-  when it fits in half the cache (:meth:`ClientReplay._fetch`, keys checked too);
+  when it fits in half the cache (:meth:`ClientReplay._fetch`, a few pieces of every
+  partition at a time, keys checked too);
 - the records the replay needs are taken from those (decoded once and kept in a cache
   of :data:`CACHE_BYTES`, the least recently used going first);
 - the same keyed plan a Connect replay would send is evaluated on them by
@@ -52,6 +53,13 @@ __all__ = ["CACHE_BYTES", "MOST", "Change", "ClientReplay", "clear_cache", "serv
 MOST = 100_000
 #: bytes of decoded source files the client keeps for its replays
 CACHE_BYTES = 1 << 30
+#: most bytes (estimated as :func:`_row_bytes`) of one partition's records one request
+#: of a source's fetch takes: the server holds each partition's result whole, a few
+#: times over, while it sends it (5M records in two partitions, 92 MB each, ran a Connect
+#: server of 1 GB out of memory and stopped it)
+PIECE_BYTES = 32 << 20
+#: the bits of a ``monotonically_increasing_id()`` that count records within a partition
+_WITHIN = (1 << 33) - 1
 
 
 @dataclass(frozen=True)
@@ -327,36 +335,49 @@ class ClientReplay:
         t = self.tracker
         if t.materialize == "none" or node.source is None or self.store.producer(d) is not None:
             return _ServerOnly(stamps, "the run keeps no records, or not a source")
-        widths = {"boolean": 1, "tinyint": 1, "smallint": 2, "int": 4, "date": 4, "float": 4}
-        row = 8 + sum(widths.get(k, 8 if k in ("bigint", "double") else 24)
-                      for k in self.store.datasets[d].dtypes)  # fmt: skip
+        row = _row_bytes(self.store.datasets[d].dtypes)
         if node.index.n * row > CACHE_BYTES // 2 or node.index.table.shape[1] != 1:
             return _ServerOnly(stamps, "too large to fetch")
         return _Fetched((id(t), d, node.ident), stamps)
 
     def _fetch(self, d: int) -> pa.Table:
         """Source ``d``'s records, fetched from the server with their keys, in canonical
-        order (one job, when first needed; not persisted there first: a cached copy
-        holds the server's memory, where large task results were then lost).  The keys
-        must be those of the capture."""
+        order (when first needed; not persisted there first: a cached copy holds the
+        server's memory, where large task results were then lost).  A request takes
+        the records of one range of positions within every partition, at most
+        :data:`PIECE_BYTES` of a partition's, so the server never holds much of a
+        result; each request scans the source again.  The keys must be those of the
+        capture."""
+        from pyspark.sql import functions as F
+
         from tensprov_lab.capture.plan import _proto as P
         from tensprov_lab.capture.spark._versions import to_arrow
 
         node = self.spark_engine._node(d)
         keyed = keyed_source(node.ident, node.source)
-        table, failure = None, None
-        for _ in range(2):  # (a task result lost once is fetched again)
-            try:
-                table = to_arrow(P.dataframe(self.tracker.spark, keyed.rel))
-                break
-            except Exception as exc:  # noqa: BLE001 - the server's to report: it replays
-                failure = exc
-        if table is None:
-            why = f"the source could not be fetched ({failure})"
-            node.files = _ServerOnly(node.files.stamps, why)
-            raise Unsupported(why)
-        keys = table.column(keyed.keys[0]).to_numpy()
         want = node.index.table[:, 0]
+        per = max(1, PIECE_BYTES // _row_bytes(self.store.datasets[d].dtypes))
+        pieces = int((want & _WITHIN).max()) // per + 1 if len(want) else 1
+        whole = P.dataframe(self.tracker.spark, keyed.rel)
+        within = F.col(keyed.keys[0]).bitwiseAND(F.lit(_WITHIN))
+        tables = []
+        for i in range(pieces):
+            piece = whole if pieces == 1 else whole.filter(
+                (within >= F.lit(i * per)) & (within < F.lit((i + 1) * per)))  # fmt: skip
+            table, failure = None, None
+            for _ in range(2):  # (a task result lost once is fetched again)
+                try:
+                    table = to_arrow(piece)
+                    break
+                except Exception as exc:  # noqa: BLE001 - the server's to report: it replays
+                    failure = exc
+            if table is None:
+                why = f"the source could not be fetched ({failure})"
+                node.files = _ServerOnly(node.files.stamps, why)
+                raise Unsupported(why)
+            tables.append(table)
+        table = pa.concat_tables(tables)
+        keys = table.column(keyed.keys[0]).to_numpy()
         order = np.argsort(keys, kind="stable")
         if len(keys) != len(want) or not np.array_equal(keys[order], want):
             why = "the fetched source has other keys than at capture"
@@ -394,6 +415,13 @@ class ClientReplay:
             tuple((name, types[kind]) for name, kind in zip(ds.columns, ds.dtypes)),
             stamps,
         )  # fmt: skip
+
+
+def _row_bytes(dtypes: Any) -> int:
+    """Bytes a record of these Spark types takes in Arrow, about (its key included;
+    strings and other variable widths counted at 24)."""
+    widths = {"boolean": 1, "tinyint": 1, "smallint": 2, "int": 4, "date": 4, "float": 4}
+    return 8 + sum(widths.get(k, 8 if k in ("bigint", "double") else 24) for k in dtypes)
 
 
 def _rebased(path: str) -> bool:
