@@ -119,6 +119,22 @@ def test_bench_on_a_local_standalone_cluster(tmp_path: Path) -> None:
     assert float(figures[1]) > 0 and float(figures[2]) > 0 and int(figures[5]) == 0, out
 
 
+@pytest.mark.spark
+@pytest.mark.connect
+def test_bench_over_connect_records_the_servers_java(tmp_path: Path) -> None:
+    """``bench --connect --markdown``: the section's line about the run names the Java
+    the Connect server runs (this process has no JVM to ask)."""
+    md = tmp_path / "benchmarks.md"
+    out = _run(
+        "bench", "--connect", "--rows", "20k", "--capture-only", "--queries", "10",
+        "--repeat", "1", "--data", str(tmp_path), "--markdown", str(md),
+    )  # fmt: skip
+    assert "figures written to" in out, out
+    line = re.search(r"· Java (\S+) · pyspark", md.read_text())
+    assert line is not None, md.read_text()
+    assert int(line.group(1).split(".")[0]) >= 17, line.group(0)
+
+
 @pytest.mark.spark  # checks Java before starting JupyterLab (the server itself needs no JVM)
 def test_demo_serves_the_quickstart_in_jupyterlab(tmp_path: Path) -> None:
     if demo.missing_lab_modules():

@@ -629,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             key, title = _section(args)
             refresh(
                 args.markdown, key, title, command_line(argv), markdown_body(results),
-                about_this_run(None if args.connect else spark),
+                about_this_run(spark),
             )  # fmt: skip
             print(f"figures written to {args.markdown} (section {key})")
     finally:
