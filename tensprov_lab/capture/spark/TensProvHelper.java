@@ -254,9 +254,12 @@ public class TensProvHelper {
      *  Python task given it fails with "Socket is closed".  Spark 4's pool holds workers
      *  of another type, which are left alone. */
     public int dropClosedPythonWorkers() throws Exception {
-        org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+        // SparkEnv by name: Janino reading its methods would load Spark 4's protobuf
+        // classes, which the driver's class path lacks, and fail the whole helper
+        Class envClass = Class.forName("org.apache.spark.SparkEnv");
+        Object env = envClass.getMethod("get", new Class[0]).invoke(null, new Object[0]);
         if (env == null) return 0;
-        java.lang.reflect.Field pools = org.apache.spark.SparkEnv.class.getDeclaredField("pythonWorkers");
+        java.lang.reflect.Field pools = envClass.getDeclaredField("pythonWorkers");
         pools.setAccessible(true);
         java.util.List factories = new java.util.ArrayList();
         synchronized (env) {  // SparkEnv makes and looks up its factories under its lock
