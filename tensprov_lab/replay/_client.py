@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from tensprov_lab.capture.connect._records import keyed_records
 from tensprov_lab.capture.plan._connect import keyed_source, source_key
+from tensprov_lab.capture.plan._keys import POSITION_MASK
 from tensprov_lab.replay import _frontier as fr
 from tensprov_lab.replay._client_eval import Unsupported, evaluate
 from tensprov_lab.replay._connect import ConnectReplay, _shared
@@ -58,8 +59,6 @@ CACHE_BYTES = 1 << 30
 #: times over, while it sends it (5M records in two partitions, 92 MB each, ran a Connect
 #: server of 1 GB out of memory and stopped it)
 PIECE_BYTES = 32 << 20
-#: the bits of a ``monotonically_increasing_id()`` that count records within a partition
-_WITHIN = (1 << 33) - 1
 
 
 @dataclass(frozen=True)
@@ -357,9 +356,9 @@ class ClientReplay:
         keyed = keyed_source(node.ident, node.source)
         want = node.index.table[:, 0]
         per = max(1, PIECE_BYTES // _row_bytes(self.store.datasets[d].dtypes))
-        pieces = int((want & _WITHIN).max()) // per + 1 if len(want) else 1
+        pieces = int((want & POSITION_MASK).max()) // per + 1 if len(want) else 1
         whole = P.dataframe(self.tracker.spark, keyed.rel)
-        within = F.col(keyed.keys[0]).bitwiseAND(F.lit(_WITHIN))
+        within = F.col(keyed.keys[0]).bitwiseAND(F.lit(POSITION_MASK))
         tables = []
         for i in range(pieces):
             piece = whole if pieces == 1 else whole.filter(

@@ -33,7 +33,12 @@ __all__ = [
     "KeyError_",
     "arrow_keys",
     "row_dtype",
+    "POSITION_MASK",
 ]
+
+#: the bits of a ``monotonically_increasing_id()`` that count records within their
+#: partition (the partition's index is in the bits above)
+POSITION_MASK = (1 << 33) - 1
 
 
 class KeyError_(RuntimeError):  # noqa: N801 - a capture invariant failed, not dict lookup
@@ -142,7 +147,7 @@ class ScanKeyIndex(KeyIndex):
     [1, 4]
     """
 
-    _LOW = (1 << 33) - 1
+    _LOW = POSITION_MASK
 
     def __init__(self, sizes: np.ndarray) -> None:
         self.sizes = np.asarray(sizes, dtype=np.int64)

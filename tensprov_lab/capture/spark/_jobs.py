@@ -81,8 +81,8 @@ class JobGroup:
         closed"; pyspark 4 keeps no such worker."""
         from tensprov_lab.capture.spark._versions import spark4
 
-        helper = self._helper() if self._helper is not None else None
-        if helper is None or spark4():
+        helper = None if spark4() else self._compiled_helper()
+        if helper is None:
             return
         jsc = sc._jsc.sc()
         deadline = time.monotonic() + SETTLE_S
@@ -90,9 +90,13 @@ class JobGroup:
             time.sleep(0.05)
         helper.dropClosedPythonWorkers()
 
+    def _compiled_helper(self) -> Any:
+        """Capture's helper in the JVM if it is compiled already, else None."""
+        return self._helper() if self._helper is not None else None
+
     def _counter(self, sc: Any) -> Callable[[str], int]:
         """How the group's jobs are counted: one round trip with the helper, else two."""
-        helper = self._helper() if self._helper is not None else None
+        helper = self._compiled_helper()
         if helper is not None:
             jsc = sc._jsc.sc()
             return lambda group: int(helper.jobCount(jsc, group))
