@@ -413,6 +413,20 @@ KNOWN = [
     ),
     # an RDD hop straight from the source: the source's RDD links the hop to it
     pytest.param([(0, None, None), (1, 2, "a")], [], [("rdd_hop", "k")], id="source-rdd-hop"),
+    # pyspark 3.5 re-instances the second use of u = x.union(x) with a renaming
+    # projection over each child: u.union(u) was called "a union with an untracked side"
+    pytest.param(
+        [(2, 1, "b"), (1, None, "a"), (None, 3, None)],
+        [],
+        [("with", "k", "c1"), ("union_self",), ("union_self",)],
+        id="union-of-itself-twice",
+    ),
+    pytest.param(
+        [(1, 2, "a"), (3, 4, "b")],
+        [],
+        [("union_self",), ("union_self",), ("union_self",)],
+        id="union-of-itself-thrice",
+    ),
 ]
 
 #: the shapes of issue 19 in fixed pipelines (the random search draws them too): lag

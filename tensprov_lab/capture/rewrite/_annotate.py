@@ -114,11 +114,50 @@ def regroup_union(
         m = len(jvm.children(q))
         i = 0
         while i + m <= len(kids) and len(kids) > m:
-            group = jvm.copy(node, children=jvm.seq(kids[i : i + m]))
-            if group.sameResult(q):
+            group = _group_of(jvm, node, kids[i : i + m], q)
+            if group is not None:
                 kids = [*kids[:i], group, *kids[i + m :]]
             i += 1
     return kids
+
+
+def _group_of(jvm: Jvm, node: JObject, kids: list[JObject], q: JObject) -> JObject | None:
+    """The children ``kids`` of the flattened union ``node`` under one node, when they
+    make up the input union ``q``; else None."""
+    group = jvm.copy(node, children=jvm.seq(kids))
+    if group.sameResult(q):
+        return group
+    # pyspark 3.5 re-instances the second use of a union (``u.union(u)``) by putting a
+    # renaming projection over each of its children, which ``sameResult`` tells apart
+    inner = [_renamed(jvm, k) for k in kids]
+    if any(k is None for k in inner):
+        return None
+    bare = jvm.copy(node, children=jvm.seq(inner))
+    if not bare.sameResult(q):
+        return None
+    # a rename changes no value: the group is ``q`` re-instanced, under the names (and
+    # expression ids) the first of the children gave the union's output
+    names = jvm.output(kids[0])
+    exprs = [jvm.alias(a, str(s.name()), like=s) for a, s in zip(jvm.output(bare), names)]
+    return jvm.project(exprs, bare)
+
+
+def _renamed(jvm: Jvm, node: JObject) -> JObject | None:
+    """The child of ``node`` when ``node`` is a projection that only renames its
+    child's columns, in order; else None."""
+    if jvm.cls(node) != "Project":
+        return None
+    child = node.child()
+    exprs = jvm.lst(node.projectList())
+    out = jvm.output(child)
+    if len(exprs) != len(out):
+        return None
+    for e, a in zip(exprs, out):
+        if jvm.cls(e) == "Alias":
+            e = e.child()
+        if jvm.cls(e) != "AttributeReference" or not e.exprId().equals(a.exprId()):
+            return None
+    return child
 
 
 class _Rewriter:
