@@ -12,17 +12,18 @@ import tensprov_lab
 
 
 @contextlib.contextmanager
-def connect_session() -> Iterator[Any]:
-    """Start pyspark's own Connect server on loopback, yield a session to it, and stop
-    both, every run forgotten. pyspark builds Connect columns (``F.col``) once a Connect
-    session was made in the process (``SPARK_CONNECT_MODE_ENABLED``): it is unset again
-    so that the classic session of the other tests builds classic columns."""
+def connect_session(**settings: Any) -> Iterator[Any]:
+    """Start pyspark's own Connect server on loopback (``settings``: more of its Spark
+    settings), yield a session to it, and stop both, every run forgotten. pyspark
+    builds Connect columns (``F.col``) once a Connect session was made in the process
+    (``SPARK_CONNECT_MODE_ENABLED``): it is unset again so that the classic session of
+    the other tests builds classic columns."""
     from pyspark.sql import SparkSession
 
     from tensprov_lab._spark import local_connect_server
 
     had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-    conf = {"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "1g"}
+    conf = {"spark.sql.shuffle.partitions": 2, "spark.driver.memory": "1g", **settings}
     with local_connect_server(2, **conf) as url:
         session = SparkSession.builder.remote(url).create()
         try:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import tensprov_lab
+from tensprov_lab._warn import TensProvWarning
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.spark._versions import to_arrow
 from tests._connect_session import connect_session
@@ -268,17 +269,16 @@ def test_the_sources_reads_run_at_once_ahead_of_the_block(spark: Any, monkeypatc
     import threading
 
     from tensprov_lab._registry import _tracker
-    from tensprov_lab.capture.connect import _ahead
-    from tensprov_lab.capture.connect import _tracker as tracker_module
+    from tensprov_lab.capture.connect import _ahead, _arrow
 
-    real = tracker_module.read_arrow
+    real = _arrow.read_arrow
     threads: list[int] = []
 
     def spy(session: Any, rel: Any) -> Any:
         threads.append(threading.get_ident())
         return real(session, rel)
 
-    monkeypatch.setattr(tracker_module, "read_arrow", spy)
+    monkeypatch.setattr(_arrow, "read_arrow", spy)
     monkeypatch.setattr(_ahead, "read_arrow", spy)
     conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(conf)
@@ -331,3 +331,135 @@ def test_file_sources_read_by_the_server_give_the_lineage_of_one_job_per_dataset
     back = run.backward(frames["bigger"])[orders]
     assert sorted(src["id"].iloc[back].tolist()) == sorted(kept)
     _same_as_unfused(spark, monkeypatch, orders, customers, run, frames)
+
+
+def _server_reads(
+    spark: Any, tmp_path: Any, monkeypatch: Any, parts: int, n: int
+) -> tuple[Any, Any]:
+    """``n`` orders like :func:`_frames`'s in ``parts`` Parquet files, and its customers
+    in 2, read by the server (not by the client)."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab._registry import _tracker
+
+    orders = spark.range(0, n, 1, parts).select(
+        "id",
+        (F.col("id") * 7 % 11).alias("cust"),
+        (F.col("id") % 13).cast("double").alias("amount"),
+    )
+    _, customers = _frames(spark)
+    orders.write.parquet(str(tmp_path / "orders"))
+    customers.repartition(2).write.parquet(str(tmp_path / "customers"))
+    monkeypatch.setattr(_tracker(spark), "direct_reads", False)
+    return spark.read.parquet(str(tmp_path / "orders")), spark.read.parquet(
+        str(tmp_path / "customers")
+    )
+
+
+def _counting_reads(monkeypatch: Any) -> list[int]:
+    """The records of every request capture's reads make (``_arrow.read_arrow``; -1 for
+    a request the server refused)."""
+    from tensprov_lab.capture.connect import _ahead, _arrow
+
+    requests: list[int] = []
+    read = _arrow.read_arrow
+
+    def counting(spark: Any, rel: Any) -> Any:
+        try:
+            table = read(spark, rel)
+        except Exception:
+            requests.append(-1)
+            raise
+        requests.append(table.num_rows)
+        return table
+
+    monkeypatch.setattr(_arrow, "read_arrow", counting)
+    monkeypatch.setattr(_ahead, "read_arrow", counting)
+    return requests
+
+
+def test_a_source_is_read_in_pieces_of_every_partition(
+    spark: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Capture's read of a source asks for at most ``PIECE_BYTES`` of each partition's
+    records at a time (the server holds a task's result whole while it sends it): the
+    same lineage as one request, and the one the rows say."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.connect import _arrow
+
+    orders, customers = _server_reads(spark, tmp_path, monkeypatch, 3, 2400)
+    requests = _counting_reads(monkeypatch)
+    run, frames = _block(spark, orders, customers)
+    whole = len(requests)
+    assert 2400 in requests, requests  # the orders' read, in one request
+    # pieces of 300 records a partition (the row's size as the read estimates it)
+    from tensprov_lab.capture.connect import _ahead
+
+    rows: list[int] = []
+    pieces = _ahead.read_pieces
+
+    def sized(*args: Any, **kwargs: Any) -> Any:
+        rows.append(args[4])
+        return pieces(*args, **kwargs)
+
+    monkeypatch.setattr(_ahead, "read_pieces", sized)
+    monkeypatch.setattr(_arrow, "_FEWEST", 1)
+    monkeypatch.setattr(_arrow, "PIECE_BYTES", 300 * 36)
+    requests.clear()
+    # the same files again, as DataFrames not tracked yet
+    orders2, customers2 = (spark.read.parquet(str(tmp_path / n)) for n in ("orders", "customers"))
+    pieced, frames2 = _block(spark, orders2, customers2)
+    assert max(rows) == 36  # the orders': a partition number, 2 flags, a key and its fit
+    counts = orders2.groupBy(F.spark_partition_id()).count().toPandas()["count"].tolist()
+    want = [sum(min(300, max(0, n - i * 300)) for n in counts) for i in range(9)]
+    want = [n for n in want if n]
+    assert len(want) > 1 and want == [n for n in requests if n > 12], (requests, counts)
+    # (a last, empty request when the largest partition ends a piece)
+    assert len(requests) == whole - 1 + len(want) + (max(counts) % 300 == 0), requests
+    for name, df in frames.items():
+        mine = pieced.mapping(orders2, frames2[name]).toarray()
+        assert (mine == run.mapping(orders, df).toarray()).all(), name
+        if name not in ("big", "bigger"):
+            mine_c = pieced.mapping(customers2, frames2[name]).toarray()
+            assert (mine_c == run.mapping(customers, df).toarray()).all(), name
+    src = pieced.rows(orders2)
+    assert src.equals(run.rows(orders))
+    kept = [int(i) for i, a in zip(src["id"], src["amount"]) if 3 < a < 11]
+    back = pieced.backward(frames2["bigger"])[orders2]
+    assert sorted(src["id"].iloc[back].tolist()) == sorted(kept)
+
+
+def test_a_source_past_the_servers_result_limit_is_read_in_smaller_pieces(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """A server whose ``spark.driver.maxResultSize`` is smaller than a source's keys:
+    capture reads them in pieces under the limit (the block failed with Spark's "bigger
+    than spark.driver.maxResultSize"), asking again in smaller pieces when the server
+    refuses one, with the lineage the rows say."""
+    # (a file a partition: an open costs more than a partition holds)
+    limits = {"spark.driver.maxResultSize": "1m", "spark.sql.files.openCostInBytes": "128m"}
+    with connect_session(**limits) as session:
+        # 8 partitions of 30,000 records, ~14 bytes each read: 3 MB in all
+        orders, customers = _server_reads(session, tmp_path, monkeypatch, 8, 240_000)
+        requests = _counting_reads(monkeypatch)
+        with pytest.warns(TensProvWarning, match=r"count: .*maxResultSize \(1024.0 KiB\)"):
+            run, frames = _block(session, orders, customers)
+        assert -1 in requests and requests.count(-1) < len(requests) - 3, requests
+        # (all the records at once are more than the limit too: said so)
+        with pytest.raises(RuntimeError, match=r"maxResultSize \(1024.0 KiB\).*rows="):
+            run.rows(orders)
+        src = pd.concat([run.rows(orders, where=f"id % 16 = {m}") for m in range(16)]).sort_values(
+            "_row"
+        )
+        assert src["_row"].tolist() == list(range(240_000))
+        assert sorted(src["id"].tolist()) == list(range(240_000))
+        kept = src["_row"][(src["amount"] > 3) & (src["amount"] < 11)]
+        back = run.backward(frames["bigger"])[orders]
+        assert sorted(back.tolist()) == sorted(kept.tolist())
+        # an aggregate traced by a job of its own reads all its records' keys at once:
+        # opaque, saying why and what to do
+        opaque = {op.method: op.warnings for op in run.operations if op.opaque}
+        assert list(opaque) == ["count"], opaque
+        assert "spark.driver.maxResultSize (1024.0 KiB)" in opaque["count"][0]
+        assert "set it higher" in opaque["count"][0]

@@ -40,13 +40,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from tensprov_lab.capture.connect._arrow import python_code, read_arrow
+from tensprov_lab.capture.connect._arrow import python_code, read_arrow, read_pieces
 from tensprov_lab.capture.connect._direct import local_files
 from tensprov_lab.capture.connect._index import PARTITION
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._connect import stable
 
-__all__ = ["Prefetch", "read_ahead", "source_read"]
+__all__ = ["Prefetch", "read_ahead", "read_source", "source_read"]
 
 
 #: concurrent round trips: a block has a few datasets; the server analyses each plan on
@@ -127,6 +127,20 @@ def source_read(source: Any, rel: Any, keys: list[str], reads: dict[str, Any]) -
     return P.select(rel, lead + wanted), compact
 
 
+def read_source(spark: Any, source: Any, rel: Any, keys: list[str], reads: dict[str, Any]) -> Any:
+    """The table :func:`source_read` gives (the compact keys in pieces of scan
+    positions, see :func:`~._arrow.read_pieces`)."""
+    read, compact = source_read(source, rel, keys, reads)
+    if not compact:
+        return read_arrow(spark, read)
+    # a partition number and the columns read (flags and exact join keys): ~8 B each
+    row = 4 + 8 * len(reads)
+    return read_pieces(
+        spark, rel, keys[0], lambda piece: source_read(source, piece, keys, reads)[0], row,
+        partition=PARTITION,
+    )  # fmt: skip
+
+
 def read_ahead(tracker: Any, pending: list[Any], annotator: Any, tag: str) -> None:
     """Start the server's reads of the block's sources (``pending``: its items), all
     at once, each asked of the block's prefetch as ``"read <ident>"``.  Only reads that
@@ -151,7 +165,9 @@ def read_ahead(tracker: Any, pending: list[Any], annotator: Any, tag: str) -> No
         read, _ = source_read(item.source, keyed.rel, keyed.keys, reads)
         if python_code(read) is not False:
             continue
-        call = functools.partial(read_arrow, tracker.spark, read)
+        call = functools.partial(
+            read_source, tracker.spark, item.source, keyed.rel, keyed.keys, reads
+        )
         fusion.prefetch.ask(
             f"read {item.ident}", functools.partial(_tagged, tracker.spark, tag, call)
         )

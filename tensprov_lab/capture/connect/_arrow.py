@@ -7,19 +7,33 @@ code keeps the session's batches).  The client tells that from the plan's messag
 it can (:func:`python_code`); a plan it cannot read whole (a table by name, a SQL query,
 a function it does not know) is asked of the server, whose physical plan says (an
 explain: 0.15-0.2 s for a source's first read, so not asked of every plan).
+
+A read of a source's keys is one Spark job whose every task returns its whole partition
+at once, and the server holds a task's result (and the job's, up to its
+``spark.driver.maxResultSize``, 1 GB by default) as it sends it: a source of tens of
+millions of records per partition ran a small server out of memory, and one of ~80M
+records or more failed the capture ("Total size of serialized results ... is bigger than
+spark.driver.maxResultSize").  :func:`read_pieces` asks for one range of scan positions
+within every partition at a time (one request, as before, for partitions of fewer than
+about 2.5M records).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.plan._keys import POSITION_MASK
+from tensprov_lab.capture.plan._nodes import result_limit
 from tensprov_lab.capture.spark._batches import large_batches
 from tensprov_lab.capture.spark._versions import to_arrow
 
-__all__ = ["python_code", "read_arrow", "runs_python"]
+__all__ = ["PIECE_BYTES", "python_code", "read_arrow", "read_pieces", "runs_python"]
 
 #: relations whose own work is Spark's (their expressions and inputs are looked at too)
 _SPARK_RELATIONS = {
@@ -165,3 +179,97 @@ def read_arrow(spark: Any, rel: Any) -> Any:
         return to_arrow(df)
     with large_batches(spark):
         return to_arrow(df)
+
+
+#: most bytes (estimated) of one partition's records one request of :func:`read_pieces`
+#: asks for
+PIECE_BYTES = 32 << 20
+#: fewest positions of every partition a request asks for, however small the server's
+#: result limit
+_FEWEST = 1 << 10
+
+
+def read_pieces(
+    spark: Any,
+    rel: Any,
+    key: str,
+    select: Callable[[Any], Any],
+    row_bytes: int,
+    partition: str | None = None,
+) -> Any:
+    """The records of ``select(rel)`` as an Arrow table, in scan order, read in ranges
+    of scan positions within every partition, at most about :data:`PIECE_BYTES` of a
+    partition's records (``row_bytes`` each) and half the server's result limit a
+    request.  ``rel``: a relation keyed by scan position (``monotonically_increasing_id``)
+    in its column ``key``; ``partition``: the column of the result that holds each
+    record's partition (None: the result holds ``key``).  Every further request scans
+    the source again; a request the server refuses as too large is asked again in
+    smaller pieces.
+
+    Examples
+    --------
+    >>> read_pieces(spark, keyed, "__tp_s", lambda r: r, 16)  # doctest: +SKIP
+    """
+    import pyarrow as pa
+
+    per = max(_FEWEST, min(PIECE_BYTES, _result_limit(spark) // 2) // max(1, row_bytes))
+    within = P.fn("&", P.col(key), P.literal(POSITION_MASK))
+    lo, tables, parts = 0, [], []
+    while True:
+        cond = P.fn("<", within, P.literal(lo + per))
+        if lo:
+            cond = P.fn("and", P.fn(">=", within, P.literal(lo)), cond)
+        try:
+            table = read_arrow(spark, select(P.where(rel, cond)))
+        except Exception as exc:
+            if result_limit(exc) is None or per <= _FEWEST:
+                raise
+            per = max(_FEWEST, per // 4)
+            continue
+        tables.append(table)
+        if partition is None:
+            part = np.asarray(table.column(key).to_numpy(), dtype=np.int64) >> 33
+        else:
+            part = np.asarray(table.column(partition).to_numpy())
+        parts.append(part)
+        if not len(part) or int(np.unique(part, return_counts=True)[1].max()) < per:
+            break  # no partition has records past this range
+        lo += per
+    if len(tables) == 1:
+        return tables[0]
+    # each piece gives its partitions in order: by partition, stably, is scan order
+    order = np.argsort(np.concatenate(parts), kind="stable")
+    return pa.concat_tables(tables).take(pa.array(order))
+
+
+#: Spark's default spark.driver.maxResultSize
+_DEFAULT_LIMIT = 1 << 30
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _result_limit(spark: Any) -> int:
+    """The most bytes of task results one job may return to the server's driver
+    (``spark.driver.maxResultSize``; 0, no limit, read as a terabyte), asked once per
+    session (a setting of the server's start)."""
+    session = getattr(spark, "session_id", None)
+    if session is None:
+        return _ask_limit(spark)
+    if session not in _LIMITS:
+        _LIMITS[session] = _ask_limit(spark)
+    return _LIMITS[session]
+
+
+#: the result limit of each session asked
+_LIMITS: dict[str, int] = {}
+
+
+def _ask_limit(spark: Any) -> int:
+    try:
+        text = str(spark.conf.get("spark.driver.maxResultSize", "1g"))
+    except Exception:  # noqa: BLE001 - a server that does not say: Spark's default
+        return _DEFAULT_LIMIT
+    m = re.fullmatch(r"\s*(\d+)\s*([bkmgt]?)b?\s*", text.lower())
+    if m is None:
+        return _DEFAULT_LIMIT
+    size = int(m.group(1)) * _UNITS[m.group(2)]
+    return size if size > 0 else _UNITS["t"]

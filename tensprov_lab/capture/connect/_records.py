@@ -9,7 +9,7 @@ import numpy as np
 
 from tensprov_lab.capture.connect._index import KeyIndex, key_array
 from tensprov_lab.capture.plan import _proto as P
-from tensprov_lab.capture.plan._nodes import ROW, _short_error
+from tensprov_lab.capture.plan._nodes import ROW, _short_error, result_limit
 from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["keyed_frame", "keyed_records", "read_records"]
@@ -60,7 +60,19 @@ def read_records(tracker: Any, ds_id: int, rows: np.ndarray | None, where: str |
                 f"where={where!r} is not a valid predicate over {ds.label} "
                 f"(columns: {', '.join(ds.columns)}): {_short_error(exc)}"
             ) from None
-    pdf, idx = keyed_records(to_arrow(df), names, node.index, shared)
+    try:
+        table = to_arrow(df)
+    except Exception as exc:
+        limit = result_limit(exc)
+        if limit is None:
+            raise
+        ds = tracker.store.datasets[ds_id]
+        raise RuntimeError(
+            f"the records of {ds.label} asked for are more than the server's "
+            f"spark.driver.maxResultSize ({limit}) lets one job return: ask for fewer "
+            "(rows=, where=) or start the server with a larger spark.driver.maxResultSize"
+        ) from None
+    pdf, idx = keyed_records(table, names, node.index, shared)
     pdf.insert(0, ROW, idx)
     if rows is not None:
         pdf = pdf[np.isin(idx, rows)]

@@ -23,8 +23,8 @@ import numpy as np
 
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
-from tensprov_lab.capture.connect._ahead import read_ahead, source_read
-from tensprov_lab.capture.connect._arrow import read_arrow
+from tensprov_lab.capture.connect._ahead import read_ahead, read_source, source_read
+from tensprov_lab.capture.connect._arrow import read_pieces
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
 from tensprov_lab.capture.connect._direct import read_direct
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
@@ -393,6 +393,15 @@ class ConnectTracker(Depth, Blocks):
         Spark job): one row per record, in the order Spark returns them; -1 for null."""
         return self._read(rel, names, [])[0]
 
+    def _scan_keys(self, rel: Any, names: list[str]) -> np.ndarray:
+        """:meth:`_keys` of a relation keyed as a source (``names``: its scan key), read
+        in pieces of scan positions (:func:`~._arrow.read_pieces`)."""
+        if len(names) != 1:
+            return self._keys(rel, names)
+        key = names[0]
+        table = read_pieces(self.spark, rel, key, lambda piece: P.select(piece, [P.col(key)]), 8)
+        return key_array(table, names)
+
     def _read(self, rel: Any, names: list[str], along: list[str]) -> tuple[np.ndarray, list[Any]]:
         """:meth:`_keys`, and the user's columns ``along`` read in the same job (Arrow
         arrays in the same row order)."""
@@ -453,11 +462,12 @@ class ConnectTracker(Depth, Blocks):
             keys, table = read_direct(self, node, reads or {}, list(zip(cols, types)))
         spark_read = keys is None
         if keys is None and reads:
-            read, compact = source_read(node.source, keyed.rel, keyed.keys, reads)
+            _, compact = source_read(node.source, keyed.rel, keyed.keys, reads)
             try:
                 assert fusion is not None
                 table = fusion.prefetch.result(
-                    f"read {node.ident}", lambda: read_arrow(self.spark, read)
+                    f"read {node.ident}",
+                    lambda: read_source(self.spark, node.source, keyed.rel, keyed.keys, reads),
                 )
                 keys = scan_keys(table.column(PARTITION).to_numpy()) if compact else \
                     key_array(table, keyed.keys)  # fmt: skip
@@ -465,7 +475,7 @@ class ConnectTracker(Depth, Blocks):
                 self._stop_point()  # (or the capture was cancelled, its job interrupted)
                 table = None
         if keys is None:
-            keys = self._keys(keyed.rel, keyed.keys)
+            keys = self._scan_keys(keyed.rel, keyed.keys)
         first = keys[:, 0]
         # read in scan order, as Spark returns a source: no sort, no copy of its columns
         order = None if bool(np.all(first[1:] > first[:-1])) else \
@@ -739,7 +749,7 @@ class ConnectTracker(Depth, Blocks):
         try:
             note = self._key_source(p.out, annotator)
             keyed = annotator.annotate(P.relation(p.out.df))
-            keys = self._keys(keyed.rel, keyed.keys)
+            keys = self._scan_keys(keyed.rel, keyed.keys)
             p.out.index = KeyIndex(keys[np.argsort(keys[:, 0], kind="stable")])
             n = p.out.index.n
             run.jobs += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid as uuid_module
 from concurrent.futures import Future
@@ -24,6 +25,7 @@ __all__ = [
     "first_consumers",
     "named",
     "persisted",
+    "result_limit",
 ]
 
 #: name of the column holding the canonical row index in record tables
@@ -199,8 +201,35 @@ def call_inputs(obj: Any, args: tuple, kwargs: dict, out: Any, frame: type) -> l
     return [base, *_dataframes_in(list(args)), *_dataframes_in(list(kwargs.values()))]
 
 
+def result_limit(exc: BaseException) -> str | None:
+    """The ``spark.driver.maxResultSize`` a job failed on (as Spark writes it), if it
+    failed on that.
+
+    >>> result_limit(RuntimeError("... is bigger than spark.driver.maxResultSize (1024.0 KiB)"))
+    '1024.0 KiB'
+    """
+    found = re.search(r"bigger than spark\.driver\.maxResultSize \(([^)]*)\)", str(exc))
+    return None if found is None else found.group(1)
+
+
 def _short_error(exc: Exception) -> str:
-    """The first line of an error's message (a py4j error's is the Java one)."""
+    """The first line of an error's message (a py4j error's is the Java one), or what
+    to do about a known one.
+
+    >>> why = _short_error(RuntimeError("Total size of serialized results of 2 tasks "
+    ...     "(39.1 MiB) is bigger than spark.driver.maxResultSize (20.0 MiB)\\nJVM ..."))
+    >>> why[:36]
+    'the keys capture reads are more than'
+    >>> why[why.index("("):]
+    '(20.0 MiB) lets one job return to the driver: set it higher where the session or server starts'
+    """
+    limit = result_limit(exc)
+    if limit is not None:
+        return (
+            "the keys capture reads are more than Spark's spark.driver.maxResultSize "
+            f"({limit}) lets one job return to the driver: set it higher where the "
+            "session or server starts"
+        )
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
 

@@ -27,7 +27,7 @@ __all__ = [
     "AGGREGATES", "GENERATORS", "KEY_PREFIX", "alias", "calls", "children", "col",
     "dataframe", "fn", "fresh_id", "kind", "messages", "nondeterministic", "null_long",
     "references",
-    "relation", "select", "star", "with_id",
+    "relation", "select", "star", "where", "with_id",
 ]  # fmt: skip
 
 #: prefix of the columns capture adds to a plan (record keys, a union's side)
@@ -142,6 +142,15 @@ def select(child: Any, expressions: list[Any]) -> Any:
     out = _pb().Relation()
     out.project.input.CopyFrom(child)
     out.project.expressions.extend(expressions)
+    return with_id(out, None)
+
+
+def where(child: Any, condition: Any) -> Any:
+    """The records of ``child`` for which ``condition`` holds, with a fresh plan id of
+    its own (``child`` keeps its id, as with :func:`select`)."""
+    out = _pb().Relation()
+    out.filter.input.CopyFrom(child)
+    out.filter.condition.CopyFrom(condition)
     return with_id(out, None)
 
 
