@@ -386,31 +386,30 @@ def test_a_source_is_read_in_pieces_of_every_partition(
     same lineage as one request, and the one the rows say."""
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture.connect import _arrow
+    from tensprov_lab.capture.connect import _ahead, _arrow
 
+    sizes: dict[int, int] = {}  # records read: the size of one as the read estimates it
+    pieces = _ahead.read_pieces
+
+    def sized(*args: Any, **kwargs: Any) -> Any:
+        table = pieces(*args, **kwargs)
+        sizes[table.num_rows] = args[4]
+        return table
+
+    monkeypatch.setattr(_ahead, "read_pieces", sized)
     orders, customers = _server_reads(spark, tmp_path, monkeypatch, 3, 2400)
     requests = _counting_reads(monkeypatch)
     run, frames = _block(spark, orders, customers)
     whole = len(requests)
     assert 2400 in requests, requests  # the orders' read, in one request
-    # pieces of 300 records a partition (the row's size as the read estimates it)
-    from tensprov_lab.capture.connect import _ahead
-
-    rows: list[int] = []
-    pieces = _ahead.read_pieces
-
-    def sized(*args: Any, **kwargs: Any) -> Any:
-        rows.append(args[4])
-        return pieces(*args, **kwargs)
-
-    monkeypatch.setattr(_ahead, "read_pieces", sized)
+    # a server with the memory for pieces of 300 of the orders' records a partition
     monkeypatch.setattr(_arrow, "_FEWEST", 1)
-    monkeypatch.setattr(_arrow, "PIECE_BYTES", 300 * 36)
+    server = (300 * sizes[2400] * _arrow.PIECE_SHARE, 1 << 40)
+    monkeypatch.setattr(_arrow, "_server_limits", lambda session: server)
     requests.clear()
     # the same files again, as DataFrames not tracked yet
     orders2, customers2 = (spark.read.parquet(str(tmp_path / n)) for n in ("orders", "customers"))
     pieced, frames2 = _block(spark, orders2, customers2)
-    assert max(rows) == 36  # the orders': a partition number, 2 flags, a key and its fit
     counts = orders2.groupBy(F.spark_partition_id()).count().toPandas()["count"].tolist()
     want = [sum(min(300, max(0, n - i * 300)) for n in counts) for i in range(9)]
     want = [n for n in want if n]

@@ -133,8 +133,10 @@ def read_source(spark: Any, source: Any, rel: Any, keys: list[str], reads: dict[
     read, compact = source_read(source, rel, keys, reads)
     if not compact:
         return read_arrow(spark, read)
-    # a partition number and the columns read (flags and exact join keys): ~8 B each
-    row = 4 + 8 * len(reads)
+    # a partition number and the columns read: a filter's or a key's flag (f, w), a
+    # join key (j) and a value that rides along (v), see ._fused.plan
+    flag = (P.KEY_PREFIX + "f", P.KEY_PREFIX + "w")
+    row = 4 + sum(1 if name.startswith(flag) else 8 for name in reads)
     return read_pieces(
         spark, rel, keys[0], lambda piece: source_read(source, piece, keys, reads)[0], row,
         partition=PARTITION,
