@@ -283,6 +283,9 @@ def local_connect_server(cores: int | str = "*", **conf: Any) -> Iterator[str]:
         "spark.connect.grpc.binding.port": port,
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
+        # as local_spark's driver: Spark's default 1 GB is a small server for millions
+        # of records (capture's reads size their pieces from it)
+        "spark.driver.memory": os.environ.get("TENSPROV_DRIVER_MEMORY", "4g"),
         **conf,
     }
     args = [str(home / "bin" / "spark-submit"), "--master", f"local[{cores}]",
