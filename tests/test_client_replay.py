@@ -334,27 +334,28 @@ def test_a_source_too_large_to_fetch_is_replayed_by_the_server(connect, monkeypa
 
 
 def test_a_source_is_fetched_in_pieces_of_every_partition(connect, monkeypatch) -> None:  # noqa: ANN001
-    """A fetched source comes in requests of at most ``PIECE_BYTES`` of each partition's
-    records (the server holds a partition's result whole while it sends it), and the
-    pieces make the same records as one request."""
+    """A fetched source comes in requests of at most a ``PIECE_SHARE`` th of the server's
+    memory of each partition's records (the server holds a partition's result whole
+    while it sends it), and the pieces make the same records as one request."""
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture.spark import _versions
-    from tensprov_lab.replay import _client
+    from tensprov_lab.capture.connect import _arrow
 
     requests: list[int] = []
-    to_arrow = _versions.to_arrow
+    read = _arrow.read_arrow
 
-    def counting(df: Any) -> Any:
-        table = to_arrow(df)
+    def counting(spark: Any, rel: Any) -> Any:
+        table = read(spark, rel)
         requests.append(table.num_rows)
         return table
 
-    monkeypatch.setattr(_versions, "to_arrow", counting)
-    got, whole = {}, _client.PIECE_BYTES
+    monkeypatch.setattr(_arrow, "read_arrow", counting)
+    monkeypatch.setattr(_arrow, "_FEWEST", 1)
+    got, whole = {}, 1 << 30
     # 48 bytes a record (key, two bigints, a string): pieces of 30 records per partition
     for piece_bytes in (30 * 48, whole):
-        monkeypatch.setattr(_client, "PIECE_BYTES", piece_bytes)
+        server = (piece_bytes * _arrow.PIECE_SHARE, 1 << 40)
+        monkeypatch.setattr(_arrow, "_server_limits", lambda session, server=server: server)
         src = connect.range(0, 300, 1, 3).select(
             "id", (F.col("id") % 4).alias("g"), F.concat(F.lit("s"), "id").alias("s")
         )

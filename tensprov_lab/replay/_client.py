@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from tensprov_lab.capture.connect._arrow import read_pieces
 from tensprov_lab.capture.connect._records import keyed_records
 from tensprov_lab.capture.plan._connect import keyed_source, source_key
-from tensprov_lab.capture.plan._keys import POSITION_MASK
 from tensprov_lab.replay import _frontier as fr
 from tensprov_lab.replay._client_eval import Unsupported, evaluate
 from tensprov_lab.replay._connect import ConnectReplay, _shared
@@ -54,11 +54,6 @@ __all__ = ["CACHE_BYTES", "MOST", "Change", "ClientReplay", "clear_cache", "serv
 MOST = 100_000
 #: bytes of decoded source files the client keeps for its replays
 CACHE_BYTES = 1 << 30
-#: most bytes (estimated as :func:`_row_bytes`) of one partition's records one request
-#: of a source's fetch takes: the server holds each partition's result whole, a few
-#: times over, while it sends it (5M records in two partitions, 92 MB each, ran a Connect
-#: server of 1 GB out of memory and stopped it)
-PIECE_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -342,40 +337,27 @@ class ClientReplay:
     def _fetch(self, d: int) -> pa.Table:
         """Source ``d``'s records, fetched from the server with their keys, in canonical
         order (when first needed; not persisted there first: a cached copy holds the
-        server's memory, where large task results were then lost).  A request takes
-        the records of one range of positions within every partition, at most
-        :data:`PIECE_BYTES` of a partition's, so the server never holds much of a
-        result; each request scans the source again.  The keys must be those of the
-        capture."""
-        from pyspark.sql import functions as F
-
-        from tensprov_lab.capture.plan import _proto as P
-        from tensprov_lab.capture.spark._versions import to_arrow
-
+        server's memory, where large task results were then lost).  Fetched in pieces
+        of scan positions within every partition as capture reads a source
+        (:func:`~tensprov_lab.capture.connect._arrow.read_pieces`: 5M records in two
+        partitions, 92 MB each, ran a Connect server of 1 GB out of memory and stopped
+        it).  The keys must be those of the capture."""
         node = self.spark_engine._node(d)
         keyed = keyed_source(node.ident, node.source)
         want = node.index.table[:, 0]
-        per = max(1, PIECE_BYTES // _row_bytes(self.store.datasets[d].dtypes))
-        pieces = int((want & POSITION_MASK).max()) // per + 1 if len(want) else 1
-        whole = P.dataframe(self.tracker.spark, keyed.rel)
-        within = F.col(keyed.keys[0]).bitwiseAND(F.lit(POSITION_MASK))
-        tables = []
-        for i in range(pieces):
-            piece = whole if pieces == 1 else whole.filter(
-                (within >= F.lit(i * per)) & (within < F.lit((i + 1) * per)))  # fmt: skip
-            table, failure = None, None
-            for _ in range(2):  # (a task result lost once is fetched again)
-                try:
-                    table = to_arrow(piece)
-                    break
-                except Exception as exc:  # noqa: BLE001 - the server's to report: it replays
-                    failure = exc
-            if table is None:
-                why = f"the source could not be fetched ({failure})"
-                node.files = _ServerOnly(node.files.stamps, why)
-                raise Unsupported(why)
-            tables.append(table)
-        table = pa.concat_tables(tables)
+        row = _row_bytes(self.store.datasets[d].dtypes)
+        table, failure = None, None
+        for _ in range(2):  # (a task result lost once is fetched again)
+            try:
+                whole = lambda piece: piece  # noqa: E731 - every column, the key's too
+                table = read_pieces(self.tracker.spark, keyed.rel, keyed.keys[0], whole, row)
+                break
+            except Exception as exc:  # noqa: BLE001 - the server's to report: it replays
+                failure = exc
+        if table is None:
+            why = f"the source could not be fetched ({failure})"
+            node.files = _ServerOnly(node.files.stamps, why)
+            raise Unsupported(why)
         keys = table.column(keyed.keys[0]).to_numpy()
         order = np.argsort(keys, kind="stable")
         if len(keys) != len(want) or not np.array_equal(keys[order], want):
