@@ -340,6 +340,7 @@ def test_a_source_is_fetched_in_pieces_of_every_partition(connect, monkeypatch) 
     from pyspark.sql import functions as F
 
     from tensprov_lab.capture.connect import _arrow
+    from tensprov_lab.capture.plan import _pieces
 
     requests: list[int] = []
     read = _arrow.read_arrow
@@ -350,12 +351,12 @@ def test_a_source_is_fetched_in_pieces_of_every_partition(connect, monkeypatch) 
         return table
 
     monkeypatch.setattr(_arrow, "read_arrow", counting)
-    monkeypatch.setattr(_arrow, "_FEWEST", 1)
+    monkeypatch.setattr(_pieces, "FEWEST", 1)
     got, whole = {}, 1 << 30
     # 48 bytes a record (key, two bigints, a string): pieces of 30 records per partition
     for piece_bytes in (30 * 48, whole):
-        server = (piece_bytes * _arrow.PIECE_SHARE, 1 << 40)
-        monkeypatch.setattr(_arrow, "_server_limits", lambda session, server=server: server)
+        server = (piece_bytes * _pieces.PIECE_SHARE, 1 << 40)
+        monkeypatch.setattr(_pieces, "driver_limits", lambda session, server=server: server)
         src = connect.range(0, 300, 1, 3).select(
             "id", (F.col("id") % 4).alias("g"), F.concat(F.lit("s"), "id").alias("s")
         )

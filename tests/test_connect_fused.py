@@ -386,7 +386,8 @@ def test_a_source_is_read_in_pieces_of_every_partition(
     same lineage as one request, and the one the rows say."""
     from pyspark.sql import functions as F
 
-    from tensprov_lab.capture.connect import _ahead, _arrow
+    from tensprov_lab.capture.connect import _ahead
+    from tensprov_lab.capture.plan import _pieces
 
     sizes: dict[int, int] = {}  # records read: the size of one as the read estimates it
     pieces = _ahead.read_pieces
@@ -403,9 +404,9 @@ def test_a_source_is_read_in_pieces_of_every_partition(
     whole = len(requests)
     assert 2400 in requests, requests  # the orders' read, in one request
     # a server with the memory for pieces of 300 of the orders' records a partition
-    monkeypatch.setattr(_arrow, "_FEWEST", 1)
-    server = (300 * sizes[2400] * _arrow.PIECE_SHARE, 1 << 40)
-    monkeypatch.setattr(_arrow, "_server_limits", lambda session: server)
+    monkeypatch.setattr(_pieces, "FEWEST", 1)
+    server = (300 * sizes[2400] * _pieces.PIECE_SHARE, 1 << 40)
+    monkeypatch.setattr(_pieces, "driver_limits", lambda session: server)
     requests.clear()
     # the same files again, as DataFrames not tracked yet
     orders2, customers2 = (spark.read.parquet(str(tmp_path / n)) for n in ("orders", "customers"))

@@ -6,16 +6,9 @@ see :mod:`tensprov_lab.capture.spark._batches`, which also says why a plan that 
 code keeps the session's batches).  The client tells that from the plan's messages when
 it can (:func:`python_code`); a plan it cannot read whole (a table by name, a SQL query,
 a function it does not know) is asked of the server, whose physical plan says (an
-explain: 0.15-0.2 s for a source's first read, so not asked of every plan).
-
-A read of a source's keys is one Spark job whose every task returns its whole partition
-at once, and the server holds a task's result (and the job's, up to its
-``spark.driver.maxResultSize``, 1 GB by default) as it sends it: a source of tens of
-millions of records per partition ran a small server out of memory, and one of ~80M
-records or more failed the capture ("Total size of serialized results ... is bigger than
-spark.driver.maxResultSize").  :func:`read_pieces` asks for one range of scan positions
-within every partition at a time (one request, as before, for partitions of fewer than
-about 4.5M records on a server of 1 GB).
+explain: 0.15-0.2 s for a source's first read, so not asked of every plan).  A source's
+keys are read in pieces of scan positions (:func:`read_pieces`, see
+:mod:`tensprov_lab.capture.plan._pieces`).
 """
 
 from __future__ import annotations
@@ -29,11 +22,11 @@ import numpy as np
 
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._keys import POSITION_MASK
-from tensprov_lab.capture.plan._nodes import result_limit
+from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces
 from tensprov_lab.capture.spark._batches import large_batches
 from tensprov_lab.capture.spark._versions import to_arrow
 
-__all__ = ["PIECE_SHARE", "python_code", "read_arrow", "read_pieces", "runs_python"]
+__all__ = ["python_code", "read_arrow", "read_pieces", "runs_python"]
 
 #: relations whose own work is Spark's (their expressions and inputs are looked at too)
 _SPARK_RELATIONS = {
@@ -181,15 +174,6 @@ def read_arrow(spark: Any, rel: Any) -> Any:
         return to_arrow(df)
 
 
-#: the share of the server driver's memory one partition's records of a request of
-#: :func:`read_pieces` may take (1 GB, Spark's default: 64 MB; the server holds a few
-#: tasks' results at once, each copied as it is sent)
-PIECE_SHARE = 16
-#: fewest positions of every partition a request asks for, however small the server's
-#: result limit
-_FEWEST = 1 << 10
-
-
 def read_pieces(
     spark: Any,
     rel: Any,
@@ -199,91 +183,27 @@ def read_pieces(
     partition: str | None = None,
 ) -> Any:
     """The records of ``select(rel)`` as an Arrow table, in scan order, read in ranges
-    of scan positions within every partition: a request asks for at most a
-    :data:`PIECE_SHARE` th of the server driver's memory of each partition's records
-    (``row_bytes`` each), and half of its result limit (``spark.driver.maxResultSize``).
-    ``rel``: a relation keyed by scan position (``monotonically_increasing_id``) in its
-    column ``key``; ``partition``: the column of the result that holds each
-    record's partition (None: the result holds ``key``).  Every further request scans
-    the source again; a request the server refuses as too large is asked again in
-    smaller pieces.
+    of scan positions within every partition (:func:`~._pieces.read_in_pieces`, of
+    :func:`~._pieces.positions_per_piece` for records of ``row_bytes``).  ``rel``: a
+    relation keyed by scan position (``monotonically_increasing_id``) in its column
+    ``key``; ``partition``: the column of the result that holds each record's partition
+    (None: the result holds ``key``).
 
     Examples
     --------
     >>> read_pieces(spark, keyed, "__tp_s", lambda r: r, 16)  # doctest: +SKIP
     """
-    import pyarrow as pa
-
-    memory, limit = _server_limits(spark)
-    per = max(_FEWEST, min(memory // PIECE_SHARE, limit // 2) // max(1, row_bytes))
     within = P.fn("&", P.col(key), P.literal(POSITION_MASK))
-    lo, tables, parts = 0, [], []
-    while True:
-        cond = P.fn("<", within, P.literal(lo + per))
+
+    def read(lo: int, hi: int) -> Any:
+        cond = P.fn("<", within, P.literal(hi))
         if lo:
             cond = P.fn("and", P.fn(">=", within, P.literal(lo)), cond)
-        try:
-            table = read_arrow(spark, select(P.where(rel, cond)))
-        except Exception as exc:
-            if result_limit(exc) is None or per <= _FEWEST:
-                raise
-            per = max(_FEWEST, per // 4)
-            continue
-        tables.append(table)
+        return read_arrow(spark, select(P.where(rel, cond)))
+
+    def partitions(table: Any) -> np.ndarray:
         if partition is None:
-            part = np.asarray(table.column(key).to_numpy(), dtype=np.int64) >> 33
-        else:
-            part = np.asarray(table.column(partition).to_numpy())
-        parts.append(part)
-        # (bincount: one pass; a sort of millions of partition numbers took 0.3 s)
-        if not len(part) or int(np.bincount(part).max()) < per:
-            break  # no partition has records past this range
-        lo += per
-    if len(tables) == 1:
-        return tables[0]
-    # each piece gives its partitions in order: by partition, stably, is scan order
-    order = np.argsort(np.concatenate(parts), kind="stable")
-    return pa.concat_tables(tables).take(pa.array(order))
+            return np.asarray(table.column(key).to_numpy(), dtype=np.int64) >> 33
+        return np.asarray(table.column(partition).to_numpy())
 
-
-#: Spark's defaults of spark.driver.memory and spark.driver.maxResultSize
-_DEFAULTS = {"spark.driver.memory": "1g", "spark.driver.maxResultSize": "1g"}
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-#: the limits of each session asked
-_LIMITS: dict[str, tuple[int, int]] = {}
-
-
-def _server_limits(spark: Any) -> tuple[int, int]:
-    """The server driver's memory and the most bytes of task results one job may
-    return to it (``spark.driver.maxResultSize``; 0, no limit, read as a terabyte),
-    asked once per session (settings of the server's start)."""
-    session = getattr(spark, "session_id", None)
-    if session is not None and session in _LIMITS:
-        return _LIMITS[session]
-    memory, limit = (_setting(spark, key) for key in _DEFAULTS)
-    found = (memory, limit if limit > 0 else _UNITS["t"])
-    if session is not None:
-        _LIMITS[session] = found
-    return found
-
-
-def _setting(spark: Any, key: str) -> int:
-    """A size setting of the server in bytes (Spark's default when it does not say).
-
-    >>> class Conf:
-    ...     def get(self, key, default): return {"spark.driver.memory": "4g"}.get(key, default)
-    >>> class Session:
-    ...     conf = Conf()
-    >>> [_setting(Session(), key) >> 20 for key in _DEFAULTS]  # in MB
-    [4096, 1024]
-    """
-    default = _DEFAULTS[key]
-    try:
-        text = str(spark.conf.get(key, default))
-    except Exception:  # noqa: BLE001 - a server that does not say
-        text = default
-    m = re.fullmatch(r"\s*(\d+)\s*([bkmgt]?)b?\s*", text.lower())
-    if m is None:
-        m = re.fullmatch(r"(\d+)([bkmgt])", default)
-        assert m is not None
-    return int(m.group(1)) * _UNITS[m.group(2)]
+    return read_in_pieces(read, partitions, positions_per_piece(spark, row_bytes))
