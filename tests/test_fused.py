@@ -449,3 +449,68 @@ def test_a_csv_source_is_read_from_its_file(spark: Any, tmp_path: Any) -> None:
     assert run.store.datasets[run.operations[1].output].n_rows == sum(
         1 for i in range(300) if i % 17 and i % 23
     )
+
+
+def test_a_spark_read_in_pieces_gives_the_lineage_of_one_job_per_operation(
+    spark: Any, data: Any, monkeypatch: Any
+) -> None:
+    """A source read through Spark in pieces of scan positions (a driver of small
+    memory: pieces of 60 positions of each of its 3 partitions) gives the lineage of
+    the capture that reads nothing fused, each piece a job."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.sources import _fused
+
+    orders, customers = data
+    asked: list[int] = []
+    monkeypatch.setattr(_fused, "positions_per_piece", lambda session, row: asked.append(row) or 60)
+    out: dict[str, Any] = {}
+
+    def body() -> None:
+        big = orders.filter("amount > 20")
+        out["joined"] = big.join(customers, "cust_id")
+
+    run = _compare(spark, body, ["filter", "join"], fewer_jobs=False, direct=False)
+    # orders (600 records, 3 partitions): a first request, then pieces of 60 positions
+    # (as many as its largest partition has); customers (45): one request
+    largest = int(orders.groupBy(F.spark_partition_id()).count().toPandas()["count"].max())
+    assert asked and run._log.jobs == 1 + -(-largest // 60) + 1, (run._log.jobs, largest)
+
+
+def test_a_source_past_the_drivers_result_limit_is_read_in_smaller_pieces(
+    spark: Any, tmp_path: Any
+) -> None:
+    """A driver whose ``spark.driver.maxResultSize`` is smaller than a source's read:
+    capture reads it in pieces under the limit (every operation was opaque), asking
+    again in smaller pieces when Spark refuses one, with the lineage the data says."""
+    from pyspark.sql import functions as F
+
+    spark.range(0, 240_000, 1, 8).select(
+        "id",
+        (F.col("id") * 7 % 11).alias("cust"),
+        (F.col("id") % 13).cast("double").alias("amount"),
+    ).write.parquet(str(tmp_path / "orders"))
+    spark.range(0, 11).select(
+        F.col("id").alias("cust"), (F.col("id") % 3).alias("region")
+    ).write.parquet(str(tmp_path / "customers"))
+    orders = spark.read.parquet(str(tmp_path / "orders"))
+    customers = spark.read.parquet(str(tmp_path / "customers"))
+    ids = orders.select("id").toPandas()["id"].to_numpy()  # in scan order: canonical
+    conf = spark.sparkContext._jsc.sc().conf()  # read by every new stage
+    before = conf.get("spark.driver.maxResultSize", "1g")
+    conf.set("spark.driver.maxResultSize", "1m")
+    try:
+        with tensprov_lab.track(spark, name="limit") as run:
+            tracker = _tracker(spark)
+            tracker.direct_reads = False
+            big = orders.filter("amount > 3 AND amount < 11")
+            joined = big.join(customers, "cust")
+    finally:
+        conf.set("spark.driver.maxResultSize", before)
+        _tracker(spark).direct_reads = True
+    assert not any(op.opaque for op in run.operations), [op.warnings for op in run.operations]
+    assert run._log.jobs > 3
+    back = np.sort(run.backward(big)[orders])
+    assert back.tolist() == np.flatnonzero((ids % 13 > 3) & (ids % 13 < 11)).tolist()
+    pairs = run.mapping(orders, joined).tocoo()  # (a joined record x an order)
+    assert sorted(pairs.col.tolist()) == back.tolist()  # every kept order has its customer

@@ -43,7 +43,9 @@ from tensprov_lab.capture.plan._equijoin import (
     key_codes,
 )
 from tensprov_lab.capture.plan._keyed import key_name
-from tensprov_lab.capture.plan._keys import KeyError_, row_dtype
+from tensprov_lab.capture.plan._keys import POSITION_MASK, KeyError_, row_dtype
+from tensprov_lab.capture.plan._nodes import result_limit
+from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces
 from tensprov_lab.capture.rewrite._annotate import STABLE_LEAVES
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
@@ -310,13 +312,44 @@ class Fusion:
         try:
             if table is None and df is not None:
                 self.spark_reads.add(ident)
-                table = to_arrow(df)
+                table = self._spark_read(ident, to_arrow)
             if table is not None:
                 self.tables[ident] = table
                 self._rows[ident] = int(table.num_rows)
         except Exception:  # noqa: BLE001 - those rules fall back to their own jobs
             pass
         self.seconds[ident] = time.perf_counter() - t0
+
+    def _spark_read(self, ident: int, to_arrow: Any) -> Any:
+        """``ident``'s columns read through Spark (``df``), in pieces of scan positions
+        when its partitions are large (:mod:`tensprov_lab.capture.plan._pieces`): a
+        request that fills its range in some partition is read again, each record with
+        its partition."""
+        from pyspark.sql import functions as F
+
+        jvm = self.jvm
+        exprs = list(self.reads[ident].values())
+        names = list(self.reads[ident])
+        key, part = key_name("s"), key_name("p")
+        mono = jvm.alias(jvm.expression("MonotonicallyIncreasingID")(), key)
+        keyed = jvm.to_df(jvm.project([*exprs, mono], self.plans[ident]))
+        within = F.col(key).bitwiseAND(F.lit(POSITION_MASK))
+        per = positions_per_piece(jvm.spark, _row_bytes(exprs))
+        try:
+            first = to_arrow(keyed.where(within < F.lit(per)).select(*names))
+            if first.num_rows < per:
+                return first  # no partition holds more records than a piece
+        except Exception as exc:
+            if result_limit(exc) is None:
+                raise
+            per //= 4
+
+        def read(lo: int, hi: int) -> Any:
+            piece = keyed.where((within >= F.lit(lo)) & (within < F.lit(hi)))
+            return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
+
+        table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per)
+        return table.drop_columns([part])
 
     @property
     def file_reads(self) -> int:
@@ -538,6 +571,16 @@ class Fusion:
                 self._column_needs(scan.parent, scan.flag, got)
             ds = scan.parent
         got.add(("pos", ds))
+
+
+#: bytes of a value of these Spark types in Arrow, about (others: 24)
+_WIDTHS = {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "date": 4, "float": 4,
+           "long": 8, "double": 8, "timestamp": 8}  # fmt: skip
+
+
+def _row_bytes(exprs: list[JObject]) -> int:
+    """Bytes a record of these expressions' values and its partition number take."""
+    return 4 + sum(_WIDTHS.get(str(e.dataType().typeName()), 24) for e in exprs)
 
 
 def _to_arrow(df: Any) -> Any:
