@@ -321,8 +321,8 @@ class Fusion:
         self.seconds[ident] = time.perf_counter() - t0
 
     def _spark_read(self, ident: int, to_arrow: Any) -> Any:
-        """``ident``'s columns read through Spark (``df``), in pieces of scan positions
-        when its partitions are large (:mod:`tensprov_lab.capture.plan._pieces`): a
+        """``ident``'s columns read through Spark, in pieces of scan positions when its
+        partitions are large (:mod:`tensprov_lab.capture.plan._pieces`): a
         request that fills its range in some partition is read again, each record with
         its partition."""
         from pyspark.sql import functions as F
