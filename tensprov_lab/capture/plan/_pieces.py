@@ -28,8 +28,7 @@ __all__ = ["PIECE_SHARE", "driver_limits", "positions_per_piece", "read_in_piece
 
 #: the share of the driver's memory one partition's records of a request may take
 #: (1 GB, Spark's default: 64 MB; the driver holds a few tasks' results at once, each
-#: copied as it is sent on: two of 92 MB ran a Connect server of 1 GB out of memory,
-#: and two of 170 MB a classic driver of 1 GB into minutes of garbage collection)
+#: copied as it is sent on)
 PIECE_SHARE = 16
 #: fewest positions of every partition a request asks for, however small the limits
 FEWEST = 1 << 10
@@ -44,12 +43,14 @@ def read_in_pieces(
     read: Callable[[int, int], Any],
     partitions: Callable[[Any], np.ndarray],
     per: int,
+    start: int = 0,
 ) -> Any:
     """The Arrow table of a source's records in scan order, from requests
     ``read(lo, hi)`` of the records at positions ``lo <= p < hi`` within every
-    partition, ``per`` positions a request at first; ``partitions(table)``: each
-    record's partition.  A request the driver refuses as too large
-    (``spark.driver.maxResultSize``) is asked again with a quarter of the positions.
+    partition, ``per`` positions a request at first, from position ``start`` on;
+    ``partitions(table)``: each record's partition.  A request the driver refuses as
+    too large (``spark.driver.maxResultSize``) is asked again with a quarter of the
+    positions.
 
     >>> import pyarrow as pa
     >>> source = {0: [10, 11, 12, 13, 14], 1: [20, 21]}  # partition -> records
@@ -61,7 +62,7 @@ def read_in_pieces(
     """
     import pyarrow as pa
 
-    lo, tables, parts = 0, [], []
+    lo, tables, parts = start, [], []
     while True:
         try:
             table = read(lo, lo + per)

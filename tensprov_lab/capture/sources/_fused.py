@@ -44,6 +44,7 @@ from tensprov_lab.capture.plan._equijoin import (
 )
 from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import POSITION_MASK, KeyError_, row_dtype
+from tensprov_lab.capture.plan._nodes import result_limit
 from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces
 from tensprov_lab.capture.rewrite._annotate import STABLE_LEAVES
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
@@ -320,11 +321,12 @@ class Fusion:
         self.seconds[ident] = time.perf_counter() - t0
 
     def _spark_read(self, ident: int, to_arrow: Any) -> Any:
-        """``ident``'s columns read through Spark, each record with its partition, in
-        pieces of scan positions when its partitions are large
-        (:mod:`tensprov_lab.capture.plan._pieces`).  (Without partitions a first
-        request cannot tell whether it filled some partition's range; asking again
-        took up to twice the scans.)"""
+        """``ident``'s columns read through Spark, in pieces of scan positions when its
+        partitions are large (:mod:`tensprov_lab.capture.plan._pieces`).  The first
+        request carries no partition numbers (4 bytes a record); when it may have
+        filled its range in some partition, the records past it are asked for, with
+        their partitions, and only if there are any is everything read again with its
+        partitions (else a second scan returned nothing)."""
         from pyspark.sql import functions as F
 
         jvm = self.jvm
@@ -334,15 +336,30 @@ class Fusion:
         mono = jvm.alias(jvm.expression("MonotonicallyIncreasingID")(), key)
         keyed = jvm.to_df(jvm.project([*exprs, mono], self.plans[ident]))
         within = F.col(key).bitwiseAND(F.lit(POSITION_MASK))
+        per = positions_per_piece(jvm.spark, _row_bytes(exprs))
+        first = None
+        try:
+            first = to_arrow(keyed.where(within < F.lit(per)).select(*names))
+            if first.num_rows < per:
+                return first  # no partition holds more records than a piece
+        except Exception as exc:
+            if result_limit(exc) is None:
+                raise
+            per //= 4
 
         def read(lo: int, hi: int) -> Any:
-            cond = within < F.lit(hi)
-            piece = keyed.where(cond if lo == 0 else (within >= F.lit(lo)) & cond)
+            piece = keyed.where((within >= F.lit(lo)) & (within < F.lit(hi)))
             return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
 
-        per = positions_per_piece(jvm.spark, _row_bytes(exprs))
-        table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per)
-        return table.drop_columns([part])
+        def partitions(table: Any) -> Any:
+            return table.column(part).to_numpy()
+
+        if first is not None:
+            rest = read_in_pieces(read, partitions, per, start=per)
+            if rest.num_rows == 0:
+                return first  # (many partitions, none past the first range)
+        # records past the first range: all read again, each with its partition
+        return read_in_pieces(read, partitions, per).drop_columns([part])
 
     @property
     def file_reads(self) -> int:
