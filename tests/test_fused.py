@@ -451,30 +451,19 @@ def test_a_csv_source_is_read_from_its_file(spark: Any, tmp_path: Any) -> None:
     )
 
 
-@pytest.mark.parametrize("small", [True, False])
 def test_a_spark_read_in_pieces_gives_the_lineage_of_one_job_per_operation(
-    spark: Any, data: Any, monkeypatch: Any, small: bool
+    spark: Any, data: Any, monkeypatch: Any
 ) -> None:
     """A source read through Spark in pieces of scan positions (a driver of small
-    memory: pieces of 60 positions of each of its partitions) gives the lineage of the
-    capture that reads nothing fused, each piece a job.  With pieces larger than any
-    partition but not than all of them, the first request is checked by one for the
-    records past it (none) and kept."""
+    memory: pieces of 60 positions of each of its 3 partitions) gives the lineage of
+    the capture that reads nothing fused, each piece a job."""
     from pyspark.sql import functions as F
 
     from tensprov_lab.capture.sources import _fused
 
     orders, customers = data
-    largest = int(orders.groupBy(F.spark_partition_id()).count().toPandas()["count"].max())
-    per = 60 if small else largest + 1
-    assert largest + 1 < 600  # (several partitions: 600 records fill a piece of largest + 1)
     asked: list[int] = []
-
-    def sized(session: Any, row: int) -> int:
-        asked.append(row)
-        return per
-
-    monkeypatch.setattr(_fused, "positions_per_piece", sized)
+    monkeypatch.setattr(_fused, "positions_per_piece", lambda session, row: asked.append(row) or 60)
     out: dict[str, Any] = {}
 
     def body() -> None:
@@ -482,11 +471,10 @@ def test_a_spark_read_in_pieces_gives_the_lineage_of_one_job_per_operation(
         out["joined"] = big.join(customers, "cust_id")
 
     run = _compare(spark, body, ["filter", "join"], fewer_jobs=False, direct=False)
-    # orders (600 records): a first request without partitions, the ranges past it
-    # with them, and when those hold records, every range again; customers (45): one
-    full = largest // per + 1  # requests from position 0 until no partition fills one
-    want = 1 + (full - 1) + full if small else 1 + 1
-    assert asked and run._log.jobs == want + 1, (run._log.jobs, largest)
+    # orders (600 records, 3 partitions): a first request, then pieces of 60 positions
+    # (as many as its largest partition has); customers (45): one request
+    largest = int(orders.groupBy(F.spark_partition_id()).count().toPandas()["count"].max())
+    assert asked and run._log.jobs == 1 + -(-largest // 60) + 1, (run._log.jobs, largest)
 
 
 def test_a_source_past_the_drivers_result_limit_is_read_in_smaller_pieces(

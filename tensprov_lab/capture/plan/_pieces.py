@@ -40,17 +40,13 @@ _LIMITS: dict[str, tuple[int, int]] = {}
 
 
 def read_in_pieces(
-    read: Callable[[int, int], Any],
-    partitions: Callable[[Any], np.ndarray],
-    per: int,
-    start: int = 0,
+    read: Callable[[int, int], Any], partitions: Callable[[Any], np.ndarray], per: int
 ) -> Any:
     """The Arrow table of a source's records in scan order, from requests
     ``read(lo, hi)`` of the records at positions ``lo <= p < hi`` within every
-    partition, ``per`` positions a request at first, from position ``start`` on;
-    ``partitions(table)``: each record's partition.  A request the driver refuses as
-    too large (``spark.driver.maxResultSize``) is asked again with a quarter of the
-    positions.
+    partition, ``per`` positions a request at first; ``partitions(table)``: each
+    record's partition.  A request the driver refuses as too large
+    (``spark.driver.maxResultSize``) is asked again with a quarter of the positions.
 
     >>> import pyarrow as pa
     >>> source = {0: [10, 11, 12, 13, 14], 1: [20, 21]}  # partition -> records
@@ -62,7 +58,7 @@ def read_in_pieces(
     """
     import pyarrow as pa
 
-    lo, tables, parts = start, [], []
+    lo, tables, parts = 0, [], []
     while True:
         try:
             table = read(lo, lo + per)

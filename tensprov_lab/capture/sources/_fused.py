@@ -322,11 +322,9 @@ class Fusion:
 
     def _spark_read(self, ident: int, to_arrow: Any) -> Any:
         """``ident``'s columns read through Spark, in pieces of scan positions when its
-        partitions are large (:mod:`tensprov_lab.capture.plan._pieces`).  The first
-        request carries no partition numbers (4 bytes a record); when it may have
-        filled its range in some partition, the records past it are asked for, with
-        their partitions, and only if there are any is everything read again with its
-        partitions (else a second scan returned nothing)."""
+        partitions are large (:mod:`tensprov_lab.capture.plan._pieces`): a
+        request that fills its range in some partition is read again, each record with
+        its partition."""
         from pyspark.sql import functions as F
 
         jvm = self.jvm
@@ -337,7 +335,6 @@ class Fusion:
         keyed = jvm.to_df(jvm.project([*exprs, mono], self.plans[ident]))
         within = F.col(key).bitwiseAND(F.lit(POSITION_MASK))
         per = positions_per_piece(jvm.spark, _row_bytes(exprs))
-        first = None
         try:
             first = to_arrow(keyed.where(within < F.lit(per)).select(*names))
             if first.num_rows < per:
@@ -351,15 +348,8 @@ class Fusion:
             piece = keyed.where((within >= F.lit(lo)) & (within < F.lit(hi)))
             return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
 
-        def partitions(table: Any) -> Any:
-            return table.column(part).to_numpy()
-
-        if first is not None:
-            rest = read_in_pieces(read, partitions, per, start=per)
-            if rest.num_rows == 0:
-                return first  # (many partitions, none past the first range)
-        # records past the first range: all read again, each with its partition
-        return read_in_pieces(read, partitions, per).drop_columns([part])
+        table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per)
+        return table.drop_columns([part])
 
     @property
     def file_reads(self) -> int:
