@@ -39,6 +39,7 @@ import pyarrow as pa
 from tensprov_lab.capture.connect._arrow import read_pieces
 from tensprov_lab.capture.connect._records import keyed_records
 from tensprov_lab.capture.plan._connect import keyed_source, source_key
+from tensprov_lab.capture.plan._pieces import row_bytes
 from tensprov_lab.replay import _frontier as fr
 from tensprov_lab.replay._client_eval import Unsupported, evaluate
 from tensprov_lab.replay._connect import ConnectReplay, _shared
@@ -329,7 +330,7 @@ class ClientReplay:
         t = self.tracker
         if t.materialize == "none" or node.source is None or self.store.producer(d) is not None:
             return _ServerOnly(stamps, "the run keeps no records, or not a source")
-        row = _row_bytes(self.store.datasets[d].dtypes)
+        row = row_bytes(self.store.datasets[d].dtypes, 8)
         if node.index.n * row > CACHE_BYTES // 2 or node.index.table.shape[1] != 1:
             return _ServerOnly(stamps, "too large to fetch")
         return _Fetched((id(t), d, node.ident), stamps)
@@ -345,7 +346,7 @@ class ClientReplay:
         node = self.spark_engine._node(d)
         keyed = keyed_source(node.ident, node.source)
         want = node.index.table[:, 0]
-        row = _row_bytes(self.store.datasets[d].dtypes)
+        row = row_bytes(self.store.datasets[d].dtypes, 8)
         table, failure = None, None
         for _ in range(2):  # (a task result lost once is fetched again)
             try:
@@ -396,13 +397,6 @@ class ClientReplay:
             tuple((name, types[kind]) for name, kind in zip(ds.columns, ds.dtypes)),
             stamps,
         )  # fmt: skip
-
-
-def _row_bytes(dtypes: Any) -> int:
-    """Bytes a record of these Spark types takes in Arrow, about (its key included;
-    strings and other variable widths counted at 24)."""
-    widths = {"boolean": 1, "tinyint": 1, "smallint": 2, "int": 4, "date": 4, "float": 4}
-    return 8 + sum(widths.get(k, 8 if k in ("bigint", "double") else 24) for k in dtypes)
 
 
 def _rebased(path: str) -> bool:

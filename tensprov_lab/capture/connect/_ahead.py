@@ -127,20 +127,23 @@ def source_read(source: Any, rel: Any, keys: list[str], reads: dict[str, Any]) -
     return P.select(rel, lead + wanted), compact
 
 
-def read_source(spark: Any, source: Any, rel: Any, keys: list[str], reads: dict[str, Any]) -> Any:
-    """The table :func:`source_read` gives (the compact keys in pieces of scan
-    positions, see :func:`~._arrow.read_pieces`)."""
+def read_source(
+    spark: Any, source: Any, rel: Any, keys: list[str], reads: dict[str, Any]
+) -> tuple[Any, bool]:
+    """The table :func:`source_read` gives, and whether its keys come compact (then
+    read in pieces of scan positions, see :func:`~._arrow.read_pieces`)."""
     read, compact = source_read(source, rel, keys, reads)
     if not compact:
-        return read_arrow(spark, read)
+        return read_arrow(spark, read), False
     # a partition number and the columns read: a filter's or a key's flag (f, w), a
     # join key (j) and a value that rides along (v), see ._fused.plan
     flag = (P.KEY_PREFIX + "f", P.KEY_PREFIX + "w")
     row = 4 + sum(1 if name.startswith(flag) else 8 for name in reads)
-    return read_pieces(
+    table = read_pieces(
         spark, rel, keys[0], lambda piece: source_read(source, piece, keys, reads)[0], row,
         partition=PARTITION,
     )  # fmt: skip
+    return table, True
 
 
 def read_ahead(tracker: Any, pending: list[Any], annotator: Any, tag: str) -> None:

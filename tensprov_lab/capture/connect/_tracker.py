@@ -23,7 +23,7 @@ import numpy as np
 
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
-from tensprov_lab.capture.connect._ahead import read_ahead, read_source, source_read
+from tensprov_lab.capture.connect._ahead import read_ahead, read_source
 from tensprov_lab.capture.connect._arrow import read_pieces
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
 from tensprov_lab.capture.connect._direct import read_direct
@@ -462,10 +462,9 @@ class ConnectTracker(Depth, Blocks):
             keys, table = read_direct(self, node, reads or {}, list(zip(cols, types)))
         spark_read = keys is None
         if keys is None and reads:
-            _, compact = source_read(node.source, keyed.rel, keyed.keys, reads)
             try:
                 assert fusion is not None
-                table = fusion.prefetch.result(
+                table, compact = fusion.prefetch.result(
                     f"read {node.ident}",
                     lambda: read_source(self.spark, node.source, keyed.rel, keyed.keys, reads),
                 )

@@ -17,14 +17,16 @@ Pure Python and numpy (the reads are the caller's): testable without a JVM.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from tensprov_lab.capture.plan._nodes import result_limit
 
-__all__ = ["PIECE_SHARE", "driver_limits", "positions_per_piece", "read_in_pieces"]
+__all__ = [
+    "PIECE_SHARE", "driver_limits", "positions_per_piece", "read_in_pieces", "row_bytes"
+]  # fmt: skip
 
 #: the share of the driver's memory one partition's records of a request may take
 #: (1 GB, Spark's default: 64 MB; the driver holds a few tasks' results at once, each
@@ -88,6 +90,21 @@ def positions_per_piece(spark: Any, row_bytes: int) -> int:
     for the records of all partitions together, whose number is not known yet)."""
     memory, limit = driver_limits(spark)
     return max(FEWEST, min(memory // PIECE_SHARE, limit // 2) // max(1, row_bytes))
+
+
+#: bytes of a value of these Spark types (``simpleString``) in Arrow, about
+_WIDTHS = {"boolean": 1, "tinyint": 1, "smallint": 2, "int": 4, "date": 4, "float": 4,
+           "bigint": 8, "double": 8}  # fmt: skip
+
+
+def row_bytes(types: Iterable[str], fixed: int) -> int:
+    """Bytes a record of values of Spark ``types`` takes in Arrow, about (strings and
+    other variable widths counted at 24), with ``fixed`` bytes more (its key).
+
+    >>> row_bytes(["bigint", "string", "boolean"], 4)
+    37
+    """
+    return fixed + sum(_WIDTHS.get(t, 24) for t in types)
 
 
 def driver_limits(spark: Any) -> tuple[int, int]:

@@ -45,7 +45,7 @@ from tensprov_lab.capture.plan._equijoin import (
 from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import POSITION_MASK, KeyError_, row_dtype
 from tensprov_lab.capture.plan._nodes import result_limit
-from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces
+from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces, row_bytes
 from tensprov_lab.capture.rewrite._annotate import STABLE_LEAVES
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
@@ -334,7 +334,8 @@ class Fusion:
         mono = jvm.alias(jvm.expression("MonotonicallyIncreasingID")(), key)
         keyed = jvm.to_df(jvm.project([*exprs, mono], self.plans[ident]))
         within = F.col(key).bitwiseAND(F.lit(POSITION_MASK))
-        per = positions_per_piece(jvm.spark, _row_bytes(exprs))
+        types = [str(e.dataType().simpleString()) for e in exprs]
+        per = positions_per_piece(jvm.spark, row_bytes(types, 4))  # (and the partition)
         try:
             first = to_arrow(keyed.where(within < F.lit(per)).select(*names))
             if first.num_rows < per:
@@ -571,16 +572,6 @@ class Fusion:
                 self._column_needs(scan.parent, scan.flag, got)
             ds = scan.parent
         got.add(("pos", ds))
-
-
-#: bytes of a value of these Spark types in Arrow, about (others: 24)
-_WIDTHS = {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "date": 4, "float": 4,
-           "long": 8, "double": 8, "timestamp": 8}  # fmt: skip
-
-
-def _row_bytes(exprs: list[JObject]) -> int:
-    """Bytes a record of these expressions' values and its partition number take."""
-    return 4 + sum(_WIDTHS.get(str(e.dataType().typeName()), 24) for e in exprs)
 
 
 def _to_arrow(df: Any) -> Any:
