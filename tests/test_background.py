@@ -4,7 +4,6 @@ the run waits for it, and cancelling (or Ctrl-C while waiting) drops the run who
 
 from __future__ import annotations
 
-import _thread
 import threading
 import time
 import warnings
@@ -18,6 +17,7 @@ from pyspark.sql import functions as F
 import tensprov_lab
 from tensprov_lab._api import _tracker
 from tensprov_lab.capture.recording._tracker import TensProvWarning, Tracker
+from tests._interrupts import ctrl_c
 from tests.test_interrupt import _earlier_run, _interrupted
 
 pytestmark = pytest.mark.spark
@@ -213,7 +213,7 @@ def test_ctrl_c_while_waiting_cancels_the_capture(spark: Any) -> None:
     store = _tracker(spark).store
     state = (len(store.datasets), len(store.operations))
     run, kept = _slow_block(spark, "interrupted")
-    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer = threading.Timer(1.5, ctrl_c)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         run.wait()

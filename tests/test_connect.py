@@ -21,6 +21,7 @@ from tensprov_lab.capture.plan._nodes import TensProvWarning
 from tests._connect_session import classic_code as _classic
 from tests._connect_session import connect_session
 from tests._examples import SLOW, spark_examples
+from tests._interrupts import ctrl_c
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step, run_pipeline
 
@@ -384,7 +385,6 @@ def test_budget_export_and_save_over_connect(connect, tmp_path) -> None:  # noqa
 def test_ctrl_c_during_capture_over_connect(connect) -> None:  # noqa: ANN001
     """Ctrl-C while the server runs a capture job: the job is interrupted, the block's
     provenance dropped whole, the methods restored, earlier runs still answer."""
-    import _thread
     import threading
     import time
 
@@ -403,7 +403,7 @@ def test_ctrl_c_during_capture_over_connect(connect) -> None:  # noqa: ANN001
 
     df = connect.createDataFrame([(i,) for i in range(4000)], "id bigint")
     filter_method = DataFrame.filter
-    timer = threading.Timer(3.0, _thread.interrupt_main)
+    timer = threading.Timer(3.0, ctrl_c)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt), tensprov_lab.track(connect) as run:
         kept = df.filter(slow("id"))

@@ -3,7 +3,6 @@ are restored, earlier runs stay queryable and capture's Spark jobs are cancelled
 
 from __future__ import annotations
 
-import _thread
 import threading
 import time
 from typing import Any
@@ -14,6 +13,7 @@ from pyspark.sql import functions as F
 
 import tensprov_lab
 from tensprov_lab._api import _tracker
+from tests._interrupts import ctrl_c
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +86,7 @@ def test_interrupt_during_a_spark_job(spark: Any) -> None:
         return x % 2 == 0
 
     df = spark.createDataFrame([(i,) for i in range(4000)], "id long")
-    timer = threading.Timer(3.0, _thread.interrupt_main)
+    timer = threading.Timer(3.0, ctrl_c)
     sc = spark.sparkContext
     with pytest.raises(KeyboardInterrupt), tensprov_lab.track(spark) as run:
         kept = df.filter(slow("id"))
@@ -105,7 +105,7 @@ def test_interrupt_during_reads_run_side_by_side(spark: Any) -> None:
     left = spark.range(0, 60_000_000).withColumnRenamed("id", "k")
     right = spark.range(0, 1000).withColumnRenamed("id", "k")
     sc = spark.sparkContext
-    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer = threading.Timer(1.5, ctrl_c)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt), tensprov_lab.track(spark) as run:
         big = left.filter("k % 3 = 1")
@@ -115,6 +115,49 @@ def test_interrupt_during_reads_run_side_by_side(spark: Any) -> None:
     assert _state(spark) == state
     _interrupted(sc, run, joined)
     assert time.monotonic() - started < 30
+    check()
+
+
+@pytest.mark.parametrize("side_by_side", [False, True], ids=["alone", "side-by-side"])
+def test_interrupt_during_a_read_in_pieces(
+    spark: Any, monkeypatch: Any, side_by_side: bool
+) -> None:
+    """A source read through Spark in many pieces (a job each): Ctrl-C stops the read,
+    which asks for no more pieces (its job group's cancelling stops only the job that
+    runs), alone in the main thread or side by side with another read in a worker."""
+    from tensprov_lab.capture.sources import _fused
+
+    _, check = _earlier_run(spark)
+    state = _state(spark)
+    asked: list[int] = []
+    read_in_pieces = _fused.read_in_pieces
+
+    def counted(read: Any, partitions: Any, per: int) -> Any:
+        def piece(lo: int, hi: int) -> Any:
+            asked.append(lo)
+            return read(lo, hi)
+
+        return read_in_pieces(piece, partitions, per)
+
+    # 3M records in each of 2 partitions, pieces of 20,000 positions: 150 scans
+    monkeypatch.setattr(_fused, "positions_per_piece", lambda session, row: 20_000)
+    monkeypatch.setattr(_fused, "read_in_pieces", counted)
+    left = spark.range(0, 6_000_000, 1, 2).withColumnRenamed("id", "k")
+    right = spark.range(0, 1000).withColumnRenamed("id", "k")
+    sc = spark.sparkContext
+    timer = threading.Timer(1.5, ctrl_c)
+    with pytest.raises(KeyboardInterrupt), tensprov_lab.track(spark) as run:
+        big = left.filter("k % 3 = 1")
+        if side_by_side:
+            big.join(right, "k")
+        timer.start()
+    timer.cancel()
+    before = len(asked)
+    assert before >= 2  # (the Ctrl-C came while pieces were read)
+    _interrupted(sc, run, big)
+    time.sleep(2.0)  # time for a dozen more pieces, had the read gone on
+    assert len(asked) <= before + 1, (before, len(asked))
+    assert _state(spark) == state
     check()
 
 

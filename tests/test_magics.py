@@ -27,6 +27,7 @@ from tensprov_lab.capture.recording._tracker import TensProvWarning
 from tensprov_lab.notebook import ProvenanceMagics
 from tensprov_lab.notebook._magics import _selection
 from tensprov_lab.notebook._progress import Progress as _Progress
+from tests._interrupts import ctrl_c
 
 pytestmark = pytest.mark.spark
 
@@ -625,7 +626,6 @@ def test_rerunning_a_notebook_cell_while_its_capture_runs_is_safe(
 def test_ctrl_c_while_a_notebook_capture_runs_drops_it_and_restores_pyspark(
     shell: InteractiveShell, retail: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import _thread
     import threading
 
     from pyspark.sql import DataFrame
@@ -639,7 +639,7 @@ def test_ctrl_c_while_a_notebook_capture_runs_drops_it_and_restores_pyspark(
     with capture_output():
         assert shell.run_cell("%%provtrack --name cut\ncut = ids.filter(slow('id'))").success
         assert DataFrame.filter is filter_before  # restored when the cell's code has run
-        timer = threading.Timer(1.5, _thread.interrupt_main)
+        timer = threading.Timer(1.5, ctrl_c)
         timer.start()
         # Ctrl-C while the next query waits for the capture: the run is dropped whole
         waited = shell.run_cell("import tensprov_lab; tensprov_lab.last_run().wait()")

@@ -26,6 +26,7 @@ across partitionings and against the oracle check.
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -124,6 +125,9 @@ class Fusion:
         self._rows: dict[int, int] = {}
         #: the rules whose capture is over (their reads may be released)
         self._done: set[int] = set()
+        #: set when the reads side by side are given up (Ctrl-C): a read in pieces
+        #: asks for no more (cancelling the job group stops only the jobs running)
+        self._stopped = threading.Event()
 
     # -- planning --------------------------------------------------------------------
     def _out_ids(self, ident: int, plan: JObject) -> set[int]:
@@ -280,8 +284,11 @@ class Fusion:
                     pass
                 for future in futures:
                     future.result()
-        finally:
+        except BaseException:
             # on Ctrl-C the caller cancels the jobs; the workers then end on their own
+            self._stopped.set()
+            raise
+        finally:
             pool.shutdown(wait=False, cancel_futures=True)
         # one job a Spark read as a rule: the jobs counted together are shared out
         spark_reads = [i for i in idents if i in self.spark_reads] or idents
@@ -346,6 +353,8 @@ class Fusion:
             per //= 4
 
         def read(lo: int, hi: int) -> Any:
+            if self._stopped.is_set():
+                raise _Stopped
             piece = keyed.where((within >= F.lit(lo)) & (within < F.lit(hi)))
             return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
 
@@ -576,6 +585,10 @@ class Fusion:
 
 def _to_arrow(df: Any) -> Any:
     return to_arrow(df)
+
+
+class _Stopped(Exception):
+    """A read given up between two of its pieces (the capture was interrupted)."""
 
 
 def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:

@@ -30,6 +30,7 @@ __all__ = [
     "from_arrow",
     "from_pandas",
     "classic_dataframe",
+    "interrupted",
     "java_source",
     "local_relation_args",
     "jvm_dataset_class",
@@ -99,7 +100,50 @@ def to_arrow(df: Any) -> Any:
     round trip for the schema).  pyspark 3.5 has no ``toArrow``;
     its Arrow collection gives the same table (types as pyspark 4 gives them: the
     schema's Arrow form, timestamps in UTC).  A 3.5 DataFrame here is a classic one:
-    ``track()`` refuses a 3.5 Connect session."""
+    ``track()`` refuses a 3.5 Connect session.
+
+    A Ctrl-C while it waits raises ``KeyboardInterrupt``: classic pyspark's Arrow
+    collection, interrupted, waits for its job in a ``finally`` and raises the
+    cancelled job's Java error instead, which capture's fallbacks (an operation
+    Spark cannot read fused is traced by a job of its own) would take for a failed
+    read and go on, the Ctrl-C lost."""
+    try:
+        return _to_arrow(df)
+    except Exception as exc:
+        if interrupted(exc):
+            raise KeyboardInterrupt from None
+        raise
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a ``KeyboardInterrupt`` was handled (or caused
+    by one): a Ctrl-C that some library turned into an error of its own.
+
+    >>> try:
+    ...     try:
+    ...         raise KeyboardInterrupt
+    ...     finally:
+    ...         raise RuntimeError("job cancelled")
+    ... except RuntimeError as exc:
+    ...     interrupted(exc)
+    True
+    >>> interrupted(RuntimeError("job failed"))
+    False
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        todo += [e.__cause__, e.__context__]
+    return False
+
+
+def _to_arrow(df: Any) -> Any:
     if spark4():
         table_of = getattr(df, "_to_table", None)
         if table_of is None:
