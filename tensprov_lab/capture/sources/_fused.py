@@ -45,7 +45,6 @@ from tensprov_lab.capture.plan._equijoin import (
 )
 from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import POSITION_MASK, KeyError_, row_dtype
-from tensprov_lab.capture.plan._nodes import result_limit
 from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces, row_bytes
 from tensprov_lab.capture.rewrite._annotate import STABLE_LEAVES
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
@@ -328,10 +327,12 @@ class Fusion:
         self.seconds[ident] = time.perf_counter() - t0
 
     def _spark_read(self, ident: int, to_arrow: Any) -> Any:
-        """``ident``'s columns read through Spark, in pieces of scan positions when its
-        partitions are large (:mod:`tensprov_lab.capture.plan._pieces`): a
-        request that fills its range in some partition is read again, each record with
-        its partition."""
+        """``ident``'s columns read through Spark, each record with its partition, in
+        pieces of scan positions when its partitions are large
+        (:mod:`tensprov_lab.capture.plan._pieces`).  (A first request without the
+        partitions, 4 bytes a record less, cannot tell whether it filled some
+        partition's range: a source of many partitions that together reach a piece was
+        read twice, 20M orders on a driver of 1 GB in 3.6 s instead of 2.5 s.)"""
         from pyspark.sql import functions as F
 
         jvm = self.jvm
@@ -341,23 +342,16 @@ class Fusion:
         mono = jvm.alias(jvm.expression("MonotonicallyIncreasingID")(), key)
         keyed = jvm.to_df(jvm.project([*exprs, mono], self.plans[ident]))
         within = F.col(key).bitwiseAND(F.lit(POSITION_MASK))
-        types = [str(e.dataType().simpleString()) for e in exprs]
-        per = positions_per_piece(jvm.spark, row_bytes(types, 4))  # (and the partition)
-        try:
-            first = to_arrow(keyed.where(within < F.lit(per)).select(*names))
-            if first.num_rows < per:
-                return first  # no partition holds more records than a piece
-        except Exception as exc:
-            if result_limit(exc) is None:
-                raise
-            per //= 4
 
         def read(lo: int, hi: int) -> Any:
             if self._stopped.is_set():
                 raise _Stopped
-            piece = keyed.where((within >= F.lit(lo)) & (within < F.lit(hi)))
+            below = within < F.lit(hi)
+            piece = keyed.where(below if lo == 0 else (within >= F.lit(lo)) & below)
             return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
 
+        types = [str(e.dataType().simpleString()) for e in exprs]
+        per = positions_per_piece(jvm.spark, row_bytes(types, 4))  # (and the partition)
         table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per)
         return table.drop_columns([part])
 
