@@ -16,6 +16,7 @@ from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.spark._versions import to_arrow
 from tests._connect_session import connect_session
 from tests._dense import watch_dense_pairs
+from tests._interrupts import ctrl_c
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
@@ -376,6 +377,42 @@ def _counting_reads(monkeypatch: Any) -> list[int]:
     monkeypatch.setattr(_arrow, "read_arrow", counting)
     monkeypatch.setattr(_ahead, "read_arrow", counting)
     return requests
+
+
+def test_ctrl_c_between_pieces_of_a_read_asks_for_no_more(
+    spark: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Ctrl-C while the server reads a block's sources in pieces (in threads of their
+    own, ahead of the operations), just as one piece has come back: the block raises
+    it, and the read asks for no more pieces (interrupting the capture's tag stops
+    only the requests under way, and there was none)."""
+    import time
+
+    from tensprov_lab.capture.connect import _ahead, _arrow
+
+    orders, customers = _server_reads(spark, tmp_path, monkeypatch, 2, 200_000)
+    # 100,000 orders in each of 2 files, pieces of 1,000 positions: 100 requests
+    monkeypatch.setattr(_arrow, "positions_per_piece", lambda session, row: 1_000)
+    requests: list[int] = []
+    read = _arrow.read_arrow
+
+    def ctrl_c_after_the_third(session: Any, rel: Any) -> Any:
+        table = read(session, rel)
+        requests.append(table.num_rows)
+        if len(requests) == 3:
+            ctrl_c()
+            time.sleep(1.0)  # the block handles it before this piece is taken
+        return table
+
+    monkeypatch.setattr(_arrow, "read_arrow", ctrl_c_after_the_third)
+    monkeypatch.setattr(_ahead, "read_arrow", ctrl_c_after_the_third)
+    runs = len(tensprov_lab.runs())
+    with pytest.raises(KeyboardInterrupt), tensprov_lab.track(spark) as run:
+        big = orders.filter("amount > 3")
+        big.join(customers, "cust")
+    time.sleep(2.0)  # time for more pieces, had the read gone on
+    assert 3 <= len(requests) <= 4, requests  # (the customers' read may end later)
+    assert run.forgotten and len(tensprov_lab.runs()) == runs
 
 
 def test_a_source_is_read_in_pieces_of_every_partition(

@@ -132,12 +132,12 @@ def test_interrupt_during_a_read_in_pieces(
     asked: list[int] = []
     read_in_pieces = _fused.read_in_pieces
 
-    def counted(read: Any, partitions: Any, per: int) -> Any:
+    def counted(read: Any, partitions: Any, per: int, stop: Any) -> Any:
         def piece(lo: int, hi: int) -> Any:
             asked.append(lo)
             return read(lo, hi)
 
-        return read_in_pieces(piece, partitions, per)
+        return read_in_pieces(piece, partitions, per, stop)
 
     # 3M records in each of 2 partitions, pieces of 20,000 positions: 150 scans
     monkeypatch.setattr(_fused, "positions_per_piece", lambda session, row: 20_000)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -66,6 +67,8 @@ class Prefetch:
         self, frames: Iterable[Any] = (), calls: dict[str, Callable[[], Any]] | None = None
     ) -> None:
         self._pool: ThreadPoolExecutor | None = None
+        #: set by :meth:`close`: a read in pieces under way asks for no more
+        self.stopped = threading.Event()
         self._schemas: dict[int, Future[Any]] = {}
         self._calls: dict[str, Future[Any]] = {}
         for df in frames:
@@ -102,6 +105,7 @@ class Prefetch:
     def close(self) -> None:
         """Stop asking: round trips not started are dropped, those under way end on
         their own (the capture does not wait for answers it no longer needs)."""
+        self.stopped.set()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -128,10 +132,16 @@ def source_read(source: Any, rel: Any, keys: list[str], reads: dict[str, Any]) -
 
 
 def read_source(
-    spark: Any, source: Any, rel: Any, keys: list[str], reads: dict[str, Any]
+    spark: Any,
+    source: Any,
+    rel: Any,
+    keys: list[str],
+    reads: dict[str, Any],
+    stop: threading.Event | None = None,
 ) -> tuple[Any, bool]:
     """The table :func:`source_read` gives, and whether its keys come compact (then
-    read in pieces of scan positions, see :func:`~._arrow.read_pieces`)."""
+    read in pieces of scan positions, see :func:`~._arrow.read_pieces`, none asked
+    for once ``stop`` is set)."""
     read, compact = source_read(source, rel, keys, reads)
     if not compact:
         return read_arrow(spark, read), False
@@ -141,7 +151,7 @@ def read_source(
     row = 4 + sum(1 if name.startswith(flag) else 8 for name in reads)
     table = read_pieces(
         spark, rel, keys[0], lambda piece: source_read(source, piece, keys, reads)[0], row,
-        partition=PARTITION,
+        partition=PARTITION, stop=stop,
     )  # fmt: skip
     return table, True
 
@@ -171,8 +181,9 @@ def read_ahead(tracker: Any, pending: list[Any], annotator: Any, tag: str) -> No
         if python_code(read) is not False:
             continue
         call = functools.partial(
-            read_source, tracker.spark, item.source, keyed.rel, keyed.keys, reads
-        )
+            read_source, tracker.spark, item.source, keyed.rel, keyed.keys, reads,
+            fusion.prefetch.stopped,
+        )  # fmt: skip
         fusion.prefetch.ask(
             f"read {item.ident}", functools.partial(_tagged, tracker.spark, tag, call)
         )

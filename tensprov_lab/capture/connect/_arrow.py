@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -181,13 +182,14 @@ def read_pieces(
     select: Callable[[Any], Any],
     row_bytes: int,
     partition: str | None = None,
+    stop: threading.Event | None = None,
 ) -> Any:
     """The records of ``select(rel)`` as an Arrow table, in scan order, read in ranges
     of scan positions within every partition (:func:`~._pieces.read_in_pieces`, of
     :func:`~._pieces.positions_per_piece` for records of ``row_bytes``).  ``rel``: a
     relation keyed by scan position (``monotonically_increasing_id``) in its column
     ``key``; ``partition``: the column of the result that holds each record's partition
-    (None: the result holds ``key``).
+    (None: the result holds ``key``); ``stop``: once set, no more pieces are asked for.
 
     Examples
     --------
@@ -206,4 +208,4 @@ def read_pieces(
             return np.asarray(table.column(key).to_numpy(), dtype=np.int64) >> 33
         return np.asarray(table.column(partition).to_numpy())
 
-    return read_in_pieces(read, partitions, positions_per_piece(spark, row_bytes))
+    return read_in_pieces(read, partitions, positions_per_piece(spark, row_bytes), stop)

@@ -17,6 +17,7 @@ Pure Python and numpy (the reads are the caller's): testable without a JVM.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,7 +26,8 @@ import numpy as np
 from tensprov_lab.capture.plan._nodes import result_limit
 
 __all__ = [
-    "PIECE_SHARE", "driver_limits", "positions_per_piece", "read_in_pieces", "row_bytes"
+    "PIECE_SHARE", "Stopped", "driver_limits", "positions_per_piece", "read_in_pieces",
+    "row_bytes",
 ]  # fmt: skip
 
 #: the share of the driver's memory one partition's records of a request may take
@@ -41,14 +43,24 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _LIMITS: dict[str, tuple[int, int]] = {}
 
 
+class Stopped(Exception):
+    """A read given up between two of its pieces (its capture was interrupted)."""
+
+
 def read_in_pieces(
-    read: Callable[[int, int], Any], partitions: Callable[[Any], np.ndarray], per: int
+    read: Callable[[int, int], Any],
+    partitions: Callable[[Any], np.ndarray],
+    per: int,
+    stop: threading.Event | None = None,
 ) -> Any:
     """The Arrow table of a source's records in scan order, from requests
     ``read(lo, hi)`` of the records at positions ``lo <= p < hi`` within every
     partition, ``per`` positions a request at first; ``partitions(table)``: each
     record's partition.  A request the driver refuses as too large
     (``spark.driver.maxResultSize``) is asked again with a quarter of the positions.
+    Once ``stop`` is set no more requests are made (:class:`Stopped` is raised):
+    cancelling a capture's jobs stops only those that run, and a read in another
+    thread would go on with its next piece.
 
     >>> import pyarrow as pa
     >>> source = {0: [10, 11, 12, 13, 14], 1: [20, 21]}  # partition -> records
@@ -62,6 +74,8 @@ def read_in_pieces(
 
     lo, tables, parts = 0, [], []
     while True:
+        if stop is not None and stop.is_set():
+            raise Stopped
         try:
             table = read(lo, lo + per)
         except Exception as exc:

@@ -344,15 +344,13 @@ class Fusion:
         within = F.col(key).bitwiseAND(F.lit(POSITION_MASK))
 
         def read(lo: int, hi: int) -> Any:
-            if self._stopped.is_set():
-                raise _Stopped
             below = within < F.lit(hi)
             piece = keyed.where(below if lo == 0 else (within >= F.lit(lo)) & below)
             return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
 
         types = [str(e.dataType().simpleString()) for e in exprs]
         per = positions_per_piece(jvm.spark, row_bytes(types, 4))  # (and the partition)
-        table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per)
+        table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per, self._stopped)
         return table.drop_columns([part])
 
     @property
@@ -579,10 +577,6 @@ class Fusion:
 
 def _to_arrow(df: Any) -> Any:
     return to_arrow(df)
-
-
-class _Stopped(Exception):
-    """A read given up between two of its pieces (the capture was interrupted)."""
 
 
 def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
