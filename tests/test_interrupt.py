@@ -161,6 +161,33 @@ def test_interrupt_during_a_read_in_pieces(
     check()
 
 
+def test_interrupt_during_a_recomputation(spark: Any) -> None:
+    """Ctrl-C while ``run.rows`` recomputes records (a Spark job of ~40 s) raises it at
+    once, with the job cancelled, and the run answers as before."""
+
+    @F.udf("long")
+    def slow(x: int) -> int:
+        time.sleep(0.02)
+        return x * 2
+
+    df = spark.createDataFrame([(i,) for i in range(4000)], "id long")
+    with tensprov_lab.track(spark, name="recomputed") as run:
+        doubled = df.withColumn("twice", slow("id"))  # captured without a job
+    timer = threading.Timer(2.0, ctrl_c)
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        run.rows(doubled)
+    timer.cancel()
+    assert time.monotonic() - started < 30  # (the whole job takes ~40 s)
+    deadline = time.monotonic() + 20
+    sc = spark.sparkContext
+    while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sc.statusTracker().getActiveJobsIds()
+    assert run.backward(doubled, rows=[7])[df].tolist() == [7]
+
+
 def test_python_tasks_after_a_cancelled_capture_run_as_without_it(
     spark: Any, tmp_path: Any
 ) -> None:

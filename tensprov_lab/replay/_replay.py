@@ -32,7 +32,13 @@ import numpy as np
 
 from tensprov_lab.capture.plan._keys import KeyError_, arrow_keys, keys_sql
 from tensprov_lab.capture.plan._nodes import persisted
-from tensprov_lab.capture.spark._versions import arrow_schema, from_arrow, from_pandas, to_arrow
+from tensprov_lab.capture.spark._versions import (
+    arrow_schema,
+    ctrl_c_kept,
+    from_arrow,
+    from_pandas,
+    to_arrow,
+)
 from tensprov_lab.replay import _frontier as fr
 from tensprov_lab.replay._frontier import Inputs, _cached, rows_of
 from tensprov_lab.store._sets import unique
@@ -344,7 +350,8 @@ class Classic:
             return base
         df, key, ki = _keyed_df(tracker, src, touched)
         plan = _analyzed(df)
-        pdf = df.toPandas()
+        with ctrl_c_kept():  # (a Ctrl-C stays one, not the cancelled job's error)
+            pdf = df.toPandas()
         for row, new in edits.items():
             kv = int(ki.values(np.array([row], np.int64))[0])
             for col, val in new.items():

@@ -30,6 +30,7 @@ __all__ = [
     "from_arrow",
     "from_pandas",
     "classic_dataframe",
+    "ctrl_c_kept",
     "interrupted",
     "java_source",
     "local_relation_args",
@@ -107,8 +108,21 @@ def to_arrow(df: Any) -> Any:
     cancelled job's Java error instead, which capture's fallbacks (an operation
     Spark cannot read fused is traced by a job of its own) would take for a failed
     read and go on, the Ctrl-C lost."""
-    try:
+    with ctrl_c_kept():
         return _to_arrow(df)
+
+
+@contextlib.contextmanager
+def ctrl_c_kept() -> Iterator[None]:
+    """Raise ``KeyboardInterrupt`` for an error the block raises while one was handled
+    (see :func:`interrupted`): classic pyspark's Arrow collection (``toArrow``,
+    ``toPandas``) turns a Ctrl-C into the cancelled job's Java error.
+
+    >>> with ctrl_c_kept():
+    ...     pass
+    """
+    try:
+        yield
     except Exception as exc:
         if interrupted(exc):
             raise KeyboardInterrupt from None
