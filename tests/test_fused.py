@@ -478,12 +478,25 @@ def test_a_spark_read_in_pieces_gives_the_lineage_of_one_job_per_operation(
 
 
 def test_a_source_past_the_drivers_result_limit_is_read_in_smaller_pieces(
-    spark: Any, tmp_path: Any
+    spark: Any, tmp_path: Any, monkeypatch: Any
 ) -> None:
     """A driver whose ``spark.driver.maxResultSize`` is smaller than a source's read:
     capture reads it in pieces under the limit (every operation was opaque), asking
-    again in smaller pieces when Spark refuses one, with the lineage the data says."""
+    again in smaller pieces when Spark refuses one, with the lineage the data says.  An
+    operation traced by a job of its own (a sort of a join) whose keys pass the
+    limit reads its result in pieces too (it was opaque), in the order of the result."""
     from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.plan import _pieces
+    from tensprov_lab.capture.recording import _tracker as _recording_tracker
+
+    results: list[int] = []
+    read_result = _pieces.read_result_in_pieces
+
+    def counted(df: Any, names: list[str], *args: Any, **kwargs: Any) -> Any:
+        table = read_result(df, names, *args, **kwargs)
+        results.append(table.num_rows)
+        return table
 
     spark.range(0, 240_000, 1, 8).select(
         "id",
@@ -499,12 +512,14 @@ def test_a_source_past_the_drivers_result_limit_is_read_in_smaller_pieces(
     conf = spark.sparkContext._jsc.sc().conf()  # read by every new stage
     before = conf.get("spark.driver.maxResultSize", "1g")
     conf.set("spark.driver.maxResultSize", "1m")
+    monkeypatch.setattr(_recording_tracker, "read_result_in_pieces", counted)
     try:
         with tensprov_lab.track(spark, name="limit") as run:
             tracker = _tracker(spark)
             tracker.direct_reads = False
             big = orders.filter("amount > 3 AND amount < 11")
             joined = big.join(customers, "cust")
+            ordered = joined.orderBy("id")
     finally:
         conf.set("spark.driver.maxResultSize", before)
         _tracker(spark).direct_reads = True
@@ -514,3 +529,11 @@ def test_a_source_past_the_drivers_result_limit_is_read_in_smaller_pieces(
     assert back.tolist() == np.flatnonzero((ids % 13 > 3) & (ids % 13 < 11)).tolist()
     pairs = run.mapping(orders, joined).tocoo()  # (a joined record x an order)
     assert sorted(pairs.col.tolist()) == back.tolist()  # every kept order has its customer
+    # the sort's keys, past the limit, read in pieces: its record i is the kept order
+    # of the i-th smallest id
+    assert results == [len(back)], results
+    sorted_pairs = run.mapping(orders, ordered).tocoo()
+    assert sorted(sorted_pairs.row.tolist()) == list(range(len(back)))
+    by_row = sorted_pairs.col[np.argsort(sorted_pairs.row)]
+    assert by_row.tolist() == back[np.argsort(ids[back], kind="stable")].tolist()
+    assert run.rows(ordered)["id"].tolist() == sorted(ids[back].tolist())

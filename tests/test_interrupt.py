@@ -125,12 +125,13 @@ def test_interrupt_during_a_read_in_pieces(
     """A source read through Spark in many pieces (a job each): Ctrl-C stops the read,
     which asks for no more pieces (its job group's cancelling stops only the job that
     runs), alone in the main thread or side by side with another read in a worker."""
+    from tensprov_lab.capture.plan import _pieces
     from tensprov_lab.capture.sources import _fused
 
     _, check = _earlier_run(spark)
     state = _state(spark)
     asked: list[int] = []
-    read_in_pieces = _fused.read_in_pieces
+    read_in_pieces = _pieces.read_in_pieces
 
     def counted(read: Any, partitions: Any, per: int, stop: Any) -> Any:
         def piece(lo: int, hi: int) -> Any:
@@ -141,7 +142,7 @@ def test_interrupt_during_a_read_in_pieces(
 
     # 3M records in each of 2 partitions, pieces of 20,000 positions: 150 scans
     monkeypatch.setattr(_fused, "positions_per_piece", lambda session, row: 20_000)
-    monkeypatch.setattr(_fused, "read_in_pieces", counted)
+    monkeypatch.setattr(_pieces, "read_in_pieces", counted)
     left = spark.range(0, 6_000_000, 1, 2).withColumnRenamed("id", "k")
     right = spark.range(0, 1000).withColumnRenamed("id", "k")
     sc = spark.sparkContext

@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan._keyed import key_name
+from tensprov_lab.capture.plan._keys import POSITION_MASK
 from tensprov_lab.capture.plan._nodes import result_limit
 
 __all__ = [
-    "PIECE_SHARE", "Stopped", "driver_limits", "positions_per_piece", "read_in_pieces",
-    "row_bytes",
+    "PIECE_SHARE", "Stopped", "driver_limits", "positions_per_piece", "read_frame_in_pieces",
+    "read_in_pieces", "read_result_in_pieces", "row_bytes",
 ]  # fmt: skip
 
 #: the share of the driver's memory one partition's records of a request may take
@@ -95,6 +97,57 @@ def read_in_pieces(
     # each piece gives its partitions in order: by partition, stably, is scan order
     order = np.argsort(np.concatenate(parts), kind="stable")
     return pa.concat_tables(tables).take(pa.array(order))
+
+
+def read_frame_in_pieces(
+    keyed: Any,
+    key: str,
+    names: list[str],
+    to_arrow: Callable[[Any], Any],
+    per: int,
+    stop: threading.Event | None = None,
+) -> Any:
+    """Columns ``names`` of a classic DataFrame ``keyed`` whose column ``key`` is each
+    record's ``monotonically_increasing_id``, as one Arrow table in scan order, read
+    with :func:`read_in_pieces` (each record with its partition; ``to_arrow`` reads a
+    DataFrame).
+
+    >>> read_frame_in_pieces(keyed, "__tp_s3", ["a"], to_arrow, 1 << 20)  # doctest: +SKIP
+    """
+    from pyspark.sql import functions as F
+
+    part = key_name("p")
+    within = F.col(key).bitwiseAND(F.lit(POSITION_MASK))
+
+    def read(lo: int, hi: int) -> Any:
+        below = within < F.lit(hi)
+        piece = keyed.where(below if lo == 0 else (within >= F.lit(lo)) & below)
+        return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
+
+    table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per, stop)
+    return table.drop_columns([part])
+
+
+def read_result_in_pieces(
+    df: Any, names: list[str], to_arrow: Callable[[Any], Any], per: int, cached: bool = False
+) -> Any:
+    """Columns ``names`` of classic DataFrame ``df``'s records, as one Arrow table in
+    the order one job collects them, read in pieces (:func:`read_frame_in_pieces`) of
+    ``df`` cached for the purpose (unless ``cached``: it is already), so that ``df`` is
+    computed once for all the pieces.
+
+    >>> read_result_in_pieces(df, ["__tp_k1"], to_arrow, 1 << 20)  # doctest: +SKIP
+    """
+    from pyspark.sql import functions as F
+
+    whole = df if cached else df.persist()
+    try:
+        key = key_name("s")
+        keyed = whole.select(*names, F.monotonically_increasing_id().alias(key))
+        return read_frame_in_pieces(keyed, key, names, to_arrow, per)
+    finally:
+        if not cached:
+            whole.unpersist()
 
 
 def positions_per_piece(spark: Any, row_bytes: int) -> int:

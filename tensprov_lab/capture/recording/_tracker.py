@@ -44,7 +44,9 @@ from tensprov_lab.capture.plan._nodes import (
     _short_error,
     first_consumers,
     persisted,
+    result_limit,
 )
+from tensprov_lab.capture.plan._pieces import positions_per_piece, read_result_in_pieces, row_bytes
 from tensprov_lab.capture.plan._records import RecordReading
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._record_rules import RecordRules
@@ -416,14 +418,23 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         self, plan: Any, names: list[str], keep: bool = False, ident: int | None = None
     ) -> np.ndarray:
         """Read key columns back; ``keep`` caches the whole annotated result for the
-        later captures of this run that start from it."""
+        later captures of this run that start from it.  Keys more than one job may
+        return to the driver (``spark.driver.maxResultSize``) are read again in pieces
+        of scan positions of the result, cached for it (computed once more)."""
         df = self.jvm.to_df(plan)
         if keep:
             df = df.persist()
             self._cached.append(df)
             if ident is not None:
                 self._kept[ident] = df
-        return arrow_keys(self.jvm.to_arrow(df.select(*names)), names)
+        try:
+            return arrow_keys(self.jvm.to_arrow(df.select(*names)), names)
+        except Exception as exc:
+            if result_limit(exc) is None:
+                raise
+        per = positions_per_piece(self.spark, row_bytes(["bigint"] * len(names), 4))
+        table = read_result_in_pieces(df, names, self.jvm.to_arrow, per, cached=keep)
+        return arrow_keys(table, names)
 
     def _capture_source(self, node: Node, run: RunLog, defer: bool = False) -> None:
         """Key a source by scan position and count its records; ``defer`` leaves the
