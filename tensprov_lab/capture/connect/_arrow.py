@@ -23,11 +23,17 @@ import numpy as np
 
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._keys import POSITION_MASK
-from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces
+from tensprov_lab.capture.plan._nodes import result_limit
+from tensprov_lab.capture.plan._pieces import (
+    positions_per_piece,
+    read_in_pieces,
+    read_result_in_pieces,
+    row_bytes,
+)
 from tensprov_lab.capture.spark._batches import large_batches
 from tensprov_lab.capture.spark._versions import to_arrow
 
-__all__ = ["python_code", "read_arrow", "read_pieces", "runs_python"]
+__all__ = ["python_code", "read_all", "read_arrow", "read_pieces", "runs_python"]
 
 #: relations whose own work is Spark's (their expressions and inputs are looked at too)
 _SPARK_RELATIONS = {
@@ -173,6 +179,36 @@ def read_arrow(spark: Any, rel: Any) -> Any:
         return to_arrow(df)
     with large_batches(spark):
         return to_arrow(df)
+
+
+def _whole(spark: Any, rel: Any) -> Any:
+    return to_arrow(P.dataframe(spark, rel))
+
+
+def read_all(spark: Any, rel: Any, batches: bool = True) -> Any:
+    """The records of relation ``rel`` as an Arrow table: :func:`read_arrow` (in the
+    session's Arrow batches unless ``batches``), or when the server refuses that many
+    records at once (``spark.driver.maxResultSize``), in pieces of scan positions of
+    the result, cached for the purpose (so it is computed once more, not per piece).
+
+    Examples
+    --------
+    >>> table = read_all(spark, P.relation(df))  # doctest: +SKIP
+    """
+    try:
+        return (_large if batches else _whole)(spark, rel)
+    except Exception as exc:
+        if result_limit(exc) is None:
+            raise
+    df = P.dataframe(spark, rel)
+    names = list(df.columns)
+    per = positions_per_piece(spark, row_bytes(["bigint"] * len(names), 4))
+    return read_result_in_pieces(df, names, to_arrow, per)
+
+
+#: :func:`read_arrow` as defined here, for operations' reads (the tests that count the
+#: sources' reads replace the module's ``read_arrow``)
+_large = read_arrow
 
 
 def read_pieces(

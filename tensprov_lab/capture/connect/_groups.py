@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.connect._arrow import read_arrow
+from tensprov_lab.capture.connect._arrow import read_all
 from tensprov_lab.capture.connect._index import GroupIndex, Index, KeyIndex, SetsIndex, key_array
 from tensprov_lab.capture.connect._rewrite import Annotator
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._connect import Unsupported, grouping_sets, pivot_of, plain_names
 from tensprov_lab.capture.plan._equijoin import value_codes
-from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, tensor_from_groups, tensor_from_pairs
 
 __all__ = ["EXACT_GROUP_TYPES", "plain_grouping", "trace_groups"]
@@ -78,7 +77,7 @@ def _members_by_values(
     values = [P.alias(P.col(c), f"{P.KEY_PREFIX}v{i}") for i, c in enumerate(by)]
     read = P.wrap("project", kid.rel, expressions=[*values, *[P.col(k) for k in cols]])
     P.with_id(read, None)
-    table = read_arrow(tracker.spark, read)
+    table = read_all(tracker.spark, read)
     combined, _ = value_codes([table.column(f"{P.KEY_PREFIX}v{i}") for i in range(len(by))])
     group, uniq = pd.factorize(combined)
     keys = key_array(table, cols)
@@ -92,7 +91,7 @@ def _members_by_lists(
     groups: one row per group with the list of its members' keys (and, for grouping
     sets, each group's ``grouping_id()``)."""
     members_rel, kid = annotator.members(rel)
-    table = to_arrow(P.dataframe(tracker.spark, members_rel))
+    table = read_all(tracker.spark, members_rel, batches=False)
     gid = None
     if f"{P.KEY_PREFIX}s" in table.column_names:
         gid = np.asarray(table.column(f"{P.KEY_PREFIX}s").to_numpy(), dtype=np.int64)
@@ -232,7 +231,7 @@ def _pivot_tensor(
     at = f"{P.KEY_PREFIX}pv"
     # (not a wrapper taking the input's plan id: the pivot column may name that plan)
     read = P.select(kid.rel, [P.alias(pivot.col, at), *[P.col(k) for k in cols]])
-    table = read_arrow(tracker.spark, read)
+    table = read_all(tracker.spark, read)
     if str(table.schema.field(at).type) not in _PIVOT_TYPES:
         raise Unsupported(f"a pivot over {table.schema.field(at).type} values")
     values = table.column(at).to_pandas()

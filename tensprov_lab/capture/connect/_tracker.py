@@ -24,7 +24,7 @@ import numpy as np
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.connect import _fused
 from tensprov_lab.capture.connect._ahead import read_ahead, read_source
-from tensprov_lab.capture.connect._arrow import read_pieces
+from tensprov_lab.capture.connect._arrow import read_all, read_pieces
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
 from tensprov_lab.capture.connect._direct import read_direct
 from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
@@ -76,7 +76,6 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
-from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
@@ -404,7 +403,8 @@ class ConnectTracker(Depth, Blocks):
 
     def _read(self, rel: Any, names: list[str], along: list[str]) -> tuple[np.ndarray, list[Any]]:
         """:meth:`_keys`, and the user's columns ``along`` read in the same job (Arrow
-        arrays in the same row order)."""
+        arrays in the same row order); past the server's ``spark.driver.maxResultSize``,
+        in pieces of the result cached for the purpose (computed once more)."""
         from pyspark.sql import functions as F
 
         df = P.dataframe(self.spark, rel)
@@ -412,7 +412,7 @@ class ConnectTracker(Depth, Blocks):
             n = df.count()
             return np.zeros((n, 0), dtype=np.int64), []
         cols = [F.col(f"`{k}`") for k in names] + [F.col(f"`{c}`") for c in along]
-        table = to_arrow(df.select(*cols))
+        table = read_all(self.spark, P.relation(df.select(*cols)), batches=False)
         return key_array(table, names), [table.column(c) for c in along]
 
     def _along(self, p: CPending) -> tuple[list[Ride], list[str]]:

@@ -107,10 +107,10 @@ def read_frame_in_pieces(
     per: int,
     stop: threading.Event | None = None,
 ) -> Any:
-    """Columns ``names`` of a classic DataFrame ``keyed`` whose column ``key`` is each
-    record's ``monotonically_increasing_id``, as one Arrow table in scan order, read
-    with :func:`read_in_pieces` (each record with its partition; ``to_arrow`` reads a
-    DataFrame).
+    """Columns ``names`` of a DataFrame ``keyed`` (classic or Connect) whose column
+    ``key`` is each record's ``monotonically_increasing_id``, as one Arrow table in
+    scan order, read with :func:`read_in_pieces` (each record with its partition;
+    ``to_arrow`` reads a DataFrame).
 
     >>> read_frame_in_pieces(keyed, "__tp_s3", ["a"], to_arrow, 1 << 20)  # doctest: +SKIP
     """
@@ -122,7 +122,7 @@ def read_frame_in_pieces(
     def read(lo: int, hi: int) -> Any:
         below = within < F.lit(hi)
         piece = keyed.where(below if lo == 0 else (within >= F.lit(lo)) & below)
-        return to_arrow(piece.select(*names, F.spark_partition_id().alias(part)))
+        return to_arrow(piece.select(*_cols(names), F.spark_partition_id().alias(part)))
 
     table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per, stop)
     return table.drop_columns([part])
@@ -131,10 +131,10 @@ def read_frame_in_pieces(
 def read_result_in_pieces(
     df: Any, names: list[str], to_arrow: Callable[[Any], Any], per: int, cached: bool = False
 ) -> Any:
-    """Columns ``names`` of classic DataFrame ``df``'s records, as one Arrow table in
-    the order one job collects them, read in pieces (:func:`read_frame_in_pieces`) of
-    ``df`` cached for the purpose (unless ``cached``: it is already), so that ``df`` is
-    computed once for all the pieces.
+    """Columns ``names`` of DataFrame ``df``'s records (classic or Connect), as one
+    Arrow table in the order one job collects them, read in pieces
+    (:func:`read_frame_in_pieces`) of ``df`` cached for the purpose (unless ``cached``:
+    it is already), so that ``df`` is computed once for all the pieces.
 
     >>> read_result_in_pieces(df, ["__tp_k1"], to_arrow, 1 << 20)  # doctest: +SKIP
     """
@@ -143,11 +143,18 @@ def read_result_in_pieces(
     whole = df if cached else df.persist()
     try:
         key = key_name("s")
-        keyed = whole.select(*names, F.monotonically_increasing_id().alias(key))
+        keyed = whole.select(*_cols(names), F.monotonically_increasing_id().alias(key))
         return read_frame_in_pieces(keyed, key, names, to_arrow, per)
     finally:
         if not cached:
             whole.unpersist()
+
+
+def _cols(names: list[str]) -> list[Any]:
+    """Columns of these names, whatever they hold (dots, backticks)."""
+    from pyspark.sql import functions as F
+
+    return [F.col("`" + n.replace("`", "``") + "`") for n in names]
 
 
 def positions_per_piece(spark: Any, row_bytes: int) -> int:
