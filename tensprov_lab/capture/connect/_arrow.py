@@ -23,13 +23,7 @@ import numpy as np
 
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._keys import POSITION_MASK
-from tensprov_lab.capture.plan._nodes import result_limit
-from tensprov_lab.capture.plan._pieces import (
-    positions_per_piece,
-    read_in_pieces,
-    read_result_in_pieces,
-    row_bytes,
-)
+from tensprov_lab.capture.plan._pieces import positions_per_piece, read_in_pieces, read_whole
 from tensprov_lab.capture.spark._batches import large_batches
 from tensprov_lab.capture.spark._versions import to_arrow
 
@@ -195,15 +189,8 @@ def read_all(spark: Any, rel: Any, batches: bool = True) -> Any:
     --------
     >>> table = read_all(spark, P.relation(df))  # doctest: +SKIP
     """
-    try:
-        return (_large if batches else _whole)(spark, rel)
-    except Exception as exc:
-        if result_limit(exc) is None:
-            raise
-    df = P.dataframe(spark, rel)
-    names = list(df.columns)
-    per = positions_per_piece(spark, row_bytes(["bigint"] * len(names), 4))
-    return read_result_in_pieces(df, names, to_arrow, per)
+    first = _large if batches else _whole
+    return read_whole(P.dataframe(spark, rel), to_arrow, spark, first=lambda _: first(spark, rel))
 
 
 #: :func:`read_arrow` as defined here, for operations' reads (the tests that count the

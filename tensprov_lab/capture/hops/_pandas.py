@@ -39,6 +39,7 @@ import numpy as np
 
 from tensprov_lab.capture.plan._keys import arrow_keys
 from tensprov_lab.capture.plan._nodes import ROW, Capturing, Node, _short_error
+from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.rewrite._annotate import annotate_source
 from tensprov_lab.capture.spark._versions import cached_rdd, classic_dataframe, rdd_class
 from tensprov_lab.store import tensor_from_pairs
@@ -244,7 +245,7 @@ def capture_hop(
             return False
         ann = annotate_source(tracker.jvm, p.out.plan, pin=True)
         ki = tracker._scan_index(ann)
-        table = tracker.jvm.to_arrow(tracker.jvm.to_df(ann.plan))
+        table = read_whole(tracker.jvm.to_df(ann.plan), tracker.jvm.to_arrow, tracker.jvm.spark)
         names = ann.key_names()
         hop = table.select(list(range(table.num_columns - len(names)))).to_pandas()
         hop.insert(0, ROW, ki.lookup(arrow_keys(table, names)))

@@ -29,7 +29,7 @@ from tensprov_lab.capture.plan._nodes import result_limit
 
 __all__ = [
     "PIECE_SHARE", "Stopped", "driver_limits", "positions_per_piece", "read_frame_in_pieces",
-    "read_in_pieces", "read_result_in_pieces", "row_bytes",
+    "read_in_pieces", "read_result_in_pieces", "read_whole", "row_bytes",
 ]  # fmt: skip
 
 #: the share of the driver's memory one partition's records of a request may take
@@ -126,6 +126,30 @@ def read_frame_in_pieces(
 
     table = read_in_pieces(read, lambda t: t.column(part).to_numpy(), per, stop)
     return table.drop_columns([part])
+
+
+def read_whole(
+    df: Any,
+    to_arrow: Callable[[Any], Any],
+    spark: Any,
+    cached: bool = False,
+    first: Callable[[Any], Any] | None = None,
+) -> Any:
+    """All of DataFrame ``df``'s records as one Arrow table: ``to_arrow(df)`` (or
+    ``first(df)``), or, when the driver refuses that many at once
+    (``spark.driver.maxResultSize``), :func:`read_result_in_pieces` (``cached``: ``df``
+    is cached already).
+
+    >>> read_whole(df, to_arrow, spark)  # doctest: +SKIP
+    """
+    try:
+        return (first or to_arrow)(df)
+    except Exception as exc:
+        if result_limit(exc) is None:
+            raise
+    names = list(df.columns)
+    per = positions_per_piece(spark, row_bytes(["bigint"] * len(names), 4))
+    return read_result_in_pieces(df, names, to_arrow, per, cached=cached)
 
 
 def read_result_in_pieces(

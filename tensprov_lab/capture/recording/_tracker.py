@@ -44,9 +44,8 @@ from tensprov_lab.capture.plan._nodes import (
     _short_error,
     first_consumers,
     persisted,
-    result_limit,
 )
-from tensprov_lab.capture.plan._pieces import positions_per_piece, read_result_in_pieces, row_bytes
+from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.plan._records import RecordReading
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._record_rules import RecordRules
@@ -427,13 +426,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             self._cached.append(df)
             if ident is not None:
                 self._kept[ident] = df
-        try:
-            return arrow_keys(self.jvm.to_arrow(df.select(*names)), names)
-        except Exception as exc:
-            if result_limit(exc) is None:
-                raise
-        per = positions_per_piece(self.spark, row_bytes(["bigint"] * len(names), 4))
-        table = read_result_in_pieces(df, names, self.jvm.to_arrow, per, cached=keep)
+        table = read_whole(df.select(*names), self.jvm.to_arrow, self.spark, cached=keep)
         return arrow_keys(table, names)
 
     def _capture_source(self, node: Node, run: RunLog, defer: bool = False) -> None:

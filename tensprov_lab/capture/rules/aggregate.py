@@ -46,6 +46,7 @@ from tensprov_lab.capture.plan._keys import (
     arrow_keys,
     row_dtype,
 )
+from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule, attrs, single
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 from tensprov_lab.store import tensor_from_groups, tensor_from_pairs
@@ -382,14 +383,14 @@ def group_tensors(reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured:
         return every_record(node)
     jvm = reader.jvm
     if g.flat_plan is not None:
-        table = jvm.to_arrow(jvm.to_df(g.flat_plan))
+        table = read_whole(jvm.to_df(g.flat_plan), jvm.to_arrow, jvm.spark)
         raw = arrow_keys(table, g.key_cols)
         if g.group_cols:
             parent, n_groups = _group_ids(table, g.group_cols)
         else:  # a global aggregate: one group, even over no rows
             parent, n_groups = np.zeros(len(raw), dtype=np.int64), 1
     else:
-        table = jvm.to_arrow(jvm.to_df(g.members_plan).select(g.members))
+        table = read_whole(jvm.to_df(g.members_plan).select(g.members), jvm.to_arrow, jvm.spark)
         col = table.column(g.members).combine_chunks()
         n_groups = len(col)
         flat = pc.list_flatten(col)

@@ -31,6 +31,7 @@ from tensprov_lab.capture.plan._equijoin import find_equi_join, join_pairs, key_
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Semi, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import ScanKeyIndex, arrow_keys
+from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 from tensprov_lab.capture.spark._jvm import Jvm
@@ -208,7 +209,7 @@ def _numpy_join_keys(reader: Reading, rw: Rewrite, occ: list[Any]) -> np.ndarray
         side_keys = [a for b, s in zip(rw.blocks, side_of) if s == side for a in b.attrs]
         names = [key_name("j") for _ in keys]
         items = [*side_keys, *(jvm.alias(k, n) for k, n in zip(keys, names))]
-        table = jvm.to_arrow(jvm.to_df(jvm.project(items, plan)))
+        table = read_whole(jvm.to_df(jvm.project(items, plan)), jvm.to_arrow, jvm.spark)
         if table.num_rows > _JOIN_MAX_SIDE:
             return None
         tables.append((table, names))

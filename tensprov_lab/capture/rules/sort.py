@@ -28,6 +28,7 @@ from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Unsupported, key_name
 from tensprov_lab.capture.plan._keys import arrow_keys
+from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule, attrs, single
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 
@@ -122,7 +123,7 @@ def _sorted_keys(reader: Reading, rw: Rewrite) -> tuple[np.ndarray, np.ndarray]:
     names = [str(a.name()) for a in rw.keys]
     ties = [key_name("t") for _ in rw.sort_exprs]
     exprs = [*rw.keys, *(jvm.alias(e, n) for e, n in zip(rw.sort_exprs, ties))]
-    table = jvm.to_arrow(jvm.to_df(jvm.project(exprs, rw.sort_node)))
+    table = read_whole(jvm.to_df(jvm.project(exprs, rw.sort_node)), jvm.to_arrow, jvm.spark)
     raw = arrow_keys(table.select(names), names)
     same = np.ones(max(table.num_rows - 1, 0), dtype=bool)
     for n in ties:

@@ -34,6 +34,7 @@ import numpy as np
 from tensprov_lab.capture.plan._exprs import Lin, exprs, ids
 from tensprov_lab.capture.plan._keyed import Rewrite, key_name
 from tensprov_lab.capture.plan._keys import arrow_keys
+from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.rules._base import Captured, Rule, attrs
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 
@@ -311,7 +312,7 @@ def _frames(
         if kind == "rows" and orders and ties is None:
             ties = key_name("wt")
             cols.append(F.count(one).over(ordered.rangeBetween(0, 0)).alias(ties))
-    table = jvm.to_arrow(df.select(*cols))
+    table = read_whole(df.select(*cols), jvm.to_arrow, jvm.spark)
     assert node.ki is not None and node.n is not None
     n = int(node.n)
     rows = node.ki.lookup(arrow_keys(table, kn))
