@@ -11,7 +11,13 @@ of scan positions (the low 33 bits of ``monotonically_increasing_id``) within ev
 partition at a time: one request, as before, for a partition of fewer records than
 :func:`positions_per_piece` gives (about 4.5M of 14 bytes on a driver of 1 GB).
 
-Pure Python and numpy (the reads are the caller's): testable without a JVM.
+:func:`read_whole` reads any result so (an operation's keys read by a job of its own):
+at once, and only when the driver refuses that, in pieces of the result cached for the
+purpose.
+
+:func:`read_in_pieces` is pure Python and numpy (the reads are the caller's), testable
+without a JVM; :func:`read_frame_in_pieces` and :func:`read_whole` build the requests
+of a DataFrame, classic or Connect.
 """
 
 from __future__ import annotations
