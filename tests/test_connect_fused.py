@@ -503,3 +503,28 @@ def test_a_source_past_the_servers_result_limit_is_read_in_smaller_pieces(
         want = {c: sorted(rows["_row"].tolist()) for c, rows in bigger.groupby("cust")}
         want.update({c: [] for c in custs if c not in want})  # customers without orders
         assert got == want
+        # a window's frames past the limit too: each order's frame is itself and the
+        # order before it of its customer
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        frame = Window.partitionBy("cust").orderBy("id").rowsBetween(-1, 0)
+        with tensprov_lab.track(session, name="window") as windowed:
+            paired = orders.withColumn("pair", F.sum("amount").over(frame))
+        assert not any(op.opaque for op in windowed.operations)
+        out = pd.concat(
+            [windowed.rows(paired, where=f"id % 16 = {m}") for m in range(16)]
+        ).sort_values("_row")
+        assert out["_row"].tolist() == list(range(240_000))
+        row_of = dict(zip(src["id"].tolist(), src["_row"].tolist()))
+        before = {}
+        for _, rows in src.sort_values("id").groupby("cust"):
+            ids = rows["id"].tolist()
+            before.update({b: a for a, b in zip(ids, ids[1:])})
+        frames_of = windowed.mapping(orders, paired).tocoo()
+        got_frames = {}
+        for r, c in zip(frames_of.row.tolist(), frames_of.col.tolist()):
+            got_frames.setdefault(r, set()).add(c)
+        for r, i in enumerate(out["id"].tolist()):
+            want_frame = {row_of[i]} | ({row_of[before[i]]} if i in before else set())
+            assert got_frames[r] == want_frame, (r, i)

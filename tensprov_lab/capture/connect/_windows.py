@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.connect._arrow import read_all
 from tensprov_lab.capture.connect._index import Index, key_array
 from tensprov_lab.capture.plan import _proto as P
-from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["Unframed", "frame_of", "split", "trace_windows", "windows_in"]
 
@@ -324,7 +324,7 @@ def _read_frames(
             exprs.append(P.alias(_over(count, parts, orders, ("range", 0, 0)), ties))
     read = P.wrap("project", kid.rel, expressions=exprs)
     P.with_id(read, None)
-    table = to_arrow(P.dataframe(spark, read))
+    table = read_all(spark, read, batches=False)
     rows = index.lookup(key_array(table, keys))
     struct = table.column(rep).combine_chunks()
     part_of = index.lookup(
