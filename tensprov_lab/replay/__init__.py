@@ -10,6 +10,8 @@ replay starts (:mod:`._frontier`) and what-if (:mod:`._what_if`) are shared.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -40,9 +42,23 @@ def engine(tracker: Any) -> Engine:
     return Classic(tracker)
 
 
+@contextlib.contextmanager
+def _jobs(tracker: Any) -> Iterator[None]:
+    """The replay's Spark jobs in the capture's job group (a classic session's): on
+    Ctrl-C they are cancelled and, on pyspark 3.5, the Python workers a killed task
+    leaves closed are dropped, so the user's next Python job runs (SPARK-54217)."""
+    group = getattr(tracker, "_job_group", None)
+    if group is None:
+        yield
+        return
+    with group.running():
+        yield
+
+
 def replay_records(tracker: Any, ds_id: int, rows: np.ndarray) -> Any:
     """Recompute ``rows`` of ``ds_id`` from their provenance-related records only."""
-    return engine(tracker).records(ds_id, rows)
+    with _jobs(tracker):
+        return engine(tracker).records(ds_id, rows)
 
 
 def what_if(
@@ -52,7 +68,8 @@ def what_if(
     to: list[int] | None = None,
 ) -> WhatIf:
     """Preview dropping and editing records of source datasets (:mod:`._what_if`)."""
-    return _what_if(tracker, engine(tracker), drop, edit, to)
+    with _jobs(tracker):
+        return _what_if(tracker, engine(tracker), drop, edit, to)
 
 
 def read_records(tracker: Any, ds_id: int, rows: np.ndarray | None, where: str | None) -> Any:
@@ -64,4 +81,5 @@ def read_records(tracker: Any, ds_id: int, rows: np.ndarray | None, where: str |
     if rows is not None and where is None and replayable is not None and replayable(ds_id):
         # no DataFrame of the whole dataset: its analysis alone costs a few ms
         return replay_records(tracker, ds_id, rows)
-    return tracker.records(ds_id, rows, where)
+    with _jobs(tracker):
+        return tracker.records(ds_id, rows, where)

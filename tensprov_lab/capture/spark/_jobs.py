@@ -20,6 +20,8 @@ _NUMBERS = itertools.count(1)
 #: seconds a cancelled capture waits at most for its tasks to end (Spark kills a
 #: cancelled task's Python worker after ``spark.python.task.killTimeout``, 2 s)
 SETTLE_S = 10.0
+#: how long after a cancel the jobs of the group that start late are cancelled too
+LATE_S = 0.5
 
 
 class JobGroup:
@@ -67,11 +69,26 @@ class JobGroup:
         except BaseException:
             with contextlib.suppress(Exception):
                 sc.cancelJobGroup(group)
+                self._late_jobs(sc, group)
                 self._settle(sc, group)
             raise
         finally:
             self.name = None
             sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
+
+    def _late_jobs(self, sc: Any, group: str) -> None:
+        """Cancel, for :data:`LATE_S` seconds, jobs of ``group`` that start after it was
+        cancelled: a Ctrl-C that came while py4j was sending a job's command leaves the
+        JVM to start that job (cancelling a group stops only the jobs that run)."""
+        status = sc.statusTracker()
+        deadline = time.monotonic() + LATE_S
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            for job in status.getJobIdsForGroup(group):
+                info = status.getJobInfo(job)
+                if info is not None and str(info.status) == "RUNNING":
+                    sc.cancelJobGroup(group)
+                    break
 
     def _settle(self, sc: Any, group: str) -> None:
         """After ``group`` was cancelled: on pyspark 3.5, wait for its tasks to end, then
