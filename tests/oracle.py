@@ -260,7 +260,13 @@ def _group(t: Table, keys: list[str], sum_col: str | None) -> Table:
     return Table(cols, types, rows, [merge(*(t.lin[i] for i in m)) for _, m in ordered])
 
 
+#: inner joins on k written without a join condition: ``a.join(b).where(...)``,
+#: ``a.crossJoin(b).filter(...)`` and a SQL comma join (``FROM a, b WHERE a.k = b.k``)
+COMMA_JOINS = ("join_where", "cross_filter", "sql_comma")
+
+
 def _join(t: Table, b: Table, how: str) -> Table:
+    how = "inner" if how in COMMA_JOINS else how
     tk, bk = t.cols.index("k"), b.cols.index("k")
     match = {
         i: [j for j, s in enumerate(b.rows) if r[tk] is not None and r[tk] == s[bk]]
@@ -360,7 +366,7 @@ def step_columns(step: tuple, t: Table, out: Table) -> list[tuple[Cols, Cols]]:
     if kind == "union_b":  # unionByName(other.select(*cols)): matched by name
         return [(_same(t.cols), {}), (_same(out.cols), {})]
     if kind == "join":
-        how = step[1]
+        how = "inner" if step[1] in COMMA_JOINS else step[1]
         if how in ("semi", "anti"):
             # only the left columns come out; both keys decide which left rows survive
             return [(_same(t.cols), _every(t.cols, ["k"])), ({}, _every(t.cols, ["k"]))]

@@ -17,7 +17,7 @@ from tensprov_lab.capture.recording._tracker import TensProvWarning
 from tensprov_lab.capture.spark._versions import spark_version
 from tests._examples import spark_examples
 from tests._numpy_joins import numpy_joins
-from tests.oracle import ANY, Step, Table, apply, backward_cells, forward_cells
+from tests.oracle import ANY, COMMA_JOINS, Step, Table, apply, backward_cells, forward_cells
 
 pytestmark = pytest.mark.spark
 
@@ -96,7 +96,8 @@ def draw_step(
     if kind == "join":
         return (
             kind,
-            data.draw(st.sampled_from(["inner", "left", "right", "full", "semi", "anti"])),
+            data.draw(st.sampled_from(["inner", "left", "right", "full", "semi", "anti",
+                                       *COMMA_JOINS])),  # fmt: skip
         )
     if kind == "explode":
         x, y = data.draw(st.lists(st.sampled_from(int_cols), min_size=2, max_size=2, unique=True))
@@ -158,6 +159,19 @@ def spark_step(step: tuple, df, a_df, b_df):  # noqa: ANN001, ANN201
     if kind == "union_b":
         other = a_df if "s" in df.columns else b_df
         return df.unionByName(other.select(*df.columns))
+    if kind == "join" and step[1] in COMMA_JOINS:
+        # an inner join on k written without a join condition: the columns of a USING join
+        cols = [df["k"], *(df[c] for c in df.columns if c != "k"), b_df["w"]]
+        if step[1] == "join_where":
+            return df.join(b_df).where(df["k"] == b_df["k"]).select(*cols)
+        if step[1] == "cross_filter":
+            return df.crossJoin(b_df).filter(df["k"] == b_df["k"]).select(*cols)
+        df.createOrReplaceTempView("oracle_l")
+        b_df.createOrReplaceTempView("oracle_r")
+        others = "".join(f", l.`{c}`" for c in df.columns if c != "k")
+        return df.sparkSession.sql(
+            f"SELECT l.k{others}, r.w FROM oracle_l l, oracle_r r WHERE l.k = r.k"
+        )
     if kind == "join":
         return df.join(b_df, on="k", how=step[1])
     if kind == "explode":
@@ -565,6 +579,10 @@ def run_steps(  # noqa: ANN201
     return run
 
 
+#: the operation that drops a record in a join written without a join condition: the
+#: filter over the cross product (DataFrame API), the join the statement's WHERE makes (SQL)
+_COMMA_DROPS = {"join_where": "where", "cross_filter": "filter", "sql_comma": "sql:Join"}
+
 #: the DataFrame method each oracle step that can drop records is recorded as
 _DROPPING = {"filter_gt": "filter", "filter_eq": "where", "filter_notnull": "filter",
              "dropna": "dropna", "limit": "limit", "join": "join",
@@ -587,7 +605,8 @@ def check_why_not(run, out, chain: list[Step], a_df, n_a: int) -> None:  # noqa:
             continue
         assert set(got["status"]) == {"dropped"}, (j, got)
         stop = next(st for st in chain if holds(st.t, j) and not holds(st.out, j))
-        assert _DROPPING[stop.step[0]] in set(got["operation"]), (j, stop.step, got)
+        kind = stop.step[0] if stop.step[0] != "join" else _COMMA_DROPS.get(stop.step[1], "join")
+        assert _DROPPING.get(kind, kind) in set(got["operation"]), (j, stop.step, got)
 
 
 def _spread(items: list, limit: int) -> list:

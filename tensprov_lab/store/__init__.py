@@ -13,6 +13,7 @@ from tensprov_lab.store._make import (
 from tensprov_lab.store._tensors import (
     AllTensor,
     BlockTensor,
+    CrossTensor,
     IdentityTensor,
     MaskTensor,
     PackedInts,
@@ -25,6 +26,7 @@ __all__ = [
     "BlockTensor",
     "CSRTensor",
     "ColumnsTensor",
+    "CrossTensor",
     "Dataset",
     "FrameTensor",
     "IdentityTensor",

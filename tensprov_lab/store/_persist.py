@@ -36,6 +36,7 @@ from tensprov_lab.store._index_tensor import IndexTensor
 from tensprov_lab.store._tensors import (
     AllTensor,
     BlockTensor,
+    CrossTensor,
     IdentityTensor,
     MaskTensor,
     Tensor,
@@ -105,6 +106,8 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], at: str) -> Any:
         return {"type": "all", "n_out": obj.n_out, "n_in": obj.n_in}
     if isinstance(obj, BlockTensor):
         return {"type": "block", "n_out": obj.n_out, "n_in": obj.n_in, "offset": obj.offset}
+    if isinstance(obj, CrossTensor):
+        return {"type": "cross", "n_out": obj.n_out, "n_in": obj.n_in, "stride": obj.stride}
     if isinstance(obj, MaskTensor):
         out: dict[str, Any] = {"type": "mask", "n_in": obj.n_in, "form": obj.form}
         if obj.form == "ints":
@@ -176,6 +179,8 @@ def _decode(meta: Any, arrays: dict[str, np.ndarray]) -> Any:
         return AllTensor(meta["n_out"], meta["n_in"])
     if kind == "block":
         return BlockTensor(meta["n_out"], meta["n_in"], meta["offset"])
+    if kind == "cross":
+        return CrossTensor(meta["n_out"], meta["n_in"], meta["stride"])
     if kind == "mask":
         if meta["form"] == "ints":
             return MaskTensor(meta["n_in"], kept=arr("kept"))

@@ -53,6 +53,7 @@ from tensprov_lab.store._sets import unique
 __all__ = [
     "AllTensor",
     "BlockTensor",
+    "CrossTensor",
     "IdentityTensor",
     "MaskTensor",
     "PackedInts",
@@ -393,6 +394,75 @@ class BlockTensor(_EachInputOnce):
 
     def _repr_extra(self) -> str:
         return f", offset={self.offset}"
+
+
+class CrossTensor(Tensor):
+    """One side of a cross product: output row ``r`` comes from input row
+    ``(r // stride) % n_in``.
+
+    A cross join of ``n`` left and ``m`` right records numbers its pairs ``i * m + j``
+    (DESIGN.md §3, by left row then right row): its left tensor has ``stride = m``, its
+    right one ``stride = 1``.  The pairs are implicit, so ``nbytes`` is 0 whatever
+    ``n * m`` is (the issue of a comma join captured as ``n * m`` listed pairs).
+
+    Parameters
+    ----------
+    n_out, n_in : int
+        Shape; ``n_out`` is a multiple of ``n_in * stride``.
+    stride : int
+        Consecutive output rows that share an input row.
+
+    Examples
+    --------
+    >>> left, right = CrossTensor(6, 2, stride=3), CrossTensor(6, 3, stride=1)
+    >>> left.backward([4]), right.backward([4])    # pair 4 = (left 1, right 1)
+    (array([1]), array([1]))
+    >>> left.forward([0]), right.forward([2])
+    (array([0, 1, 2]), array([2, 5]))
+    >>> left.nbytes, right.nnz
+    (0, 6)
+    """
+
+    kind = "cross"
+
+    def __init__(self, n_out: int, n_in: int, stride: int) -> None:
+        super().__init__(n_out, n_in)
+        self.stride = int(stride)
+        block = self.n_in * self.stride
+        if self.stride < 1 or (block == 0 and self.n_out) or (block and self.n_out % block):
+            raise ValueError(
+                f"{self.n_out} output rows are not whole repeats of {self.n_in} input rows "
+                f"in runs of {self.stride}"
+            )
+
+    @property
+    def nnz(self) -> int:
+        return self.n_out
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    def _of(self, u: np.ndarray) -> np.ndarray:
+        return (u // self.stride) % self.n_in
+
+    def _backward(self, u: np.ndarray) -> np.ndarray:
+        return _sorted_unique(self._of(u)) if u.size > 1 else self._of(u)
+
+    def _forward(self, u: np.ndarray) -> np.ndarray:
+        if not u.size:
+            return _EMPTY
+        block = self.n_in * self.stride
+        starts = (np.arange(self.n_out // block, dtype=np.int64)[:, None] * block
+                  + u[None, :] * self.stride).ravel()  # fmt: skip
+        # each start begins a run of `stride` rows; ordered by repeat, then by input row
+        return _ranges(starts, starts + self.stride)
+
+    def _pairs(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return u, self._of(u)
+
+    def _repr_extra(self) -> str:
+        return f", stride={self.stride}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -132,6 +132,30 @@ def _inline_ctes(jvm: Jvm, plan: JObject) -> JObject:
     return ctor.newInstance(args).apply(plan)
 
 
+#: Catalyst's own rules that give a statement's joins their conditions, applied to the
+#: analyzed plan before it is decomposed: a comma join (``FROM a, b WHERE a.k = b.k``)
+#: is a join without a condition under a filter, whose step on its own would be the
+#: cross product the statement never computes
+_JOIN_RULES = ("ReorderJoin$", "PushPredicateThroughJoin$")
+
+
+def _joins_with_conditions(jvm: Jvm, plan: JObject) -> JObject:
+    """``plan`` with each filter over inner joins pushed into them as the optimizer does
+    (``ReorderJoin`` orders a multi-way comma join so that each join has a condition;
+    ``PushPredicateThroughJoin`` makes a conjunct over both sides a join condition and
+    one over one side a filter below it), repeated until nothing changes.  The same
+    plan object when nothing applies."""
+    opt = jvm.jvm.org.apache.spark.sql.catalyst.optimizer
+    rules = [getattr(getattr(opt, name), "MODULE$") for name in _JOIN_RULES]
+    for _ in range(8):
+        before = plan
+        for rule in rules:
+            plan = rule.apply(plan)
+        if plan.fastEquals(before):
+            return plan
+    return plan
+
+
 def _has_cte(jvm: Jvm, plan: JObject) -> bool:
     stack = [plan]
     while stack:
@@ -364,9 +388,12 @@ def record_plan(
         return None
     user_plan = plan
     if _has_cte(jvm, plan):
-        # the rewrite knows no CTE nodes: capture an inlined copy, then give the node the
-        # user's plan back, which later DataFrame calls on the result contain
+        # the rewrite knows no CTE nodes: capture an inlined copy
         plan = _inline_ctes(jvm, plan)
+    plan = _joins_with_conditions(jvm, plan)
+    if jvm.ident(plan) != ident:
+        # then give the node the user's plan back, which later DataFrame calls on the
+        # result contain
 
         def restore(node: Node, inner: Callable[[Node], None] | None = finish) -> None:
             node.plan = user_plan

@@ -27,6 +27,8 @@ __all__ = [
     "ScanKeyIndex",
     "LazyScanKeyIndex",
     "MappedKeyIndex",
+    "SubsetKeyIndex",
+    "CrossKeyIndex",
     "ComposedKeyIndex",
     "RangeKeyIndex",
     "GroupSetKeyIndex",
@@ -315,6 +317,85 @@ class MappedKeyIndex(KeyIndex):
     def nbytes(self) -> int:
         # not made yet: nothing held (the function keeps what the tensor holds anyway)
         return 0 if self._in_to_out is None else self._in_to_out.nbytes
+
+
+class SubsetKeyIndex(KeyIndex):
+    """Keys pass through from one input, of which the output keeps few records: output
+    row ``o`` is input row ``rows[o]``.  :class:`MappedKeyIndex` holds a row per input
+    record, which for a filter over a cross product of ``n * m`` records is the product
+    the filter exists to avoid; this one holds a row per output record.
+
+    Examples
+    --------
+    >>> parent = RangeKeyIndex(10**12)
+    >>> k = SubsetKeyIndex(parent, np.array([7, 10**11, 3]))
+    >>> k.lookup(np.array([[3], [10**11]])).tolist()
+    [2, 1]
+    """
+
+    def __init__(self, parent: KeyIndex, rows: np.ndarray) -> None:
+        self.parent = parent
+        self.width = parent.width
+        rows = np.asarray(rows, dtype=np.int64)
+        self.n = len(rows)
+        if self.n < 2 or bool(np.all(rows[1:] > rows[:-1])):
+            self._sorted, self._perm = rows, None
+        else:
+            self._perm = np.argsort(rows, kind="stable")
+            self._sorted = rows[self._perm]
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        idx = self.parent.lookup(raw)
+        pos = np.minimum(np.searchsorted(self._sorted, idx), max(self.n - 1, 0))
+        ok = (self._sorted[pos] == idx) if self.n else np.zeros(len(idx), bool)
+        _check_found(ok | (idx < 0), "a derived dataset")
+        out = pos if self._perm is None else self._perm[pos]
+        return np.where(idx < 0, -1, out).astype(np.int64)
+
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        rows = np.asarray(rows, dtype=np.int64)
+        picked = self._sorted if self._perm is None else self._sorted[np.argsort(self._perm)]
+        return self.parent.column_values(picked[rows[(rows >= 0) & (rows < self.n)]])
+
+    @property
+    def nbytes(self) -> int:
+        return self._sorted.nbytes + (0 if self._perm is None else self._perm.nbytes)
+
+
+class CrossKeyIndex(KeyIndex):
+    """The records of a cross product, numbered ``i * m + j`` by their left record ``i``
+    and right record ``j`` (DESIGN.md §3): a key is a left key beside a right key, and
+    nothing is held per pair.
+
+    Examples
+    --------
+    >>> k = CrossKeyIndex(RangeKeyIndex(3), RangeKeyIndex(4))
+    >>> k.lookup(np.array([[2, 1], [0, 3]])).tolist(), k.n
+    ([9, 3], 12)
+    """
+
+    def __init__(self, left: KeyIndex, right: KeyIndex) -> None:
+        self.left, self.right = left, right
+        self.width = left.width + right.width
+        self.n = left.n * right.n
+
+    def lookup(self, raw: np.ndarray) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.width)
+        null = np.all(raw == -1, axis=1)  # the missing side of an outer join further down
+        li = self.left.lookup(raw[:, : self.left.width])
+        ri = self.right.lookup(raw[:, self.left.width :])
+        _check_found(null | ((li >= 0) & (ri >= 0)), "a cross join")
+        return np.where(null, -1, li * self.right.n + ri)
+
+    def column_values(self, rows: np.ndarray) -> dict[int, np.ndarray] | None:
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[(rows >= 0) & (rows < self.n)]
+        m = max(self.right.n, 1)
+        left = self.left.column_values(np.unique(rows // m))
+        right = self.right.column_values(np.unique(rows % m))
+        if left is None or right is None:
+            return None
+        return {**left, **{self.left.width + c: v for c, v in right.items()}}
 
 
 class RangeKeyIndex(KeyIndex):

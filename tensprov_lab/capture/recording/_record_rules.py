@@ -23,6 +23,7 @@ from tensprov_lab.capture.plan._keys import (
     MappedKeyIndex,
     RangeKeyIndex,
     ScanKeyIndex,
+    SubsetKeyIndex,
     row_dtype,
 )
 from tensprov_lab.capture.plan._nodes import Node, _short_error
@@ -239,8 +240,11 @@ class RecordRules:
             parent = occ[input_blocks[0].pos]
             n_in = parent.n
             assert n_in is not None and parent.ki is not None
-            if m and (bool(np.any(idx < 0)) or int(np.bincount(idx, minlength=n_in).max()) > 1):
+            if m and (bool(np.any(idx < 0)) or not _distinct(idx, n_in)):
                 raise KeyError_("an output record does not map to exactly one input record")
+            if n_in > _SPARSE_PAST * max(m, 1):
+                # few records of many (a filter over a cross product): a row per output
+                return m, tensors, SubsetKeyIndex(parent.ki, idx)
             return m, tensors, MappedKeyIndex(parent.ki, _in_to_out(idx, n_in), m)
         if lazy and fits:
             blocks_tensors = [tensors[b.pos] for b in input_blocks]
@@ -272,6 +276,22 @@ _PYTHON_MARKERS = (
     "PythonUDTF",
     "python.",
 )
+
+
+#: an operation keeping fewer than one in this many of its input's records keys them
+#: by a row per output record (:class:`SubsetKeyIndex`), not a row per input record
+_SPARSE_PAST = 8
+
+
+def _distinct(idx: np.ndarray, n_in: int) -> bool:
+    """Whether no input row appears twice in ``idx`` (a count per input row, or a sort
+    when the input has many more rows than ``idx``)."""
+    if n_in <= _SPARSE_PAST * max(len(idx), 1):
+        return int(np.bincount(idx, minlength=n_in).max()) <= 1
+    if bool(np.all(idx[1:] > idx[:-1])):
+        return True
+    s = np.sort(idx)
+    return not bool(np.any(s[1:] == s[:-1]))
 
 
 def _mapped_index(parent: Node, tensor: Any) -> MappedKeyIndex:

@@ -30,12 +30,12 @@ from tensprov_lab.capture.plan._connect import Keyed
 from tensprov_lab.capture.plan._equijoin import find_equi_join, join_pairs, key_codes
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Rewrite, Semi, Unsupported, key_name
-from tensprov_lab.capture.plan._keys import ScanKeyIndex, arrow_keys
+from tensprov_lab.capture.plan._keys import CrossKeyIndex, ScanKeyIndex, arrow_keys
 from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 from tensprov_lab.capture.spark._jvm import Jvm
-from tensprov_lab.store import tensor_from_pairs
+from tensprov_lab.store import CrossTensor, tensor_from_pairs
 
 __all__ = ["Join", "semi_tensors"]
 
@@ -84,6 +84,9 @@ class Join(Rule):
         return new, lb + rb
 
     def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+        cross = _cross_tensors(reader, rw, occ)
+        if cross is not None:
+            return cross
         raw = _numpy_join_keys(reader, rw, occ)
         return None if raw is None else reader._functional(rw, occ, raw)
 
@@ -175,6 +178,41 @@ def semi_tensors(
         outs = np.searchsorted(left_idx, li).astype(np.int64)
         tensors[b.pos] = tensor_from_pairs(outs, ri, n_out, n_in)
     return tensors
+
+
+#: the nodes an operation that is one cross product may have besides its join
+_AROUND_CROSS = {"Project", "SubqueryAlias", "View", "ResolvedHint"}
+
+
+def _cross_tensors(reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
+    """The implicit tensors of an operation that is one join without a condition (a
+    cross join, or the join of a comma join before its ``WHERE``): pair ``i * m + j``
+    from left record ``i`` and right record ``j``, known from the sides' sizes alone,
+    so no Spark job reads (and no memory holds) the ``n * m`` pairs."""
+    node = rw.join_node
+    if node is None or rw.group is not None or rw.sort or rw.semi is not None:
+        return None
+    if rw.nondeterministic or rw.n_branches or rw.windows or rw.nodes.count("Join") != 1:
+        return None
+    if set(rw.nodes) - _AROUND_CROSS - {"Join"} or str(node.joinType().toString()) not in (
+        "Inner", "Cross",
+    ):  # fmt: skip
+        return None
+    if bool(node.condition().isDefined()):
+        return None
+    left, right = rw.blocks if len(rw.blocks) == 2 else (None, None)
+    if left is None or right is None or rw.join_left_blocks != 1:
+        return None
+    if left.kind != "input" or right.kind != "input":
+        return None
+    reader._index_deferred(occ)
+    lnode, rnode = occ[left.pos], occ[right.pos]
+    n, m = lnode.n, rnode.n
+    assert n is not None and m is not None and lnode.ki is not None and rnode.ki is not None
+    tensors: list[Any] = [None] * len(occ)
+    tensors[left.pos] = CrossTensor(n * m, n, max(m, 1))
+    tensors[right.pos] = CrossTensor(n * m, m, 1)
+    return n * m, tensors, CrossKeyIndex(lnode.ki, rnode.ki)
 
 
 def _numpy_join_keys(reader: Reading, rw: Rewrite, occ: list[Any]) -> np.ndarray | None:
