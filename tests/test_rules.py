@@ -305,7 +305,9 @@ def test_every_operation_is_traced_alike_by_both_engines_or_opaque_with_why(
             continue
         assert kind in CONNECT and not r_op.opaque, (what, kind, r_op.warnings)
         assert r_op.category == c_op.category, (what, r_op.category, c_op.category)
-        assert ops.records(remote, r_made[what]) == ops.records(classic, c_made[what]), what
+        with classic_code():  # a classic record index may count its source only now
+            c_records = ops.records(classic, c_made[what])
+        assert ops.records(remote, r_made[what]) == c_records, what
         sides = [1, 1] if what in ("join", "crossJoin") else [1, 0]
         c_lin = _lineage(classic, c_made[what], [s for s, u in zip([ca, cb], sides) if u])
         r_lin = _lineage(remote, r_made[what], [s for s, u in zip([ra, rb], sides) if u])

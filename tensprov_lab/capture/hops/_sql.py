@@ -136,24 +136,58 @@ def _inline_ctes(jvm: Jvm, plan: JObject) -> JObject:
 #: analyzed plan before it is decomposed: a comma join (``FROM a, b WHERE a.k = b.k``)
 #: is a join without a condition under a filter, whose step on its own would be the
 #: cross product the statement never computes
-_JOIN_RULES = ("ReorderJoin$", "PushPredicateThroughJoin$")
+_JOIN_RULES = ("ReorderJoin$", "PushPredicateThroughNonJoin$", "PushPredicateThroughJoin$")
+
+
+#: Catalyst's rules that turn subquery expressions into joins, applied once before
+#: those: ``EXISTS`` / ``IN`` (and their ``NOT``) become semi and anti joins, a
+#: correlated scalar subquery a left outer join with its aggregate; so each is a step
+#: of its own with record lineage (an uncorrelated scalar subquery stays an expression:
+#: its result is an input of the step that compares it, see ``context``)
+_SUBQUERY_RULES = (
+    "PullupCorrelatedPredicates$", "RewriteCorrelatedScalarSubquery$",
+    "RewritePredicateSubquery$",
+)  # fmt: skip
 
 
 def _joins_with_conditions(jvm: Jvm, plan: JObject) -> JObject:
-    """``plan`` with each filter over inner joins pushed into them as the optimizer does
-    (``ReorderJoin`` orders a multi-way comma join so that each join has a condition;
-    ``PushPredicateThroughJoin`` makes a conjunct over both sides a join condition and
-    one over one side a filter below it), repeated until nothing changes.  The same
-    plan object when nothing applies."""
+    """``plan`` with its subquery expressions made joins and each filter over inner
+    joins pushed into them, as the optimizer does (``ReorderJoin`` orders a multi-way
+    comma join so that each join has a condition; ``PushPredicateThroughJoin`` makes a
+    conjunct over both sides a join condition and one over one side a filter below it,
+    repeated until nothing changes).  The same plan object when nothing applies."""
     opt = jvm.jvm.org.apache.spark.sql.catalyst.optimizer
-    rules = [getattr(getattr(opt, name), "MODULE$") for name in _JOIN_RULES]
-    for _ in range(8):
+
+    def pushed(plan: JObject) -> JObject:
+        rules = [getattr(getattr(opt, name), "MODULE$") for name in _JOIN_RULES]
+        for _ in range(8):
+            before = plan
+            for rule in rules:
+                plan = rule.apply(plan)
+            if plan.fastEquals(before):
+                break
+        return plan
+
+    # conditions into the joins first (a subquery rewritten to a join would sit between
+    # a filter and the joins it belongs to), then the subqueries, then their conditions
+    plan = pushed(plan)
+    subqueries = _tree_pattern(jvm, "PLAN_EXPRESSION")
+    for _ in range(4):  # a subquery inside a subquery is rewritten once its outer one is
+        if not bool(plan.containsPattern(subqueries)):
+            break
         before = plan
-        for rule in rules:
-            plan = rule.apply(plan)
+        for name in _SUBQUERY_RULES:
+            plan = getattr(getattr(opt, name), "MODULE$").apply(plan)
+        plan = pushed(plan)
         if plan.fastEquals(before):
-            return plan
+            break
     return plan
+
+
+def _tree_pattern(jvm: Jvm, name: str) -> JObject:
+    return getattr(
+        getattr(jvm.jvm.org.apache.spark.sql.catalyst.trees, "TreePattern$"), "MODULE$"
+    ).withName(name)
 
 
 def _has_cte(jvm: Jvm, plan: JObject) -> bool:
@@ -244,13 +278,15 @@ class _Decomposer:
             node = self.dataset(kid, kid_parent)
             if all(node is not n for n in inputs):
                 inputs.append(node)
-        inputs += self.subquery_inputs(members, inputs)
+        extra, context = self.subquery_inputs(members, inputs)
+        inputs += extra
         method, expression = self.describe(members)
         if out is None:
             out = Node(df=self.jvm.to_df(plan), plan=plan, ident=self.jvm.ident(plan))
         elif isinstance(out, FinishingNode):
             method = out.method or method
             expression += out.suffix
+        out.context = context
         node = self.tracker.add_pending(method, inputs, out, expression)
         self.bounds[self.jvm.ident(plan)] = node
         return node
@@ -300,17 +336,39 @@ class _Decomposer:
         return f"sql:{self.jvm.cls(key)}", " → ".join(readable(m) for m in reversed(flow))
 
     # -- subquery expressions -------------------------------------------------------------
-    def subquery_inputs(self, members: list[JObject], inputs: list[Node]) -> list[Node]:
-        """Datasets read by subquery expressions of the operation's nodes."""
+    def subquery_inputs(
+        self, members: list[JObject], inputs: list[Node]
+    ) -> tuple[list[Node], list[Node]]:
+        """Datasets read by subquery expressions of the operation's nodes, and those of
+        them that are the value of an uncorrelated scalar subquery a filter compares
+        (the operation's *context*: its one record decides which records pass, so every
+        output record comes from it too)."""
         extra: list[Node] = []
+        context: list[Node] = []
         for m in members:
+            scalars = self._scalar_plans(m) if self.jvm.cls(m) == "Filter" else set()
             for sub in self.jvm.lst(m.subqueries()):
-                for part in self._uncorrelated(sub):
+                parts = self._uncorrelated(sub)
+                for part in parts:
                     node = self.dataset(part)
                     if any(node is n for n in [*inputs, *extra]):
                         node = self._copy(node)
                     extra.append(node)
-        return extra
+                    if len(parts) == 1 and self.jvm.ident(sub) in scalars:
+                        context.append(node)
+        return extra, context
+
+    def _scalar_plans(self, node: JObject) -> set[int]:
+        """The plans of the scalar subqueries in ``node``'s expressions, by identity."""
+        found: set[int] = set()
+        stack = list(self.jvm.lst(node.expressions()))
+        while stack:
+            e = stack.pop()
+            if self.jvm.cls(e) == "ScalarSubquery":
+                found.add(self.jvm.ident(e.plan()))
+            else:
+                stack.extend(self.jvm.lst(e.children()))
+        return found
 
     def _uncorrelated(self, plan: JObject) -> list[JObject]:
         """The largest subtrees of a subquery that do not refer to the outer query."""

@@ -104,6 +104,9 @@ class Node:
     #: made by a call whose record lineage capture does not claim (a hop through
     #: pandas, see _pandas.py): why, with ``{upstream}`` for the input's name
     opaque_reason: str | None = None
+    #: inputs of its operation that are the value of a scalar subquery its condition
+    #: compares (one record that Spark computes within the plan, not a child of it)
+    context: list[Node] = field(default_factory=list)
 
 
 @dataclass
