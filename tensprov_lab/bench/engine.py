@@ -497,8 +497,14 @@ def _parse_rows(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     suite = argparse.ArgumentParser(add_help=False)
-    suite.add_argument("--suite", choices=["engine", "paper", "notebook"], default="engine")
+    suite.add_argument(
+        "--suite", choices=["engine", "paper", "notebook", "tpch"], default="engine"
+    )
     chosen, rest = suite.parse_known_args(argv)
+    if chosen.suite == "tpch":
+        from tensprov_lab.bench.tpch import main as tpch
+
+        return tpch(rest)
     if chosen.suite == "paper":
         from tensprov_lab.bench.paper import main as paper
 
@@ -510,11 +516,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tensprov-lab bench", description=__doc__)
     parser.add_argument(
         "--suite",
-        choices=["engine", "paper", "notebook"],
+        choices=["engine", "paper", "notebook", "tpch"],
         default="engine",
         help="engine (this benchmark, default), paper (the TensProv paper's evaluation; "
-        "see --suite paper --help) or notebook (cells timed in a kernel: the first "
-        "capture, and a tracked cell ending with an action)",
+        "see --suite paper --help), notebook (cells timed in a kernel: the first "
+        "capture, and a tracked cell ending with an action) or tpch (the 22 TPC-H "
+        "queries, one a process; see --suite tpch --help)",
     )
     parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
     parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")
