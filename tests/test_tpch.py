@@ -45,8 +45,8 @@ def tpch(spark, tmp_path_factory):  # noqa: ANN001, ANN201
     return folder, frames, tables
 
 
-def _track(spark, number: int):  # noqa: ANN001, ANN202
-    text = queries()[number]
+def _track(spark, number: int, text: str | None = None):  # noqa: ANN001, ANN202
+    text = text or queries()[number]
     want = spark.sql(text).collect()
     with tensprov_lab.track(spark, name=f"q{number}") as run:
         out = spark.sql(text)
@@ -150,9 +150,14 @@ def _oracle_q4(t: dict) -> dict[tuple, dict[str, set[int]]]:
     }
 
 
+#: Q17's container parameter for the oracle: the standard 'MED BOX' keeps no record at
+#: SF 0.01, this one 17 (TPC-H draws it at random: any container is a valid Q17)
+Q17_CONTAINER = "SM PACK"
+
+
 def _oracle_q17(t: dict) -> dict[tuple, dict[str, set[int]]]:
     li, p = _frame(t, "lineitem"), _frame(t, "part")
-    p = p[(p.p_brand == "Brand#23") & (p.p_container == "MED BOX")]
+    p = p[(p.p_brand == "Brand#23") & (p.p_container == Q17_CONTAINER)]
     stats = li.groupby("l_partkey").l_quantity.agg(["sum", "count"])
     j = li.merge(p, left_on="l_partkey", right_on="p_partkey")
     # l_quantity < 0.2 * avg(l_quantity) of its part, exactly: 5 * q * count < sum
@@ -189,11 +194,13 @@ _ORACLES = {3: (_oracle_q3, ["l_orderkey"]), 4: (_oracle_q4, ["o_orderpriority"]
 @pytest.mark.parametrize("number", sorted(_ORACLES))
 def test_tpch_lineage_equals_a_hand_written_oracle(spark, tpch, number) -> None:  # noqa: ANN001
     _, frames, tables = tpch
-    run, out, _ = _track(spark, number)
+    text = queries()[number].replace("'MED BOX'", f"'{Q17_CONTAINER}'")
+    run, out, _ = _track(spark, number, text)
     oracle, keys = _ORACLES[number]
     want = oracle(tables)
+    assert all(any(ids for ids in lin.values()) for lin in want.values())  # not vacuous
     rows = run.rows(out)
-    assert len(rows) and len(rows) <= len(want) or not keys
+    assert len(rows) and len(rows) <= len(want)
     for i in range(len(rows)):
         key = tuple(rows.iloc[i][k] for k in keys)
         got = _lineage(run, out, int(rows.iloc[i]["_row"]), frames)
