@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.plan._keyed import key_name
+from tensprov_lab.capture.plan._keyed import Unsupported, key_name
 from tensprov_lab.capture.plan._keys import POSITION_MASK
 from tensprov_lab.capture.plan._nodes import result_limit
 
@@ -148,14 +148,58 @@ def read_whole(
 
     >>> read_whole(df, to_arrow, spark)  # doctest: +SKIP
     """
-    try:
-        return (first or to_arrow)(df)
-    except Exception as exc:
-        if result_limit(exc) is None:
-            raise
     names = list(df.columns)
+    if _fits_at_once(df, spark, len(names)):
+        try:
+            return (first or to_arrow)(df)
+        except Exception as exc:
+            if result_limit(exc) is None:
+                raise
     per = positions_per_piece(spark, row_bytes(["bigint"] * len(names), 4))
     return read_result_in_pieces(df, names, to_arrow, per, cached=cached)
+
+
+#: the share of the driver's memory a result read at once may take, by Spark's estimate
+#: or by count (a job's task results all sit in the driver's heap as it collects them)
+AT_ONCE_SHARE = 4
+
+
+def _fits_at_once(df: Any, spark: Any, width: int) -> bool:
+    """Whether ``df``'s records (``width`` key columns) may be read in one job: Spark's
+    size estimate of its plan says so, or else its count does.  Past what this process
+    can hold at all, :class:`Unsupported` says what to set (the operation stays
+    coarse): capture must never take a driver down where the user's own job did not.
+    Over Spark Connect (no estimate here) the one job is tried as before."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return True
+    memory, limit = driver_limits(spark)
+    at_once = min(memory // AT_ONCE_SHARE, limit // 2)
+    try:
+        estimate = int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # noqa: BLE001 - no estimate: count
+        estimate = at_once + 1
+    if estimate <= at_once:
+        return True
+    need = int(df.count()) * row_bytes(["bigint"] * width, 8)
+    if need > _process_budget():
+        raise Unsupported(
+            f"the keys of its records ({need / 2**20:,.0f} MB) are more than this process "
+            f"can hold beside the driver ({memory / 2**20:,.0f} MB, spark.driver.memory): "
+            "run it on fewer records, or with more memory"
+        )
+    return need <= at_once
+
+
+def _process_budget() -> int:
+    """Bytes of keys this process may hold: a quarter of the memory free now."""
+    import os
+
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+    return int(free) // 4
 
 
 def read_result_in_pieces(
