@@ -96,8 +96,9 @@ def draw_step(
     if kind == "join":
         return (
             kind,
-            data.draw(st.sampled_from(["inner", "left", "right", "full", "semi", "anti",
-                                       *COMMA_JOINS])),  # fmt: skip
+            data.draw(
+                st.sampled_from(["inner", "left", "right", "full", "semi", "anti", *COMMA_JOINS])
+            ),  # fmt: skip
         )
     if kind == "explode":
         x, y = data.draw(st.lists(st.sampled_from(int_cols), min_size=2, max_size=2, unique=True))

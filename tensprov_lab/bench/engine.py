@@ -497,9 +497,7 @@ def _parse_rows(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     suite = argparse.ArgumentParser(add_help=False)
-    suite.add_argument(
-        "--suite", choices=["engine", "paper", "notebook", "tpch"], default="engine"
-    )
+    suite.add_argument("--suite", choices=["engine", "paper", "notebook", "tpch"], default="engine")
     chosen, rest = suite.parse_known_args(argv)
     if chosen.suite == "tpch":
         from tensprov_lab.bench.tpch import main as tpch

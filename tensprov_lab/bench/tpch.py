@@ -70,7 +70,9 @@ def generate(sf: float, folder: str | None = None) -> str:
     out = os.path.join(base, f"sf{sf:g}")
     if all(os.path.exists(os.path.join(out, f"{t}.parquet")) for t in TABLES):
         return out
-    exe = shutil.which("tpchgen-cli") or os.path.join(os.path.dirname(sys.executable), "tpchgen-cli")
+    exe = shutil.which("tpchgen-cli") or os.path.join(
+        os.path.dirname(sys.executable), "tpchgen-cli"
+    )
     if not os.path.exists(exe):
         raise RuntimeError(
             "TPC-H data needs tpchgen-cli: `pip install tpchgen-cli` (in the test extra)"
@@ -193,8 +195,10 @@ def _run_one(folder: str, number: int, repeat: int, memory: str, timeout: float)
 
 def format_table(results: list[dict]) -> str:
     """The figures as a text table and a summary line."""
-    head = (f"{'query':>5} {'untracked s':>11} {'capture s':>9} {'ratio':>6} {'jobs':>4} "
-            f"{'opaque':>6} {'tensor MB':>9} {'heap MB':>8} {'py MB':>6} {'back ms':>7} same")  # fmt: skip
+    head = (
+        f"{'query':>5} {'untracked s':>11} {'capture s':>9} {'ratio':>6} {'jobs':>4} "
+        f"{'opaque':>6} {'tensor MB':>9} {'heap MB':>8} {'py MB':>6} {'back ms':>7} same"
+    )
     lines = [head]
     for r in results:
         if "failed" in r:

@@ -226,7 +226,12 @@ class _Decomposer:
             leaf = not jvm.children(plan)
             view = parent is not None and jvm.cls(parent) == "View" and self._plain(plan)
             if leaf or view:
-                node = self._reinstanced(plan) or self._source(plan)
+                node = self._reinstanced(plan)
+                if node is not None and view:
+                    # the user's DataFrame behind a view met after a copy of it (a
+                    # subquery's, decomposed first) is that copy's dataset
+                    self.tracker.nodes.setdefault(ident, node)
+                node = node or self._source(plan)
         self.bounds[ident] = node
         if node is not None:
             self.seen.append((node, plan))
