@@ -117,7 +117,7 @@ def measure(spark: Any, folder: str, number: int, repeat: int = 1) -> dict[str, 
         out = spark.sql(text)
         got = out.collect()
     capture = time.perf_counter() - t0
-    rows = run.dataset(out).n_rows
+    rows = int(run.dataset(out).n_rows or 0)
     back = []
     for i in range(min(rows, 20)):
         t1 = time.perf_counter()
