@@ -18,6 +18,7 @@ import numpy as np
 
 __all__ = [
     "PARTITION",
+    "CrossKeyIndex",
     "GroupIndex",
     "Index",
     "JoinedKeyIndex",
@@ -219,6 +220,55 @@ class JoinedKeyIndex(KeyIndex):
             self._table = np.hstack(parts)
             self._left = self._right = None
         return self._table
+
+
+class CrossKeyIndex(KeyIndex):
+    """The records of a cross product, ``i * m + j`` from left record ``i`` and right
+    record ``j`` (a key tuple: the left's keys, then the right's), with nothing held
+    per pair.
+
+    >>> ix = CrossKeyIndex(KeyIndex(np.array([[7], [8]])), KeyIndex(np.array([[1], [2], [3]])))
+    >>> ix.n, ix.lookup(np.array([[8, 2], [7, 3], [-1, -1]])).tolist()
+    (6, [4, 2, -1])
+    """
+
+    #: most pairs whose key table is built when a replay asks for it
+    TABLE_MOST = 10_000_000
+
+    def __init__(self, left: KeyIndex, right: KeyIndex) -> None:
+        self._sides = (left, right)
+        self._width = key_width(left)
+        self.n = left.n * right.n
+        self._table: np.ndarray | None = None
+        self._index = None
+
+    def lookup(self, tuples: np.ndarray) -> np.ndarray:
+        left, right = self._sides
+        li = left.lookup(tuples[:, : self._width])
+        ri = right.lookup(tuples[:, self._width :])
+        return np.where((li >= 0) & (ri >= 0), li * right.n + ri, -1)
+
+    @property
+    def table(self) -> np.ndarray:  # type: ignore[override]
+        if self._table is None:
+            if self.n > self.TABLE_MOST:
+                raise RuntimeError(
+                    f"the {self.n:,} records of a cross product are not held one by one: "
+                    "ask for the records of the filter or join over it"
+                )
+            left, right = self._sides
+            m = right.n
+            rows = np.arange(self.n, dtype=np.int64)
+            self._table = np.hstack([left.table[rows // max(m, 1)], right.table[rows % max(m, 1)]])
+        return self._table
+
+
+def key_width(index: KeyIndex) -> int:
+    """The number of key columns of ``index``'s tuples (its table not built for it)."""
+    sides = getattr(index, "_sides", None)
+    if sides is not None:
+        return sum(key_width(s) for s in sides)
+    return int(index.table.shape[1])
 
 
 #: the column a source's fused read gives its records' partitions in (see scan_keys)

@@ -184,6 +184,38 @@ def _joins_with_conditions(jvm: Jvm, plan: JObject) -> JObject:
     return plan
 
 
+def _views_kept(jvm: Jvm, before: JObject, after: JObject) -> JObject:
+    """``after`` (``before`` rewritten by the optimizer's rules) with the plan below each
+    view put back as it was: the rules rewrite the whole tree, and below a view is a
+    DataFrame capture knows by the identity of its plan (a filter pushed below a sort
+    there made the user's own steps unknown, recorded again as steps of the
+    statement).  Nothing passes a view, so its plan is the same plan."""
+    if jvm.ident(before) == jvm.ident(after):
+        return after
+    kept: dict[tuple[int, ...], JObject] = {}
+    stack = [before]
+    while stack:
+        node = stack.pop()
+        kids = jvm.children(node)
+        if jvm.cls(node) == "View" and len(kids) == 1:
+            kept[tuple(jvm.expr_ids(kids[0]))] = kids[0]
+            continue
+        stack.extend(kids)
+
+    def restored(node: JObject) -> JObject:
+        kids = jvm.children(node)
+        if jvm.cls(node) == "View" and len(kids) == 1:
+            old = kept.get(tuple(jvm.expr_ids(kids[0])))
+            new = [old if old is not None else kids[0]]
+        else:
+            new = [restored(k) for k in kids]
+        if all(jvm.ident(a) == jvm.ident(b) for a, b in zip(new, kids)):
+            return node
+        return node.withNewChildren(jvm.seq(new))
+
+    return restored(after)
+
+
 def _tree_pattern(jvm: Jvm, name: str) -> JObject:
     return getattr(
         getattr(jvm.jvm.org.apache.spark.sql.catalyst.trees, "TreePattern$"), "MODULE$"
@@ -453,7 +485,7 @@ def record_plan(
     if _has_cte(jvm, plan):
         # the rewrite knows no CTE nodes: capture an inlined copy
         plan = _inline_ctes(jvm, plan)
-    plan = _joins_with_conditions(jvm, plan)
+    plan = _views_kept(jvm, plan, _joins_with_conditions(jvm, plan))
     if jvm.ident(plan) != ident:
         # then give the node the user's plan back, which later DataFrame calls on the
         # result contain
