@@ -655,7 +655,7 @@ class ConnectTracker(Depth, Blocks):
             left, right = (n.index for n in p.inputs)
             assert isinstance(left, KeyIndex) and isinstance(right, KeyIndex)
             n, m = left.n, right.n
-            tensors = [CrossTensor(n * m, n, max(m, 1)), CrossTensor(n * m, m, 1)]
+            tensors: list[Any] = [CrossTensor(n * m, n, max(m, 1)), CrossTensor(n * m, m, 1)]
             return n * m, tensors, CrossKeyIndex(left, right), "join"
         if kinds == {"limit"} and sorted_input(rel):
             check_limit(self.spark, rel, annotator)
