@@ -24,6 +24,7 @@ from tests._examples import SLOW, spark_examples
 from tests._interrupts import ctrl_c
 from tests.oracle import Table, apply
 from tests.test_capture_oracle import A_COLS, A_TYPES, a_rows, b_rows, draw_step, run_pipeline
+from tests.test_pieces import SHAPES, tracked_shape
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
@@ -463,44 +464,14 @@ def test_a_benchmark_section_names_the_servers_java(connect: Any) -> None:
     assert java.group(1).split(".")[0] == spec.split(".")[0] and int(spec) >= 17
 
 
-@pytest.mark.parametrize("shape", ["comma join", "join().where()", "crossJoin().filter()"])
+@pytest.mark.parametrize("shape", SHAPES)
 def test_a_join_written_without_a_condition_never_reads_the_cross_product(
     connect: Any, shape: str
 ) -> None:
     """Over Connect too: 50,000 x 1,000 records, whose product (5e7 pairs) a
     ``join().where()`` capture was still reading after four minutes; the join's pairs
     are implicit and the filter over them is the join the server runs."""
-    from pyspark.sql import functions as F
-
-    from tensprov_lab.store import CrossTensor
-
-    a = connect.range(50_000).withColumn("k", F.col("id") % 1_000)
-    b = (
-        connect.range(1_000)
-        .withColumnRenamed("id", "k")
-        .withColumn("name", F.col("k").cast("string"))
-    )
-    a.createOrReplaceTempView("cpieces_a")
-    b.createOrReplaceTempView("cpieces_b")
-
-    def make() -> Any:
-        if shape == "comma join":
-            return connect.sql(
-                "SELECT cpieces_a.id, cpieces_b.name FROM cpieces_a, cpieces_b "
-                "WHERE cpieces_a.k = cpieces_b.k"
-            )
-        if shape == "join().where()":
-            return a.join(b).where(a.k == b.k).select(a.id, b.name)
-        return a.crossJoin(b).filter(a.k == b.k).select(a.id, b.name)
-
-    want = sorted(make().collect())
-    with tensprov_lab.track(connect, name=shape) as run:
-        out = make()
-        got = sorted(out.collect())
-    assert got == want
-    assert not [op.warnings for op in run.operations if op.opaque]
-    crosses = [t for op in run.operations for t in op.tensors or [] if isinstance(t, CrossTensor)]
-    assert all(t.nbytes == 0 for t in crosses)
+    run, out, _, b, crosses = tracked_shape(connect, shape)
     if shape == "comma join":
         # over Connect a statement over untracked views is a source (docs/connect.md):
         # the server runs it as the join it is, and capture reads its records once

@@ -16,27 +16,25 @@ from tensprov_lab.store import CrossTensor
 pytestmark = pytest.mark.spark
 
 
-def _frames(spark: Any, n: int, m: int) -> tuple[Any, Any]:
+#: the three ways of writing one join without a join condition
+SHAPES = ["comma join", "join().where()", "crossJoin().filter()"]
+
+
+def tracked_shape(session: Any, shape: str, n: int = 50_000, m: int = 1_000) -> tuple:
+    """``a`` (``n`` records, key ``id % m``) joined to ``b`` (``m`` records) on ``k``,
+    written as ``shape``, untracked and then tracked (classic or Connect ``session``):
+    ``(run, out, a, b, crosses)`` with the run's cross-product tensors, once both runs
+    gave the same records and no operation was opaque."""
     from pyspark.sql import functions as F
 
-    a = spark.range(n).withColumn("k", F.col("id") % m)
-    b = spark.range(m).withColumnRenamed("id", "k").withColumn("name", F.col("k").cast("string"))
-    return a, b
-
-
-@pytest.mark.parametrize("shape", ["comma join", "join().where()", "crossJoin().filter()"])
-def test_a_join_written_without_a_condition_never_reads_the_cross_product(
-    spark: Any, shape: str
-) -> None:
-    """50,000 x 1,000 records: the product (5e7 pairs, 800 MB of keys) killed a 1 GB
-    driver; the filter over it is captured as the join it is, its product implicit."""
-    a, b = _frames(spark, 50_000, 1_000)
+    a = session.range(n).withColumn("k", F.col("id") % m)
+    b = session.range(m).withColumnRenamed("id", "k").withColumn("name", F.col("k").cast("string"))
     a.createOrReplaceTempView("pieces_a")
     b.createOrReplaceTempView("pieces_b")
 
     def make() -> Any:
         if shape == "comma join":
-            return spark.sql(
+            return session.sql(
                 "SELECT pieces_a.id, pieces_b.name FROM pieces_a, pieces_b "
                 "WHERE pieces_a.k = pieces_b.k"
             )
@@ -45,16 +43,27 @@ def test_a_join_written_without_a_condition_never_reads_the_cross_product(
         return a.crossJoin(b).filter(a.k == b.k).select(a.id, b.name)
 
     want = sorted(make().collect())
-    with tensprov_lab.track(spark, name=shape) as run:
+    with tensprov_lab.track(session, name=shape) as run:
         out = make()
         got = sorted(out.collect())
     assert got == want
     assert not [op.warnings for op in run.operations if op.opaque]
     crosses = [t for op in run.operations for t in op.tensors or [] if isinstance(t, CrossTensor)]
+    assert all(t.nbytes == 0 for t in crosses)
+    return run, out, a, b, crosses
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_join_written_without_a_condition_never_reads_the_cross_product(
+    spark: Any, shape: str
+) -> None:
+    """50,000 x 1,000 records: the product (5e7 pairs, 800 MB of keys) killed a 1 GB
+    driver; the filter over it is captured as the join it is, its product implicit."""
+    run, out, a, b, crosses = tracked_shape(spark, shape)
     if shape == "comma join":
         assert not crosses  # the statement's join has its condition
     else:
-        assert len(crosses) == 2 and all(t.nbytes == 0 for t in crosses)
+        assert len(crosses) == 2
         assert crosses[0].n_out == 50_000 * 1_000
     # record 7 of the output: order 7 (k = 7) and customer 7
     rows = run.rows(out, rows=[7])
