@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tensprov_lab.store import (
     AllTensor,
     BlockTensor,
+    CrossTensor,
     CSRTensor,
     IdentityTensor,
     IndexTensor,
@@ -37,6 +38,8 @@ def _tensors(rng: np.random.Generator) -> dict[str, Tensor]:
         "identity": IdentityTensor(n),
         "all": AllTensor(1, n),
         "block": BlockTensor(n + 10, n, offset=10),
+        "cross-left": CrossTensor(n * 7, n, stride=7),
+        "cross-right": CrossTensor(n * 7, 7, stride=1),
         "mask-ints": MaskTensor.from_kept(kept, n, form="ints"),
         "mask-bitset": MaskTensor.from_kept(dense_kept, n, form="bitset"),
         "index-packed": IndexTensor.from_index(scattered, n, form="packed"),

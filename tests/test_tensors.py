@@ -13,6 +13,7 @@ from tensprov_lab.store import (
     AllTensor,
     BlockTensor,
     CSRTensor,
+    CrossTensor,
     IdentityTensor,
     IndexTensor,
     MaskTensor,
@@ -53,6 +54,25 @@ def test_block(n_in: int, offset: int, extra: int, data: st.DataObject) -> None:
         d[offset + i, i] = True
     assert t.kind == "block" and t.nbytes == 0
     check_against_dense(t, d, data)
+
+
+@SETTINGS
+@given(n=st.integers(0, 6), m=st.integers(0, 6), data=st.data())
+def test_cross(n: int, m: int, data: st.DataObject) -> None:
+    """Both sides of an n x m cross product: pair i * m + j from left i and right j."""
+    left, right = CrossTensor(n * m, n, max(m, 1)), CrossTensor(n * m, m, 1)
+    dl, dr = np.zeros((n * m, n), dtype=bool), np.zeros((n * m, m), dtype=bool)
+    for i in range(n):
+        for j in range(m):
+            dl[i * m + j, i] = dr[i * m + j, j] = True
+    assert left.kind == right.kind == "cross" and left.nbytes == right.nbytes == 0
+    check_against_dense(left, dl, data)
+    check_against_dense(right, dr, data)
+
+
+def test_cross_refuses_a_shape_that_is_no_product() -> None:
+    with pytest.raises(ValueError, match="whole repeats"):
+        CrossTensor(7, 2, stride=3)
 
 
 @st.composite
