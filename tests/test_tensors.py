@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tensprov_lab.store import (
     AllTensor,
     BlockTensor,
-    CSRTensor,
     CrossTensor,
+    CSRTensor,
     IdentityTensor,
     IndexTensor,
     MaskTensor,
