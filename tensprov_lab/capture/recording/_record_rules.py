@@ -155,7 +155,11 @@ class RecordRules:
             text = self.jvm.to_json(plan)
         except Exception:
             return True  # cannot tell: keep the old, safe behaviour
-        return any(m in text for m in _PYTHON_MARKERS)
+        if any(m in text for m in _PYTHON_MARKERS):
+            return True
+        # joins below joins (a SQL statement's chain): each later capture would run them
+        # all again, their broadcasts included
+        return text.count(_JOIN_CLASS) >= 2
 
     def _functional(
         self,
@@ -266,6 +270,8 @@ class RecordRules:
             raise KeyError_("two output records carry the same input records")
         return m, tensors, ki
 
+
+_JOIN_CLASS = '"class":"org.apache.spark.sql.catalyst.plans.logical.Join"'
 
 #: class names in a plan's JSON that mean Python code runs when it is computed
 _PYTHON_MARKERS = (
