@@ -251,17 +251,6 @@ def test_commands_record_nothing(spark, a) -> None:  # noqa: ANN001
     "statement",
     [
         pytest.param("SELECT * FROM tp_sql_a INTERSECT SELECT * FROM tp_sql_a", id="intersect"),
-        pytest.param(
-            "SELECT * FROM tp_sql_a WHERE x > (SELECT avg(x) FROM tp_sql_a)", id="scalar_subquery"
-        ),
-        pytest.param(
-            "SELECT * FROM tp_sql_a WHERE EXISTS "
-            "(SELECT 1 FROM tp_sql_b WHERE tp_sql_b.k = tp_sql_a.k)",
-            id="correlated_exists",
-        ),
-        pytest.param(
-            "SELECT * FROM tp_sql_a WHERE k IN (SELECT k FROM tp_sql_b)", id="in_subquery"
-        ),
     ],
 )
 def test_unsupported_statement_is_opaque(spark, a, b, statement: str) -> None:  # noqa: ANN001
@@ -276,6 +265,76 @@ def test_unsupported_statement_is_opaque(spark, a, b, statement: str) -> None:  
     upstream = set(run.transformations(out)["inputs"].sum())
     assert {run.dataset(d).label for d in reads} <= upstream
     assert run.dataset(out).n_rows == len(plain)
+
+
+_MATCHES = {i: [j for j, (k, _) in enumerate(B_ROWS) if k == r[0]] for i, r in enumerate(A_ROWS)}
+_MEAN_X = sum(r[2] for r in A_ROWS if r[2] is not None) / sum(r[2] is not None for r in A_ROWS)
+
+
+@pytest.mark.parametrize(
+    "statement, kept, lineage",
+    [
+        pytest.param(
+            "SELECT * FROM tp_sql_a WHERE x > (SELECT avg(x) FROM tp_sql_a)",
+            [i for i, r in enumerate(A_ROWS) if r[2] is not None and r[2] > _MEAN_X],
+            # the record, and every record the compared average is made of
+            lambda i: ({*range(len(A_ROWS))}, set()),
+            id="scalar_subquery",
+        ),
+        pytest.param(
+            "SELECT * FROM tp_sql_a WHERE EXISTS "
+            "(SELECT 1 FROM tp_sql_b WHERE tp_sql_b.k = tp_sql_a.k)",
+            [i for i in range(len(A_ROWS)) if _MATCHES[i]],
+            lambda i: ({i}, set(_MATCHES[i])),  # the record and the ones it matched
+            id="correlated_exists",
+        ),
+        pytest.param(
+            "SELECT * FROM tp_sql_a WHERE k IN (SELECT k FROM tp_sql_b)",
+            [i for i in range(len(A_ROWS)) if _MATCHES[i]],
+            lambda i: ({i}, set(_MATCHES[i])),
+            id="in_subquery",
+        ),
+        pytest.param(
+            "SELECT * FROM tp_sql_a WHERE NOT EXISTS "
+            "(SELECT 1 FROM tp_sql_b WHERE tp_sql_b.k = tp_sql_a.k)",
+            [i for i in range(len(A_ROWS)) if not _MATCHES[i]],
+            lambda i: ({i}, set()),  # made from the absence of a match: the record alone
+            id="not_exists",
+        ),
+    ],
+)
+def test_subqueries_are_record_level(spark, a, b, statement, kept, lineage) -> None:  # noqa: ANN001
+    """EXISTS / IN become semi joins, NOT EXISTS an anti join, an uncorrelated scalar
+    subquery an input of the filter comparing it (they were opaque steps)."""
+    plain = _rows(spark.sql(statement))
+    run, out = _tracked(spark, lambda: spark.sql(statement))
+    assert _rows(out) == plain
+    assert not [op.warnings for op in run.operations if op.opaque]
+    got = run.rows(out)
+
+    def plain_value(v: Any) -> Any:
+        if v is None or (isinstance(v, float) and v != v):
+            return None
+        return int(v) if isinstance(v, float) else v
+
+    values = [
+        tuple(map(plain_value, r)) for r in got.drop(columns=["_row"]).itertuples(index=False)
+    ]
+    assert values == [A_ROWS[i] for i in kept]  # in a's order: canonical
+    for row, i in enumerate(kept):
+        back = run.backward(out, rows=[row]).result.rows
+        want_a, want_b = lineage(i)
+        assert set(back.get(run.dataset(a).id, [])) == want_a, (row, i)
+        b_id = run.dataset(b).id if b_id_known(run, b) else None
+        assert set(back.get(b_id, [])) == want_b, (row, i)
+
+
+def b_id_known(run: Any, df: Any) -> bool:
+    try:
+        run.dataset(df)
+    except KeyError:
+        return False
+    return True
 
 
 def test_session_unpatched_after_error(spark, a) -> None:  # noqa: ANN001

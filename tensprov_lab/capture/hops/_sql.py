@@ -152,7 +152,8 @@ _SUBQUERY_RULES = (
 
 def _joins_with_conditions(jvm: Jvm, plan: JObject) -> JObject:
     """``plan`` with its subquery expressions made joins and each filter over inner
-    joins pushed into them, as the optimizer does (``ReorderJoin`` orders a multi-way
+    joins pushed into them, as the optimizer does, when it has either (a statement
+    with neither keeps its steps as written) (``ReorderJoin`` orders a multi-way
     comma join so that each join has a condition; ``PushPredicateThroughJoin`` makes a
     conjunct over both sides a join condition and one over one side a filter below it,
     repeated until nothing changes).  The same plan object when nothing applies."""
@@ -168,10 +169,12 @@ def _joins_with_conditions(jvm: Jvm, plan: JObject) -> JObject:
                 break
         return plan
 
+    subqueries = _tree_pattern(jvm, "PLAN_EXPRESSION")
+    if not _conditionless_join(jvm, plan) and not bool(plan.containsPattern(subqueries)):
+        return plan  # the statement's steps as it is written
     # conditions into the joins first (a subquery rewritten to a join would sit between
     # a filter and the joins it belongs to), then the subqueries, then their conditions
     plan = pushed(plan)
-    subqueries = _tree_pattern(jvm, "PLAN_EXPRESSION")
     for _ in range(4):  # a subquery inside a subquery is rewritten once its outer one is
         if not bool(plan.containsPattern(subqueries)):
             break
@@ -182,6 +185,22 @@ def _joins_with_conditions(jvm: Jvm, plan: JObject) -> JObject:
         if plan.fastEquals(before):
             break
     return plan
+
+
+def _conditionless_join(jvm: Jvm, plan: JObject) -> bool:
+    """Whether the statement (not the views it reads) has an inner or cross join
+    without a condition: a comma join, or a cross join a filter may be over."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        cls = jvm.cls(node)
+        if cls == "View":
+            continue
+        if cls == "Join" and not bool(node.condition().isDefined()):
+            if str(node.joinType().toString()) in ("Inner", "Cross"):
+                return True
+        stack.extend(jvm.children(node))
+    return False
 
 
 def _views_kept(jvm: Jvm, before: JObject, after: JObject) -> JObject:
