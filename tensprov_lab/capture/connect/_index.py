@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.store import CrossTensor
+
 __all__ = [
     "PARTITION",
     "CrossKeyIndex",
@@ -25,6 +27,7 @@ __all__ = [
     "KeyIndex",
     "SetsIndex",
     "Unidentifiable",
+    "cross_records",
     "key_array",
     "scan_keys",
 ]
@@ -261,6 +264,31 @@ class CrossKeyIndex(KeyIndex):
             rows = np.arange(self.n, dtype=np.int64)
             self._table = np.hstack([left.table[rows // max(m, 1)], right.table[rows % max(m, 1)]])
         return self._table
+
+
+def cross_records(rel: Any, inputs: list[Any]) -> tuple[int, list[Any], CrossKeyIndex, str] | None:
+    """The records of a Connect ``join`` relation of its call's two ``inputs`` that has
+    no condition (inner or cross), each side traced with its keys: pair ``i * m + j``
+    from the sides' sizes alone, no job (a filter over it is the join Spark runs; its
+    ``n * m`` pairs are never read).  None for any other join."""
+    from pyspark.sql.connect import proto
+
+    from tensprov_lab.capture.plan import _proto as P
+
+    kinds = proto.Join.JoinType
+    join = rel.join
+    if join.HasField("join_condition") or list(join.using_columns) or len(inputs) != 2:
+        return None
+    if join.join_type not in (kinds.JOIN_TYPE_INNER, kinds.JOIN_TYPE_CROSS):
+        return None
+    if [P.plan_id(join.left), P.plan_id(join.right)] != [n.ident for n in inputs]:
+        return None
+    left, right = (n.index for n in inputs)
+    if not isinstance(left, KeyIndex) or not isinstance(right, KeyIndex):
+        return None
+    n, m = left.n, right.n
+    tensors: list[Any] = [CrossTensor(n * m, n, max(m, 1)), CrossTensor(n * m, m, 1)]
+    return n * m, tensors, CrossKeyIndex(left, right), "join"
 
 
 def key_width(index: KeyIndex) -> int:

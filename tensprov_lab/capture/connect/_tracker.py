@@ -32,11 +32,11 @@ from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
 from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
 from tensprov_lab.capture.connect._index import (
     PARTITION,
-    CrossKeyIndex,
     Index,
     JoinedKeyIndex,
     KeyIndex,
     Unidentifiable,
+    cross_records,
     key_array,
     scan_keys,
 )
@@ -77,14 +77,7 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
-from tensprov_lab.store import (
-    AllTensor,
-    CrossTensor,
-    IdentityTensor,
-    Store,
-    make_tensor,
-    tensor_from_pairs,
-)
+from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
 
@@ -102,23 +95,6 @@ DATAFRAME_METHODS = [
 ]  # fmt: skip
 GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "pivot", "applyInPandas"]
 _TRANSPARENT = {"transform"}
-
-
-def _cross(rel: Any, p: CPending) -> bool:
-    """Whether ``rel`` is an inner or cross join of the call's two inputs without a
-    condition, each side traced with its keys."""
-    from pyspark.sql.connect import proto
-
-    kinds = proto.Join.JoinType
-    join = rel.join
-    if join.HasField("join_condition") or list(join.using_columns) or len(p.inputs) != 2:
-        return False
-    if join.join_type not in (kinds.JOIN_TYPE_INNER, kinds.JOIN_TYPE_CROSS):
-        return False
-    sides = [P.plan_id(join.left), P.plan_id(join.right)]
-    return sides == [n.ident for n in p.inputs] and all(
-        isinstance(n.index, KeyIndex) for n in p.inputs
-    )
 
 
 def is_connect(spark: Any) -> bool:
@@ -649,14 +625,9 @@ class ConnectTracker(Depth, Blocks):
         fused = self._fused(p, kinds)
         if fused is not None:
             return fused
-        if kinds == {"join"} and top == "join" and _cross(rel, p):
-            # no condition: pair i * m + j from the sides' sizes alone, no job (a filter
-            # over it is the join Spark runs; its n * m pairs are never read)
-            left, right = (n.index for n in p.inputs)
-            assert isinstance(left, KeyIndex) and isinstance(right, KeyIndex)
-            n, m = left.n, right.n
-            tensors: list[Any] = [CrossTensor(n * m, n, max(m, 1)), CrossTensor(n * m, m, 1)]
-            return n * m, tensors, CrossKeyIndex(left, right), "join"
+        cross = cross_records(rel, p.inputs) if kinds == {"join"} and top == "join" else None
+        if cross is not None:
+            return cross
         if kinds == {"limit"} and sorted_input(rel):
             check_limit(self.spark, rel, annotator)
             run.jobs += 1

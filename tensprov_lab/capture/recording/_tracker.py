@@ -47,7 +47,9 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.plan._records import RecordReading
+from tensprov_lab.capture.recording import _context
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
+from tensprov_lab.capture.recording._context import context_maps, context_tensors
 from tensprov_lab.capture.recording._record_rules import RecordRules
 from tensprov_lab.capture.recording._recording import (
     DATAFRAME_METHODS,
@@ -64,7 +66,7 @@ from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.spark._jobs import JobGroup
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.capture.spark._versions import to_arrow
-from tensprov_lab.store import AllTensor, Store
+from tensprov_lab.store import Store
 
 __all__ = [
     "Tracker",
@@ -575,11 +577,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             return
         try:
             rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]
-            # a scalar subquery's value is read by Spark within the plan, not a child
-            context = [
-                i for i, n in enumerate(in_nodes)
-                if i not in rw.occurrences and any(n is c for c in p.out.context)
-            ]  # fmt: skip
+            context = _context.context_positions(in_nodes, rw.occurrences, p.out.context)
             if sorted(set(rw.occurrences) | set(context)) != list(range(len(in_nodes))):
                 raise Unsupported("an input of the call does not appear in its plan")
             occ_nodes = [in_nodes[i] for i in rw.occurrences]
@@ -593,7 +591,9 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
                     "the tied records it keeps cannot be traced exactly"
                 )
             n_out, tensors, ki = self._tensors(rw, in_nodes, p.out.ident)
-            tensors = [*tensors, *self._context_tensors(n_out, [in_nodes[i] for i in context])]
+            ctx_nodes = [in_nodes[i] for i in context]
+            self._index_deferred(ctx_nodes)
+            tensors = [*tensors, *context_tensors(n_out, ctx_nodes)]
         except (Unsupported, KeyError_) as exc:
             self._opaque(p, run, str(exc), cols, types, time.perf_counter() - t0)
             return
@@ -603,7 +603,6 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             return
         in_cols = [self._dataset(n).columns for n in occ_nodes]
         category = category_of(rw, [len(c) for c in in_cols], cols, in_cols)
-        ctx_nodes = [in_nodes[i] for i in context]
         nondet = rw.nondeterministic or self._unordered_limit(rw, occ_nodes)
         warns = []
         if nondet:
@@ -621,11 +620,8 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
                 )
         attrs = self._attribute_maps(p, rw.occurrences, len(cols), in_cols)
         if ctx_nodes:
-            _context_maps(attrs, len(cols), [self._dataset(n).columns for n in ctx_nodes])
-            rw.replay_blockers.append(
-                "a scalar subquery's value decides which records it keeps: a change to "
-                "the records behind that value is not previewed"
-            )
+            context_maps(attrs, len(cols), [self._dataset(n).columns for n in ctx_nodes])
+            rw.replay_blockers.append(_context.CONTEXT_BLOCKER)
             rw.drops_change_others = True
             occ_nodes = [*occ_nodes, *ctx_nodes]
         ds = self.store.add_dataset(
@@ -646,15 +642,6 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
         p.out.ties_exact = _ties_exact(rw, occ_nodes)
         self._recorded(run, p.out, op.id, warns)
-
-    def _context_tensors(self, n_out: int, nodes: list[Node]) -> list[Any]:
-        """Every output record from every record of each context input (the one record
-        of a scalar subquery's value, or none when the subquery found nothing)."""
-        self._index_deferred(nodes)
-        for node in nodes:
-            if node.n is None or node.n > 1:
-                raise Unsupported("a scalar subquery of more than one record")
-        return [AllTensor(n_out, int(n.n or 0)) for n in nodes]
 
     def _capture_every_record(self, p: Pending, run: RunLog, t0: float) -> None:
         """Record an operation whose one output record is made from every input record
@@ -789,18 +776,6 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         p.out.pinned = ann is not None
         p.out.cacheable = self.materialize != "none"
         self._recorded(run, p.out, op.id, [message])
-
-
-def _context_maps(attrs: dict[str, Any], n_out: int, ctx_cols: list[list[str]]) -> None:
-    """Column lineage of context inputs, added to ``attrs`` (when it was read): a scalar
-    subquery's value, compared by a filter, decides whether each record exists (every
-    column influencing, none contributing)."""
-    if not attrs:
-        return
-    for cols in ctx_cols:
-        attrs["contributing"].append(np.zeros((n_out, len(cols)), dtype=bool))
-        attrs["influencing"].append(np.ones((n_out, len(cols)), dtype=bool))
-    attrs["decomposition"] = None
 
 
 def _same_result(a: Any, b: Any) -> bool:
