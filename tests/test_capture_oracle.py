@@ -289,12 +289,9 @@ def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN0
 _JOIN_EXAMPLES = spark_examples("TENSPROV_JOIN_EXAMPLES", 40)
 
 
-@_JOIN_EXAMPLES
-@given(a=a_rows, b=b_rows, data=st.data())
-def test_joins_written_without_a_condition_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
-    """An inner join on k written as ``a.join(b).where(...)``, ``a.crossJoin(b).filter(...)``
-    or a SQL comma join, after random steps and before one more: the lineage of the inner
-    join (capture never reads the cross product: rules/join.py, hops/_sql.py)."""
+def _steps_to_a_join(data: st.DataObject, a: list[tuple]) -> tuple[list[tuple], Table]:
+    """Up to three random steps over source ``a`` that keep its key (none when they
+    dropped it: the join then reads the source itself), and the table they make."""
     t = Table.source("a", A_COLS, A_TYPES, a)
     steps: list[tuple] = []
     prev = None
@@ -304,8 +301,17 @@ def test_joins_written_without_a_condition_match_oracle(spark, a, b, data) -> No
             steps.append(step)
             t, prev = apply(step, t, Table.source("a", A_COLS, A_TYPES, a)), step
     if "k" not in t.cols or "w" in t.cols:
-        steps = []  # the steps dropped the key: join the source itself
-        t = Table.source("a", A_COLS, A_TYPES, a)
+        return [], Table.source("a", A_COLS, A_TYPES, a)
+    return steps, t
+
+
+@_JOIN_EXAMPLES
+@given(a=a_rows, b=b_rows, data=st.data())
+def test_joins_written_without_a_condition_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
+    """An inner join on k written as ``a.join(b).where(...)``, ``a.crossJoin(b).filter(...)``
+    or a SQL comma join, after random steps and before one more: the lineage of the inner
+    join (capture never reads the cross product: rules/join.py, hops/_sql.py)."""
+    steps, t = _steps_to_a_join(data, a)
     steps.append(("join", data.draw(st.sampled_from(COMMA_JOINS))))
     t = apply(steps[-1], t, Table.source("b", B_COLS, B_TYPES, b))
     after = draw_step(data, t, steps[-1], used_join=True)
@@ -317,16 +323,7 @@ def test_joins_written_without_a_condition_match_oracle(spark, a, b, data) -> No
 def test_joins_matched_in_numpy_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
     """Pipelines with a join where Spark would shuffle both sides (broadcast off), which
     capture matches in NumPy (``_equijoin``) instead of running the join."""
-    t = Table.source("a", A_COLS, A_TYPES, a)
-    steps: list[tuple] = []
-    prev = None
-    for _ in range(data.draw(st.integers(0, 3))):
-        step = draw_step(data, t, prev, used_join=True)
-        if step is not None:
-            steps.append(step)
-            t, prev = apply(step, t, Table.source("a", A_COLS, A_TYPES, a)), step
-    if "k" not in t.cols or "w" in t.cols:
-        steps = []  # the steps dropped the key: join the source itself
+    steps, _ = _steps_to_a_join(data, a)
     steps.append(("join", data.draw(st.sampled_from(["inner", "left", "right", "full"]))))
     with numpy_joins(spark) as fast:
         run_pipeline(spark, a, b, steps)
