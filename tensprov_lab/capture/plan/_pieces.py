@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan._bound import rows_at_most
 from tensprov_lab.capture.plan._keyed import Unsupported, key_name
 from tensprov_lab.capture.plan._keys import POSITION_MASK
 from tensprov_lab.capture.plan._nodes import result_limit
@@ -166,20 +167,26 @@ AT_ONCE_SHARE = 4
 
 def _fits_at_once(df: Any, spark: Any, width: int) -> bool:
     """Whether ``df``'s records (``width`` key columns) may be read in one job: Spark's
-    size estimate of its plan says so, or else its count does.  Past what this process
-    can hold at all, :class:`Unsupported` says what to set (the operation stays
-    coarse): capture must never take a driver down where the user's own job did not.
-    Over Spark Connect (no estimate here) the one job is tried as before."""
+    size estimate of its plan says so, or the most records its plan can return
+    (:func:`~tensprov_lab.capture.plan._bound.rows_at_most`), or else its count
+    does.  Past what this process can hold at all, :class:`Unsupported` says what to
+    set (the operation stays coarse): capture must never take a driver down where the
+    user's own job did not.  Over Spark Connect (no estimate here) the one job is
+    tried as before."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return True
     memory, limit = driver_limits(spark)
     at_once = min(memory // AT_ONCE_SHARE, limit // 2)
     try:
-        estimate = int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+        plan = jdf.queryExecution().optimizedPlan()
+        estimate = int(str(plan.stats().sizeInBytes()))
     except Exception:  # noqa: BLE001 - no estimate: count
-        estimate = at_once + 1
+        plan, estimate = None, at_once + 1
     if estimate <= at_once:
+        return True
+    most = rows_at_most(plan) if plan is not None else None
+    if most is not None and most * row_bytes(["bigint"] * width, 8) <= at_once:
         return True
     need = int(df.count()) * row_bytes(["bigint"] * width, 8)
     if need > _process_budget():

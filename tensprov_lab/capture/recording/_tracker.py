@@ -26,6 +26,7 @@ import numpy as np
 from tensprov_lab._warn import warn
 from tensprov_lab.capture.hops import _pandas
 from tensprov_lab.capture.memory._budget import Budget
+from tensprov_lab.capture.plan._bound import remember
 from tensprov_lab.capture.plan._files import stamp_files
 from tensprov_lab.capture.plan._keyed import Annotated, Rewrite, Unsupported
 from tensprov_lab.capture.plan._keys import (
@@ -526,6 +527,8 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
     def _set_index(self, node: Node, ki: ScanKeyIndex) -> None:
         node.ki, node.n, node.deferred = ki, ki.n, False
         self._dataset(node).n_rows = ki.n
+        if node.plan is not None and not self.jvm.children(node.plan):
+            remember(node.plan, ki.n)  # its consumers' reads need not count it again
 
     def _scan_index(self, ann: Annotated) -> ScanKeyIndex:
         """Partition sizes of a keyed source: one small aggregate instead of every key."""
