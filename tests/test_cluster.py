@@ -26,19 +26,14 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_a_standalone_cluster_gives_the_local_results(standalone: str, tmp_path: Path) -> None:
-    local = probe(tmp_path, "local[2]", "3", "local")
-    cluster = probe(tmp_path, standalone, "3", "cluster")
-    assert len(local) > 20 and "recomputed_twice" in local and "what_if_removed_rows" in local
-    assert local.keys() == cluster.keys()
-    for key in local:
-        assert np.array_equal(local[key], cluster[key]), key
-
-
-def test_spark_resident_tensors_answer_on_the_cluster(standalone: str, tmp_path: Path) -> None:
-    """The run's tensors moved into Spark tables: the cluster's executors read them
-    (lineage queries and whole tensors), with the answers of the local run in memory."""
+    """Captured on the cluster, the run's tensors, recomputed records and what-if
+    preview are the local run's; its tensors then moved into Spark tables, the
+    cluster's executors read them (lineage queries and whole tensors) with the answers
+    of the local run in memory (one cluster run checks both: the records and preview
+    are read before the move, the lineage and tensors after it)."""
     local = probe(tmp_path, "local[2]", "3", "local")
     cluster = probe(tmp_path, standalone, "3", "cluster-spark", storage="spark")
+    assert len(local) > 20 and "recomputed_twice" in local and "what_if_removed_rows" in local
     assert any(k.startswith("backward_") for k in local)
     assert local.keys() == cluster.keys()
     for key in local:
