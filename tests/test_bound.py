@@ -14,6 +14,7 @@ from tensprov_lab.capture.plan._bound import combine, remember, rows_at_most
 def test_each_node_kind_bounds_its_records() -> None:
     assert combine("Project", [7]) == 7
     assert combine("Aggregate", [7]) == 7
+    assert combine("Aggregate", [0]) == 1  # a global aggregate of nothing is one record
     assert combine("Union", [7, 3, 2]) == 12
     assert combine("Join", [4, 3], "Inner") == 12
     assert combine("Join", [4, 3], "Cross") == 12

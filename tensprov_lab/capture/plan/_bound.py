@@ -68,6 +68,8 @@ def combine(name: str, children: list[int | None], join_type: str = "") -> int |
         return left * right + (left + right if "Outer" in join_type else 0)
     if name == "Union":
         return sum(known)
+    if name == "Aggregate":
+        return max(known[0], 1)  # (an aggregate of no records without groups is one)
     if name in _NOT_MORE:
         return known[0]
     return None
