@@ -261,8 +261,8 @@ def check_dataset(run, df, t: Table, sources: dict, check_values: bool) -> None:
             assert fw == np.flatnonzero(oracle[:, j]).tolist()
 
 
-#: (150 random pipelines, 200 until CI's 90 minutes ran out: the same first 150, drawn
-#: derandomized; a faster capture buys the rest back)
+#: (150 random pipelines: 200 until CI ran past its 90 minutes; a faster capture buys
+#: the rest back)
 @spark_examples("TENSPROV_EXAMPLES", 150)
 @given(a=a_rows, b=b_rows, data=st.data())
 def test_random_pipelines_match_oracle(spark, a, b, data) -> None:  # noqa: ANN001
