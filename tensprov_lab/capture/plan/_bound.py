@@ -110,24 +110,21 @@ def _walk(plan: Any, depth: int) -> int | None:
     n = int(kids.size())
     if n == 0:
         return _leaf_rows(plan, name)
-    if name == "Join":
-        join_type = str(plan.joinType().toString())
-        left = _walk(kids.apply(0), depth + 1)
-        if join_type.startswith(_LEFT_ONLY):
-            return left
-        if left is None:
-            return None
-        return combine(name, [left, _walk(kids.apply(1), depth + 1)], join_type)
-    if name == "Sample" and not bool(plan.withReplacement()):
-        return _walk(kids.apply(0), depth + 1)  # (with replacement: records repeat)
-    if name not in _NOT_MORE and name != "Union":
-        return None
+    join_type = str(plan.joinType().toString()) if name == "Join" else ""
+    if name == "Sample":
+        if bool(plan.withReplacement()):
+            return None  # records repeat
+        name = "Filter"  # a subset of its child's records
+    if name not in _NOT_MORE and name not in ("Union", "Join"):
+        return None  # (not walked: no bound whatever its children return)
+    # which children bound it (combine's rule): a semi or anti join's left side only
+    every = name == "Union" or (name == "Join" and not join_type.startswith(_LEFT_ONLY))
     found: list[int | None] = []
-    for i in range(n if name == "Union" else 1):
+    for i in range(n if every else 1):
         found.append(_walk(kids.apply(i), depth + 1))
         if found[-1] is None:
             return None
-    return combine(name, found)
+    return combine(name, found, join_type)
 
 
 def _leaf_rows(plan: Any, name: str) -> int | None:

@@ -185,10 +185,11 @@ def _fits_at_once(df: Any, spark: Any, width: int) -> bool:
         plan, estimate = None, at_once + 1
     if estimate <= at_once:
         return True
+    per_row = row_bytes(["bigint"] * width, 8)
     most = rows_at_most(plan) if plan is not None else None
-    if most is not None and most * row_bytes(["bigint"] * width, 8) <= at_once:
+    if most is not None and most * per_row <= at_once:
         return True
-    need = int(df.count()) * row_bytes(["bigint"] * width, 8)
+    need = int(df.count()) * per_row
     if need > _process_budget():
         raise Unsupported(
             f"the keys of its records ({need / 2**20:,.0f} MB) are more than this process "
