@@ -180,11 +180,12 @@ class track:  # noqa: N801 - used like a function: ``with track(spark) as run``
         frame = sys._getframe(1)
         try:
             self._tracker.end(frame, progress=self._progress, background=self.background)
-        except Exception as err:  # never hide the user's own exception behind ours
+        except Exception as err:  # the user's block ran: capture's failure is only said
+            from tensprov_lab.capture.plan._nodes import _short_error
+
             self._tracker.abort()
-            if exc_type is None:
-                raise
-            warn(f"tensprov-lab: capture failed: {err}")
+            warn(f"tensprov-lab: capture failed, the block's provenance is incomplete: "
+                 f"{_short_error(err)}")  # fmt: skip
         finally:
             del frame
         assert self.run is not None

@@ -13,6 +13,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from tensprov_lab.capture.plan._nodes import _short_error
+
 __all__ = ["Depth", "patch_methods", "restore", "wrap"]
 
 #: (class, method names, transparent(name, obj) or None: calls recorded by their inner calls)
@@ -59,7 +61,7 @@ def wrap(
         try:
             tracker._record(name, obj, args, kwargs, out)
         except Exception as exc:  # recording must never break the user's code
-            tracker._note(f"could not record {name}(): {exc}")
+            tracker._note(f"could not record {name}(): {_short_error(exc)}")
         return out
 
     return wrapper

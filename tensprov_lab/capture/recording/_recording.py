@@ -44,6 +44,8 @@ DATAFRAME_METHODS = sorted(
     | {
         "intersect", "intersectAll", "subtract", "exceptAll", "transform", "describe",
         "summary", "mapInPandas", "mapInArrow", "localCheckpoint", "checkpoint",
+        "dropDuplicatesWithinWatermark", "sampleBy", "crosstab", "freqItems", "transpose",
+        "lateralJoin", "zipWithIndex", "repartitionById",
     }
 )  # fmt: skip
 GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "applyInPandas"]
@@ -165,7 +167,10 @@ class Recording(Depth):
     def record_operation(
         self, method: str, in_dfs: list[Any], out: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Node | None:
-        plan, ident = self.jvm.recorded(out)
+        recorded = self.jvm.recorded(out)
+        if recorded is None:  # part of another DataFrame's expression, not a dataset
+            return None
+        plan, ident = recorded
         if ident in self.nodes:
             return self.nodes[ident]
         inputs: list[Node] = []

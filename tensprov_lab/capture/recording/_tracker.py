@@ -27,11 +27,9 @@ from tensprov_lab._warn import warn
 from tensprov_lab.capture.hops import _pandas
 from tensprov_lab.capture.memory._budget import Budget
 from tensprov_lab.capture.plan._bound import remember
-from tensprov_lab.capture.plan._files import stamp_files
 from tensprov_lab.capture.plan._keyed import Annotated, Rewrite, Unsupported
 from tensprov_lab.capture.plan._keys import (
     KeyError_,
-    KeyIndex,
     LazyScanKeyIndex,
     ScanKeyIndex,
     arrow_keys,
@@ -48,7 +46,7 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.plan._records import RecordReading
-from tensprov_lab.capture.recording import _context
+from tensprov_lab.capture.recording import _context, _guard
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._context import context_maps, context_tensors
 from tensprov_lab.capture.recording._record_rules import RecordRules
@@ -64,7 +62,7 @@ from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.rules.aggregate import every_record
 from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
-from tensprov_lab.capture.spark._jobs import JobGroup
+from tensprov_lab.capture.spark._jobs import JobGroup, cancel_running
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.capture.spark._versions import to_arrow
 from tensprov_lab.store import Store
@@ -130,6 +128,8 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         #: the capture of the last block when it runs in the background
         self._background: BackgroundCapture | None = None
         self._fused_done: set[int] = set()
+        #: the failures and reasons said in the block being captured (each said once)
+        self._said: set[str] = set()
         #: whether to fuse a block's reads (False: one job per operation, as before;
         #: the tests compare the two)
         self.fuse = True
@@ -194,7 +194,11 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             self._reused = {
                 n.ident for item in pending if isinstance(item, Pending) for n in item.inputs
             }
-            self._fusion = self._fuse(pending, progress)
+            # what must not be read at all (streams, removed files) is screened first
+            unread = _guard.screen(pending)
+            self._fusion = self._fuse(
+                [item for item in pending if _ident(item) not in unread], progress
+            )
             if self._fusion is not None:
                 run.jobs += sum(self._fusion.jobs.values())
                 run.file_reads += self._fusion.file_reads
@@ -209,22 +213,23 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
                     progress(i, len(pending), what)
                 self._current = item.out if isinstance(item, Pending) else item
                 with self._job_group.counting() as jobs:
-                    if isinstance(item, Pending):
-                        try:
-                            self._capture_operation(item, run)
-                        finally:
-                            self._index_deferred(item.inputs)
-                    else:
-                        consumer = first_use.get(id(item))
-                        defer = consumer is not None and consumer.method == "join"
-                        self._capture_source(item, run, defer=defer)
+                    try:
+                        self._capture_item(item, run, first_use, unread)
+                    except Exception as exc:  # noqa: BLE001 - capture's, never the user's
+                        _guard.degrade(self, item, run, exc)
                 run.jobs += jobs[0]
                 if isinstance(item, Pending):
                     self._account(item, jobs[0])
             self._current = None  # (what follows is about the whole block)
             with self._job_group.counting() as jobs:
-                self._index_deferred([n for n in pending if isinstance(n, Node)])
-                self._materialize(run)
+                self._index_or_degrade([n for n in pending if isinstance(n, Node)], run)
+                try:
+                    self._materialize(run)
+                except Exception as exc:  # noqa: BLE001 - the provenance is kept all the same
+                    self._note(
+                        f"capture failed: {_short_error(exc)}; the block's datasets are not "
+                        "kept for recomputation"
+                    )
             if self.budget.over(self.store, self.nodes.values()):  # spill past the budget
                 self._note(self.budget.used_up(self.store, self.nodes.values()))
             run.jobs += jobs[0]
@@ -236,6 +241,11 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             # block, earlier runs untouched), then the interrupt goes on to the user
             run.interrupted = True
             raise
+        except Exception as exc:  # noqa: BLE001 - the user's block ran: keep what was captured
+            self._current = None
+            self._note(
+                f"capture failed: {_short_error(exc)}; the operations after it are not recorded"
+            )  # fmt: skip
         finally:
             self._active, self._fusion, self._current = None, None, None
             self._fused_done = set()
@@ -243,12 +253,40 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             for df in self._cached:
                 if id(df) not in kept:
                     df.unpersist()
-            self._cached, self._reused, self._kept = [], set(), {}
+            self._cached, self._reused, self._kept, self._said = [], set(), {}, set()
             self._drop_early()
             self._checked.clear()
             if run.interrupted:
                 self.forget([run.id])
         return run
+
+    def _capture_item(
+        self,
+        item: Pending | Node,
+        run: RunLog,
+        first_use: dict[int, Pending],
+        unread: dict[int, str],
+    ) -> None:
+        """Capture one operation or source of the block (``unread``: the items not to be
+        read, with why; see :func:`._guard.screen`)."""
+        why = unread.get(_ident(item))
+        if isinstance(item, Node):
+            if why is not None:
+                _guard.unread_source(self, item, run, why)
+                return
+            consumer = first_use.get(id(item))
+            defer = consumer is not None and consumer.method == "join"
+            self._capture_source(item, run, defer=defer)
+            return
+        if why is not None:
+            cols, types = self.jvm.columns(item.out.df)
+            say = _guard.first_time(self, why)
+            _guard.opaque(self, item, run, why, cols, types, 0.0, read=False, say=say)
+            return
+        try:
+            self._capture_operation(item, run)
+        finally:
+            self._index_or_degrade(item.inputs, run)
 
     def _cancel_early(self, whole: Callable[[int], bool]) -> None:
         """Cancel the early counts of the sources the fused reads read ``whole`` in scan
@@ -261,7 +299,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
                 continue
             if not future.cancel():  # running: stop its Spark job
                 with contextlib.suppress(Exception):
-                    sc.cancelJobGroup(early_group(ident))
+                    cancel_running(sc, early_group(ident))
             self._early[ident] = (ann, None)
 
     def _drop_early(self) -> None:
@@ -448,8 +486,10 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
         )  # fmt: skip
         node.ann, node.ds_id, node.deferred, node.pinned = ann, ds.id, True, not stable
-        # a pinned source reads its own copy; the others read their files again
-        node.files = stamp_files(node.df) if stable else None
+        # a pinned source reads its own copy; the others read their files again (stamped
+        # when the block was screened)
+        if not stable:
+            node.files = None
         if node.files:
             self._drop_stale(node)
         node.cacheable = self.materialize != "none"
@@ -512,6 +552,14 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
                 assert node.ann is not None
                 ki = self._early_index(node)
                 self._set_index(node, ki if ki is not None else self._scan_index(node.ann))
+
+    def _index_or_degrade(self, nodes: list[Node], run: RunLog) -> None:
+        """:meth:`_index_deferred`, a source it fails on recorded without records."""
+        for node in nodes:
+            try:
+                self._index_deferred([node])
+            except Exception as exc:  # noqa: BLE001 - capture's own failure: coarse
+                _guard.degrade(self, node, run, exc)
 
     def _early_index(self, node: Node) -> ScanKeyIndex | None:
         """The record index counted for ``node`` while the block ran (None: none was, or
@@ -601,8 +649,9 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             self._opaque(p, run, str(exc), cols, types, time.perf_counter() - t0)
             return
         except Exception as exc:  # a Spark error while reading keys back
-            msg = _short_error(exc)
-            self._opaque(p, run, f"capture failed: {msg}", cols, types, time.perf_counter() - t0)
+            why = f"capture failed: {_short_error(exc)}"
+            say = _guard.first_time(self, why)  # one failure, said once per block
+            _guard.opaque(self, p, run, why, cols, types, time.perf_counter() - t0, say=say)
             return
         in_cols = [self._dataset(n).columns for n in occ_nodes]
         category = category_of(rw, [len(c) for c in in_cols], cols, in_cols)
@@ -702,7 +751,9 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         try:
             m = attribute_maps(self.jvm, p.out.plan, [n.plan for n in p.inputs], self._ids)
         except Exception as exc:  # column lineage is extra: never lose the operation
-            self._note(f"{p.expression}: column lineage not captured ({_short_error(exc)})")
+            why = _short_error(exc)
+            if _guard.first_time(self, f"column lineage: {why}"):  # said once per block
+                self._note(f"{p.expression}: column lineage not captured ({why})")
             return {}
         contributing, influencing = [], []
         for k, i in enumerate(positions):
@@ -746,39 +797,12 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
     def _opaque(
         self, p: Pending, run: RunLog, why: str, cols: list[str], types: list[str], seconds: float
     ) -> None:
-        """Record an operation we cannot trace: coarse lineage only, its output keyed anew."""
-        message = (
-            f"{p.expression}: record-level provenance not captured ({why}); "
-            "kept as an opaque operation"
-        )
-        try:
-            ann = annotate_source(self.jvm, p.out.plan, pin=True)
-            ki: KeyIndex | None = self._scan_index(ann)
-            n: int | None = ki.n if ki is not None else None
-        except Exception as exc:
-            ann, ki, n = None, None, None  # type: ignore[assignment]
-            message += f"; its records cannot be read either ({_short_error(exc)})"
-        in_cols = [self._dataset(i).columns for i in p.inputs]
-        if p.out.opaque_reason is not None:
-            # a call without a plan linking its input (a hop through pandas): every input
-            # column may have contributed, as far as capture knows (a superset)
-            attrs: dict[str, Any] = {
-                "contributing": [np.ones((len(cols), len(c)), dtype=bool) for c in in_cols],
-                "influencing": [np.zeros((len(cols), len(c)), dtype=bool) for c in in_cols],
-                "attributes_exact": False,
-            }
-        else:
-            attrs = self._attribute_maps(p, list(range(len(p.inputs))), len(cols), in_cols)
-        ds = self.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
-        op = self._add_operation(
-            ds.id, p.method, "opaque", [n.ds_id for n in p.inputs], None,
-            expression=p.expression, opaque=True, warnings=[message], seconds=seconds, run=run.id,
-            **attrs,
-        )  # fmt: skip
-        p.out.ann, p.out.ki, p.out.n, p.out.ds_id = ann, ki, n, ds.id
-        p.out.pinned = ann is not None
-        p.out.cacheable = self.materialize != "none"
-        self._recorded(run, p.out, op.id, [message])
+        """Record an operation we cannot trace (see :func:`._guard.opaque`)."""
+        _guard.opaque(self, p, run, why, cols, types, seconds)
+
+
+def _ident(item: Pending | Node) -> int:
+    return item.out.ident if isinstance(item, Pending) else item.ident
 
 
 def _same_result(a: Any, b: Any) -> bool:

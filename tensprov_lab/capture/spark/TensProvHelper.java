@@ -135,9 +135,14 @@ public class TensProvHelper {
      *  plan's py4j id ("" without a gateway, see {@link #useGateway}), its plan's
      *  {@link #shape}, its plan's {@link #projectInfo} ("" for a plan that is no
      *  projection, "-" for null), then its {@link #columns}, every part as in
-     *  {@link #columns}. */
+     *  {@link #columns}; null for a Dataset whose plan is not resolved (one built only to
+     *  be used in another's expression, e.g. a subquery with outer references: asking
+     *  its schema would fail, and Spark would log the failure). */
     public String recorded(org.apache.spark.sql.Dataset ds, java.util.Map known) {
         LogicalPlan plan = ((org.apache.spark.sql.classic.Dataset) ds).logicalPlan();
+        if (!plan.resolved()) {
+            return null;
+        }
         StringBuilder b = new StringBuilder();
         field(b, handed(plan));
         field(b, shape(plan, known));

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["JobGroup"]
+__all__ = ["JobGroup", "cancel_running"]
 
 #: numbers of the job groups capture counts its Spark jobs with
 _NUMBERS = itertools.count(1)
@@ -22,6 +22,17 @@ _NUMBERS = itertools.count(1)
 SETTLE_S = 10.0
 #: how long after a cancel the jobs of the group that start late are cancelled too
 LATE_S = 0.5
+
+
+def cancel_running(sc: Any, group: str) -> None:
+    """Cancel the jobs of ``group`` if one runs: Spark 4 logs a warning on the console
+    for a cancel that finds none, and a count capture stops may be between jobs."""
+    status = sc.statusTracker()
+    for job in status.getJobIdsForGroup(group):
+        info = status.getJobInfo(job)
+        if info is not None and str(info.status) == "RUNNING":
+            sc.cancelJobGroup(group)
+            return
 
 
 class JobGroup:
@@ -80,15 +91,10 @@ class JobGroup:
         """Cancel, for :data:`LATE_S` seconds, jobs of ``group`` that start after it was
         cancelled: a Ctrl-C that came while py4j was sending a job's command leaves the
         JVM to start that job (cancelling a group stops only the jobs that run)."""
-        status = sc.statusTracker()
         deadline = time.monotonic() + LATE_S
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            for job in status.getJobIdsForGroup(group):
-                info = status.getJobInfo(job)
-                if info is not None and str(info.status) == "RUNNING":
-                    sc.cancelJobGroup(group)
-                    break
+            cancel_running(sc, group)
 
     def _settle(self, sc: Any, group: str) -> None:
         """After ``group`` was cancelled: on pyspark 3.5, wait for its tasks to end, then

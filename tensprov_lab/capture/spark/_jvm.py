@@ -483,12 +483,14 @@ class Jvm:
         self._proxies[ident] = node
         return shape
 
-    def recorded(self, df: Any) -> tuple[JObject, int]:
+    def recorded(self, df: Any) -> tuple[JObject, int] | None:
         """The plan of ``df``, a DataFrame a tracked call returned, and its ident, in one
         round trip with the helper compiled: the plan's proxy (made from the id the
         helper puts it under in py4j's table), shape and columns and, for a projection,
         :meth:`project_info`, which the block's end then asks for from memory.  Never
-        waits for the helper: called while the user's code runs."""
+        waits for the helper: called while the user's code runs.  None for a DataFrame
+        whose plan is not resolved (built to be part of another's expression: a
+        subquery with outer references), which is no dataset of its own."""
         from py4j.java_gateway import JavaObject
 
         helper = self.helper_ready
@@ -496,10 +498,13 @@ class Jvm:
         key = ("plan", str(getattr(jdf, "_target_id", "")))
         if helper is None or not key[1] or key in self._memo:
             plan = self.plan(df)
+            if not self._memoized("resolved", plan, lambda p: bool(p.resolved())):
+                return None
             return plan, self.plan_ident(plan)
-        handed, shape, info, catalog, text, *names = _fields(
-            self._whole(helper, str(helper.recorded(jdf, self._numbers)))
-        )
+        answer = helper.recorded(jdf, self._numbers)
+        if answer is None:
+            return None
+        handed, shape, info, catalog, text, *names = _fields(self._whole(helper, str(answer)))
         # py4j makes the same proxy of an id it returns (its finalizer frees the id)
         plan = JavaObject(handed, self.gateway._gateway_client) if handed else jdf.logicalPlan()
         facts = self._remember_shape(plan, shape)
