@@ -199,7 +199,8 @@ class Run:
         return sum(op.entries for op in self.operations)
 
     def dataset(self, ref: Any) -> Dataset:
-        """The dataset of a DataFrame, a variable name, a dataset id or a Dataset."""
+        """The dataset of a DataFrame (or a pandas-on-Spark DataFrame), a variable name, a
+        dataset id or a Dataset."""
         return self.store.datasets[self._ds_id(ref)]
 
     def _ds_id(self, ref: Any) -> int:
@@ -219,7 +220,9 @@ class Run:
                     f"no dataset named {ref!r}; known names: {', '.join(names) or 'none'}"
                 )
             return found[-1].id
-        node = self._tracker.node_of(ref)
+        from tensprov_lab.capture.hops._pandas_api import spark_frame_of
+
+        node = self._tracker.node_of(spark_frame_of(ref))
         if node is None or node.ds_id is None:
             raise KeyError(
                 "this DataFrame was not captured: create it inside a tracked block "
@@ -348,7 +351,7 @@ class Run:
 
         Parameters
         ----------
-        df : DataFrame, str or Dataset
+        df : DataFrame (also pandas-on-Spark), str or Dataset
         rows : row indices to return (default: all)
         where : SQL predicate over the dataset's columns, e.g. ``"amount > 50"``
         """
@@ -436,7 +439,7 @@ class Run:
 
         Parameters
         ----------
-        df : DataFrame, str or Dataset
+        df : DataFrame (also pandas-on-Spark), str or Dataset
         rows : row indices (default: every row), or
         where : SQL predicate picking the rows, e.g. ``"customer_id = 17"``
         to : dataset(s) to report (default: every source)
@@ -695,7 +698,7 @@ class Run:
 
         Parameters
         ----------
-        df : DataFrame, str or Dataset
+        df : DataFrame (also pandas-on-Spark), str or Dataset
         column : a column of ``df`` made by an ML stage (or passed on from one)
         slot : the slot of a vector column (``None`` for a scalar column)
         row : a row of ``df``: return the raw input *cells* behind that row's slot
@@ -763,3 +766,4 @@ class Run:
                 "value": [values.get(int(r)) for r in rows],
             }
         )
+

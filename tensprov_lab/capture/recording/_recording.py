@@ -25,8 +25,9 @@ from tensprov_lab.capture.plan._nodes import (
     call_inputs,
     named,
 )
+from tensprov_lab.capture.plan._stable import plan_is_stable
 from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
-from tensprov_lab.capture.rewrite._annotate import annotate_source, plan_is_stable
+from tensprov_lab.capture.rewrite._annotate import annotate_source
 from tensprov_lab.capture.rules import METHODS
 from tensprov_lab.capture.sources._direct import direct_count
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles

@@ -46,6 +46,7 @@ from tensprov_lab.capture.plan._nodes import (
 )
 from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.plan._records import RecordReading
+from tensprov_lab.capture.plan._stable import plan_is_stable
 from tensprov_lab.capture.recording import _context, _guard
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._context import context_maps, context_tensors
@@ -56,7 +57,7 @@ from tensprov_lab.capture.recording._recording import (
     Recording,
     early_group,
 )
-from tensprov_lab.capture.rewrite._annotate import annotate_source, plan_is_stable, rewrite
+from tensprov_lab.capture.rewrite._annotate import annotate_source, rewrite
 from tensprov_lab.capture.rewrite._attributes import attribute_maps
 from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.rules.aggregate import every_record

@@ -16,46 +16,9 @@ from tensprov_lab.capture.plan._keyed import Annotated, Block, Rewrite, Unsuppor
 from tensprov_lab.capture.rules import rule_for
 from tensprov_lab.capture.spark._jvm import Jvm
 
-__all__ = ["STABLE_LEAVES", "annotate_source", "find_input", "plan_is_stable", "rewrite"]
+__all__ = ["annotate_source", "find_input", "rewrite"]
 
 JObject = Any
-
-STABLE_LEAVES = {
-    "LogicalRDD",
-    "LocalRelation",
-    "LogicalRelation",
-    "Range",
-    "DataSourceV2Relation",
-    "HiveTableRelation",
-    "OneRowRelation",
-    "InMemoryRelation",
-}
-_STABLE_INNER = {"Project", "Filter", "SubqueryAlias", "View", "ResolvedHint", "Generate"}
-
-
-def plan_is_stable(jvm: Jvm, plan: JObject) -> bool:
-    """Does re-executing ``plan`` give the same rows in the same order?"""
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        cls = jvm.cls(node)
-        if cls not in STABLE_LEAVES and cls not in _STABLE_INNER:
-            return False
-        if not jvm.deterministic(node):
-            return False
-        if cls == "LogicalRelation" and _drops_malformed(jvm, node):
-            return False
-        stack.extend(jvm.children(node))
-    return True
-
-
-def _drops_malformed(jvm: Jvm, node: JObject) -> bool:
-    """Whether a file relation drops the records its schema does not fit (CSV or JSON
-    ``mode=DROPMALFORMED``): which records exist then depends on the columns a query
-    reads (a count parses none and drops none), so scan positions differ between
-    queries; capture pins such a source (reads it whole once)."""
-    rel = jvm.file_relation(node)
-    return rel is not None and rel.options.get("mode", "").upper() == "DROPMALFORMED"
 
 
 def annotate_source(jvm: Jvm, plan: JObject, pin: bool) -> Annotated:

@@ -19,6 +19,7 @@ module              Catalyst nodes (what the user wrote)
 :mod:`.expand`      Expand (under rollup, cube, unpivot)
 :mod:`.window`      Window (window functions)
 :mod:`.passthrough` Repartition, aliases, hints, views, observe
+:mod:`.sequence`    AttachDistributedSequence (pandas-on-Spark index, zipWithIndex)
 ==================  ==========================================================
 
 A node kind without a rule is not traced record by record: its operation becomes an
@@ -66,6 +67,7 @@ from tensprov_lab.capture.rules.join import Join
 from tensprov_lab.capture.rules.limit import Limit, Sample
 from tensprov_lab.capture.rules.passthrough import PassThrough
 from tensprov_lab.capture.rules.project import Project
+from tensprov_lab.capture.rules.sequence import Sequence
 from tensprov_lab.capture.rules.sort import Sort
 from tensprov_lab.capture.rules.union import Union
 from tensprov_lab.capture.rules.window import Window
@@ -106,6 +108,7 @@ _RULES: list[Rule] = [
     Expand(),
     Window(),
     PassThrough(),
+    Sequence(),
 ]
 
 

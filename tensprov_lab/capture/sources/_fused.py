@@ -50,7 +50,7 @@ from tensprov_lab.capture.plan._pieces import (
     read_frame_in_pieces,
     row_bytes,
 )
-from tensprov_lab.capture.rewrite._annotate import STABLE_LEAVES
+from tensprov_lab.capture.plan._stable import STABLE_LEAVES
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.spark._jvm import Jvm

@@ -1,0 +1,59 @@
+"""The pandas API on Spark as a front end: which captured DataFrame a pandas-on-Spark
+frame is.
+
+A pandas-on-Spark DataFrame (or Series) is a Spark DataFrame, its *spark frame*, plus
+the columns that make its index and data.  After most of its calls (filters, merges,
+groupings, sorts) those columns are plain columns of the spark frame, which is the
+DataFrame capture recorded; after a few (``where``, ``assign``, ``fillna``, ``mask``,
+arithmetic) they are expressions over it that pandas-on-Spark applies only with its
+next call, so no recorded DataFrame holds its values yet, and a query must say so
+rather than answer for the frame below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["spark_frame_of"]
+
+#: how a column that only names a column of its frame is held (classic, Connect)
+_PLAIN = {"UnresolvedAttribute", "AttributeReference", "ColumnReference"}
+
+
+def _plain(column: Any) -> bool:
+    jc = getattr(column, "_jc", None)
+    if jc is not None:
+        try:
+            held = jc.node()  # Spark 4: the column's node
+        except Exception:  # noqa: BLE001 - Spark 3.5: its Catalyst expression
+            held = jc.expr()
+        kind = str(held.getClass().getSimpleName())
+        if kind == "ExpressionColumnNode":  # Spark 4: a Catalyst expression held as is
+            kind = str(held.expression().getClass().getSimpleName())
+        return kind in _PLAIN
+    return type(getattr(column, "_expr", None)).__name__ in _PLAIN
+
+
+def spark_frame_of(ref: Any) -> Any:
+    """The Spark DataFrame behind pandas-on-Spark frame ``ref`` (its index and ordering
+    columns included); anything else as it is.
+
+    Raises
+    ------
+    ValueError
+        when ``ref``'s last calls are column expressions not applied yet.
+    """
+    internal = getattr(ref, "_internal", None)
+    frame = getattr(internal, "spark_frame", None)
+    if frame is None:
+        return ref
+    columns = [*internal.index_spark_columns, *internal.data_spark_columns]
+    if not all(_plain(c) for c in columns):
+        raise ValueError(
+            "this pandas-on-Spark DataFrame ends with column expressions (where, assign, "
+            "fillna, mask, arithmetic, ...) that pandas-on-Spark applies only with its "
+            "next call, so no captured dataset holds its values yet; query the frame a "
+            "later call makes, or make `df.spark.frame()` inside the tracked block and "
+            "query that"
+        )
+    return frame

@@ -1,0 +1,56 @@
+"""Whether a plan gives the same records in the same order each time it runs.
+
+A source whose plan does not is pinned (read once) before its records are numbered
+(DESIGN.md §3); an operation that numbers records by position over such a plan
+(``rules.sequence``) gives other numbers each time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensprov_lab.capture.spark._jvm import Jvm
+
+__all__ = ["STABLE_LEAVES", "plan_is_stable"]
+
+JObject = Any
+
+STABLE_LEAVES = {
+    "LogicalRDD",
+    "LocalRelation",
+    "LogicalRelation",
+    "Range",
+    "DataSourceV2Relation",
+    "HiveTableRelation",
+    "OneRowRelation",
+    "InMemoryRelation",
+}
+_STABLE_INNER = {
+    "Project", "Filter", "SubqueryAlias", "View", "ResolvedHint", "Generate",
+    "AttachDistributedSequence",
+}  # fmt: skip
+
+
+def plan_is_stable(jvm: Jvm, plan: JObject) -> bool:
+    """Does re-executing ``plan`` give the same rows in the same order?"""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        cls = jvm.cls(node)
+        if cls not in STABLE_LEAVES and cls not in _STABLE_INNER:
+            return False
+        if not jvm.deterministic(node):
+            return False
+        if cls == "LogicalRelation" and _drops_malformed(jvm, node):
+            return False
+        stack.extend(jvm.children(node))
+    return True
+
+
+def _drops_malformed(jvm: Jvm, node: JObject) -> bool:
+    """Whether a file relation drops the records its schema does not fit (CSV or JSON
+    ``mode=DROPMALFORMED``): which records exist then depends on the columns a query
+    reads (a count parses none and drops none), so scan positions differ between
+    queries; capture pins such a source (reads it whole once)."""
+    rel = jvm.file_relation(node)
+    return rel is not None and rel.options.get("mode", "").upper() == "DROPMALFORMED"
