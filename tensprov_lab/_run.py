@@ -766,4 +766,3 @@ class Run:
                 "value": [values.get(int(r)) for r in rows],
             }
         )
-

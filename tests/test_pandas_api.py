@@ -56,9 +56,9 @@ def test_the_default_index_is_record_level(spark: Any, frames: Any) -> None:
     assert "opaque" not in _ops(run), [(o.method, o.category) for o in run.operations]
     got = run.rows(out)
     assert len(got) == len(ROWS)
-    for i, rec in got.iterrows():
+    for _, rec in got.iterrows():
         assert _backward(run, out, int(rec["_row"]), orders) == [int(rec["rid"])]
-    # the index column is made from no column of the source
+        assert rec["__index_level_0__"] == rec["rid"]  # numbered in scan order
     assert run.dataset(out).n_rows == len(ROWS)
 
 
@@ -89,9 +89,7 @@ def test_merge_assign_sort_head(spark: Any, frames: Any) -> None:
 
     out, run, _ = _tracked(spark, body)
     got = run.rows(out)
-    expect_rids = sorted(
-        (v, rid) for rid, k, v, _ in ROWS if k in {lk for lk, _, _ in LABELS}
-    )[:4]
+    expect_rids = sorted((v, rid) for rid, k, v, _ in ROWS if k in {lk for lk, _, _ in LABELS})[:4]
     assert sorted(zip(got["v"], got["rid"])) == expect_rids
     for _, rec in got.iterrows():
         row = int(rec["_row"])

@@ -43,7 +43,7 @@ def spark_frame_of(ref: Any) -> Any:
     ValueError
         when ``ref``'s last calls are column expressions not applied yet.
     """
-    internal = getattr(ref, "_internal", None)
+    internal: Any = getattr(ref, "_internal", None)
     frame = getattr(internal, "spark_frame", None)
     if frame is None:
         return ref
