@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 import tensprov_lab
 
@@ -137,3 +138,31 @@ def test_pandas_on_spark_frames_are_query_arguments(spark: Any, frames: Any) -> 
     assert ds.n_rows == sum(1 for _, k, _, _ in ROWS if k == 1)
     assert sorted(run.rows(out)["rid"]) == [rid for rid, k, _, _ in ROWS if k == 1]
     assert isinstance(out.to_pandas(), pd.DataFrame)
+
+
+def test_the_natural_order_column_is_not_a_warning_over_a_stable_plan(
+    spark: Any, frames: Any
+) -> None:
+    """pandas-on-Spark numbers records by position (``__natural_order__``, a
+    ``monotonically_increasing_id()``): over records in a stable order these are the
+    same numbers each time, so nothing warns and nothing is cached for them."""
+    orders, _ = frames
+
+    def body() -> Any:
+        psdf = orders.pandas_api()
+        few = psdf[psdf.v > 5][["rid", "v"]]
+        return few.rename(columns={"v": "value"})
+
+    out, run, said = _tracked(spark, body)
+    assert not any("__natural_order__" in s for s in said), said
+    assert not any(op.nondeterministic for op in run.operations)
+    assert "not deterministic" not in set(run.materialized["reason"])
+    got = run.rows(out)
+    assert sorted(got["rid"]) == [rid for rid, _, v, _ in ROWS if v > 5]
+    # a positional number over an unstable order is still said: the numbers of a
+    # shuffled DataFrame differ between executions
+    _, shuffled, said = _tracked(
+        spark,
+        lambda: orders.repartition(3).withColumn("n", F.monotonically_increasing_id()),
+    )
+    assert any("not deterministic" in s for s in said), said

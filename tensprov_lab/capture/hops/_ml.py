@@ -33,6 +33,7 @@ vector, the entries that read it are its slots in order: the k-th entry naming c
 from __future__ import annotations
 
 import json
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,13 +42,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensprov_lab.capture.hops._sql import FinishingNode, record_plan
+from tensprov_lab.capture.rules.aggregate import every_record
 
 if TYPE_CHECKING:
     from tensprov_lab.capture.plan._nodes import Capturing as Tracker
     from tensprov_lab.capture.plan._nodes import Node
     from tensprov_lab.store import Store
 
-__all__ = ["Hop", "follow_slot", "record_call", "slots_of", "targets"]
+__all__ = ["Hop", "capture_fit", "follow_slot", "record_call", "slots_of", "targets"]
 
 Slots = dict[str, list[tuple[int, str, str]]]
 
@@ -522,3 +524,32 @@ def _single_contributor(store: Store, op: Any, column: str) -> tuple[int, str] |
     ]
     found = list(dict.fromkeys(found))
     return found[0] if len(found) == 1 else None
+
+
+def capture_fit(tracker: Any, p: Any, run: Any, t0: float) -> None:
+    """Record an operation whose one output record is made from every input record
+    (an ML fit): its tensor needs only the input's size, so no plan is rewritten and
+    no Spark job runs.  The fit's ``finish`` (:func:`_finish_fit`) adds the category and
+    column maps."""
+    (node,) = p.inputs
+    tracker._index_deferred([node])
+    readable = node.ann is not None and node.ki is not None and node.n is not None
+    ds = tracker.store.add_dataset(p.out.name, columns=["model"], dtypes=[""], n_rows=1, run=run.id)
+    tensors, ki, why = None, None, None
+    if readable:
+        _, tensors, ki = every_record(node)
+    else:
+        why = (
+            f"{p.expression}: record-level provenance not captured (an input has no "
+            "record-level provenance); kept as an opaque operation"
+        )
+    notes = [why] if why else []
+    op = tracker._add_operation(
+        ds.id, p.method, "aggregate" if readable else "opaque", [node.ds_id], tensors,
+        expression=p.expression, contextual=True, opaque=not readable, warnings=notes,
+        seconds=time.perf_counter() - t0, run=run.id,
+    )  # fmt: skip
+    # no annotated plan: nothing reads the model as a dataset, and it is not cached
+    # (the operation keeps the model itself)
+    p.out.ki, p.out.n, p.out.ds_id = ki, 1, ds.id
+    tracker._recorded(run, p.out, op.id, notes)

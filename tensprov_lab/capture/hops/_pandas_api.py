@@ -21,17 +21,26 @@ _PLAIN = {"UnresolvedAttribute", "AttributeReference", "ColumnReference"}
 
 
 def _plain(column: Any) -> bool:
+    """Whether ``column`` only names a column of its frame (renamed or not)."""
     jc = getattr(column, "_jc", None)
-    if jc is not None:
-        try:
-            held = jc.node()  # Spark 4: the column's node
-        except Exception:  # noqa: BLE001 - Spark 3.5: its Catalyst expression
-            held = jc.expr()
+    if jc is None:  # Spark Connect
+        expr = getattr(column, "_expr", None)
+        while type(expr).__name__ == "ColumnAlias":
+            expr = expr._child
+        return type(expr).__name__ in _PLAIN
+    try:
+        held = jc.node()  # Spark 4: the column's node
+    except Exception:  # noqa: BLE001 - Spark 3.5: its Catalyst expression
+        held = jc.expr()
+    for _ in range(64):
         kind = str(held.getClass().getSimpleName())
         if kind == "ExpressionColumnNode":  # Spark 4: a Catalyst expression held as is
-            kind = str(held.expression().getClass().getSimpleName())
-        return kind in _PLAIN
-    return type(getattr(column, "_expr", None)).__name__ in _PLAIN
+            held = held.expression()
+        elif kind == "Alias":  # a rename (rename, set_index, ...) keeps the values
+            held = held.child()
+        else:
+            return kind in _PLAIN
+    return False
 
 
 def spark_frame_of(ref: Any) -> Any:
@@ -43,6 +52,9 @@ def spark_frame_of(ref: Any) -> Any:
     ValueError
         when ``ref``'s last calls are column expressions not applied yet.
     """
+    if not type(ref).__module__.startswith("pyspark.pandas"):
+        # (a Spark DataFrame's attributes are its columns: ``df._internal`` is one)
+        return ref
     internal: Any = getattr(ref, "_internal", None)
     frame = getattr(internal, "spark_frame", None)
     if frame is None:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab._warn import warn
-from tensprov_lab.capture.hops import _pandas
+from tensprov_lab.capture.hops import _ml, _pandas
 from tensprov_lab.capture.memory._budget import Budget
 from tensprov_lab.capture.plan._bound import remember
 from tensprov_lab.capture.plan._keyed import Annotated, Rewrite, Unsupported
@@ -60,7 +60,6 @@ from tensprov_lab.capture.recording._recording import (
 from tensprov_lab.capture.rewrite._annotate import annotate_source, rewrite
 from tensprov_lab.capture.rewrite._attributes import attribute_maps
 from tensprov_lab.capture.rules import category_of
-from tensprov_lab.capture.rules.aggregate import every_record
 from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.spark._jobs import JobGroup, cancel_running
@@ -609,7 +608,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
     def _capture_operation(self, p: Pending, run: RunLog) -> None:
         t0 = time.perf_counter()
         if p.out.every_record:
-            self._capture_every_record(p, run, t0)
+            _ml.capture_fit(self, p, run, t0)
             return
         cols, types = self.jvm.columns(p.out.df)
         in_nodes = p.inputs
@@ -695,35 +694,6 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
         p.out.ties_exact = _ties_exact(rw, occ_nodes)
         self._recorded(run, p.out, op.id, warns)
-
-    def _capture_every_record(self, p: Pending, run: RunLog, t0: float) -> None:
-        """Record an operation whose one output record is made from every input record
-        (an ML fit): its tensor needs only the input's size, so no plan is rewritten and
-        no Spark job runs.  Its caller (``finish``) adds the category and column maps."""
-        (node,) = p.inputs
-        self._index_deferred([node])
-        readable = node.ann is not None and node.ki is not None and node.n is not None
-        ds = self.store.add_dataset(
-            p.out.name, columns=["model"], dtypes=[""], n_rows=1, run=run.id
-        )
-        tensors, ki, why = None, None, None
-        if readable:
-            _, tensors, ki = every_record(node)
-        else:
-            why = (
-                f"{p.expression}: record-level provenance not captured (an input has no "
-                "record-level provenance); kept as an opaque operation"
-            )
-        notes = [why] if why else []
-        op = self._add_operation(
-            ds.id, p.method, "aggregate" if readable else "opaque", [node.ds_id], tensors,
-            expression=p.expression, contextual=True, opaque=not readable, warnings=notes,
-            seconds=time.perf_counter() - t0, run=run.id,
-        )  # fmt: skip
-        # no annotated plan: nothing reads the model as a dataset, and it is not cached
-        # (the operation keeps the model itself)
-        p.out.ki, p.out.n, p.out.ds_id = ki, 1, ds.id
-        self._recorded(run, p.out, op.id, notes)
 
     def _add_operation(self, out: int, method: str, category: str, inputs: list[Any],
                        tensors: Any, **kwargs: Any) -> Any:  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensprov_lab.capture.plan._keyed import Annotated, Block, Rewrite, Unsupported, key_name
+from tensprov_lab.capture.plan._stable import plan_is_stable, positional
 from tensprov_lab.capture.rules import rule_for
 from tensprov_lab.capture.spark._jvm import Jvm
 
@@ -179,7 +180,11 @@ class _Rewriter:
             raise Unsupported(f"plan node {cls} is not traced record by record")
         self.info.nodes.append(cls)
         self.info.rules.append(rule)
-        if not self.jvm.deterministic(node):
+        if not self.jvm.deterministic(node) and not (
+            # records numbered by position over a child of stable order (pandas-on-
+            # Spark's __natural_order__): the same numbers each time
+            positional(self.jvm, node) and plan_is_stable(self.jvm, kids[0])
+        ):
             self.info.nondeterministic = True
         if rule.contextual:
             self.info.contextual = True

@@ -2,14 +2,15 @@
 
 The default index of the pandas API on Spark (``df.pandas_api()``, ``ps.from_pandas``,
 ``reset_index``: "distributed-sequence") and ``DataFrame.zipWithIndex`` put a column of
-consecutive numbers in front of the child's records, in the child's order.  Record
-rule: the keys pass through and the tensor is the identity (every record is kept, in
-its place); over a child whose order is not stable (after a shuffle) the numbers may
-differ between executions, and the operation says so.  Attribute rule: the number is
-made from no column (what decides it is the records before it, not a value).  Replay:
-a record's number counts the records before it, so it is *contextual*, and dropping a
-record renumbers every later one: a what-if replays such an operation whole.  Spark
-Connect has no such relation (its pandas API numbers records through a window).
+consecutive numbers in front of the child's records, in the child's order.
+Record rule: the keys pass through and the tensor is the identity (every record is
+kept, in its place); over a child whose order is not stable (after a shuffle) the
+numbers may differ between executions, and the operation says so.  Attribute rule: the
+number is made from no column (what decides it is the records before it, not a
+value).  Replay: a record's number counts the records before it, so it is
+*contextual*, and dropping a record renumbers every later one: a what-if replays such
+an operation whole.  Spark Connect has no such relation (its pandas API numbers
+records through a window).
 
 Examples
 --------

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import itertools
 import threading
+from collections.abc import Callable
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -327,6 +328,11 @@ class Jvm:
                 self._proxies.clear()
             value = self._memo[key] = compute(obj)
         return value
+
+    def fact(self, kind: str, obj: JObject, compute: Callable[[JObject], Any]) -> Any:
+        """``compute(obj)``, asked once per JVM object (plans and expressions never change):
+        for facts other modules derive from a plan node."""
+        return self._memoized(kind, obj, compute)
 
     def forget_facts(self) -> None:
         """Drop every fact and proxy remembered so far: the JVM objects behind them (plans
