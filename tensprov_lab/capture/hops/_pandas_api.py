@@ -8,23 +8,39 @@ DataFrame capture recorded; after a few (``where``, ``assign``, ``fillna``, ``ma
 arithmetic) they are expressions over it that pandas-on-Spark applies only with its
 next call, so no recorded DataFrame holds its values yet, and a query must say so
 rather than answer for the frame below.
+
+Its default index is attached by ``InternalFrame.attach_distributed_sequence_column``:
+on pyspark 4 a ``select`` capture sees anyway, on pyspark 3.5 a call into the JVM no
+DataFrame method makes, so the call itself is wrapped (:func:`targets`) to link the
+indexed frame to the DataFrame it numbers.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-__all__ = ["spark_frame_of"]
+__all__ = ["spark_frame_of", "targets"]
 
 #: how a column that only names a column of its frame is held (classic, Connect)
 _PLAIN = {"UnresolvedAttribute", "AttributeReference", "ColumnReference"}
+
+
+def targets() -> list[tuple[type, list[str], Any]]:
+    """The calls wrapped during a block: the default index's, when the pandas API on
+    Spark is in use (it is not imported for this: importing it costs a second)."""
+    internal = sys.modules.get("pyspark.pandas.internal")
+    frame = getattr(internal, "InternalFrame", None)
+    if frame is None or not hasattr(frame, "attach_distributed_sequence_column"):
+        return []
+    return [(frame, ["attach_distributed_sequence_column"], None)]
 
 
 def _plain(column: Any) -> bool:
     """Whether ``column`` only names a column of its frame (renamed or not)."""
     jc = getattr(column, "_jc", None)
     if jc is None:  # Spark Connect
-        expr = getattr(column, "_expr", None)
+        expr: Any = getattr(column, "_expr", None)
         while type(expr).__name__ == "ColumnAlias":
             expr = expr._child
         return type(expr).__name__ in _PLAIN

@@ -90,7 +90,7 @@ class Recording(Depth):
         and which calls are *transparent* (the calls they make are the operations)."""
         from pyspark.sql.group import GroupedData
 
-        from tensprov_lab.capture.hops import _ml, _pandas, _sql
+        from tensprov_lab.capture.hops import _ml, _pandas, _pandas_api, _sql
         from tensprov_lab.capture.spark._versions import classic_dataframe
 
         session = _sql.session_class(self.spark)
@@ -99,6 +99,7 @@ class Recording(Depth):
             (GroupedData, GROUPED_METHODS, None),
             (session, ["sql"], None),
             *_pandas.targets(session),
+            *_pandas_api.targets(),
             *_ml.targets(),
         ]
 
