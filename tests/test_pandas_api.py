@@ -14,7 +14,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from pyspark.sql import functions as F
 
 import tensprov_lab
 
@@ -159,10 +158,22 @@ def test_the_natural_order_column_is_not_a_warning_over_a_stable_plan(
     assert "not deterministic" not in set(run.materialized["reason"])
     got = run.rows(out)
     assert sorted(got["rid"]) == [rid for rid, _, v, _ in ROWS if v > 5]
-    # a positional number over an unstable order is still said: the numbers of a
-    # shuffled DataFrame differ between executions
-    _, shuffled, said = _tracked(
-        spark,
-        lambda: orders.repartition(3).withColumn("n", F.monotonically_increasing_id()),
-    )
-    assert any("not deterministic" in s for s in said), said
+
+    # numbers by position over an order that is not stable are said, once a block:
+    # the numbers of a shuffled DataFrame differ between executions (its records and
+    # their provenance do not)
+    def shuffled() -> Any:
+        psdf = orders.pandas_api()
+        merged = psdf.merge(psdf[["rid", "name"]], on="rid")
+        return merged.groupby("k").sum().reset_index()
+
+    out, run, said = _tracked(spark, shuffled)
+    renumbered = [op for op in run.operations if any("by their position" in w for w in op.warnings)]
+    assert len(renumbered) >= 2, [(op.expression, op.warnings) for op in run.operations]
+    assert [s for s in said if "by their position" in s] == [renumbered[0].warnings[-1]], said
+    assert all(op.nondeterministic for op in renumbered)  # kept as the block saw them
+    assert not any("is not deterministic" in s for s in said), said
+    got = run.rows(out)
+    for _, rec in got.iterrows():
+        expect = [i for i, (_, k, _, _) in enumerate(ROWS) if k == rec["k"]]
+        assert _backward(run, out, int(rec["_row"]), orders) == expect

@@ -115,6 +115,9 @@ class Rewrite:
     n_branches: int = 0
     contextual: bool = False
     nondeterministic: bool = False
+    #: a node numbers records by position over an order that is not stable (the numbers
+    #: differ between executions; the records, and their provenance, do not)
+    renumbers: bool = False
     #: the rule (:class:`.rules.Rule`) of each node in ``nodes`` (root last; asked for
     #: the operation's tensors root first), and why replaying a change through a node
     #: cannot preview it

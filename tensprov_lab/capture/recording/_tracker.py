@@ -47,7 +47,7 @@ from tensprov_lab.capture.plan._nodes import (
 from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.plan._records import RecordReading
 from tensprov_lab.capture.plan._stable import plan_is_stable
-from tensprov_lab.capture.recording import _context, _guard
+from tensprov_lab.capture.recording import _context, _guard, _notes
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._context import context_maps, context_tensors
 from tensprov_lab.capture.recording._record_rules import RecordRules
@@ -655,21 +655,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             return
         in_cols = [self._dataset(n).columns for n in occ_nodes]
         category = category_of(rw, [len(c) for c in in_cols], cols, in_cols)
-        nondet = rw.nondeterministic or self._unordered_limit(rw, occ_nodes)
-        warns = []
-        if nondet:
-            warns.append(
-                f"{p.expression} is not deterministic: its records may differ between "
-                "executions, and so may their provenance"
-            )
-        if rw.group is not None and rw.group.kind == "dedup" and p.method != "distinct":
-            subset_all = len(cols) == len(in_cols[0])
-            if not subset_all:
-                nondet = True
-                warns.append(
-                    f"{p.expression} keeps an arbitrary record of each group; the "
-                    "provenance lists every record of the group"
-                )
+        nondet, warns, said = _notes.determinism(self, p, rw, occ_nodes, len(cols), in_cols)
         attrs = self._attribute_maps(p, rw.occurrences, len(cols), in_cols)
         if ctx_nodes:
             context_maps(attrs, len(cols), [self._dataset(n).columns for n in ctx_nodes])
@@ -693,7 +679,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         p.out.ki, p.out.n, p.out.ds_id = ki, n_out, ds.id
         p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
         p.out.ties_exact = _ties_exact(rw, occ_nodes)
-        self._recorded(run, p.out, op.id, warns)
+        self._recorded(run, p.out, op.id, said)
 
     def _add_operation(self, out: int, method: str, category: str, inputs: list[Any],
                        tensors: Any, **kwargs: Any) -> Any:  # fmt: skip
@@ -758,12 +744,6 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         run.warnings.append(message)
         if not self._in_background() and not run.listed:
             warn(message)
-
-    def _unordered_limit(self, rw: Rewrite, occ: list[Node]) -> bool:
-        if not ({"GlobalLimit", "Offset"} & set(rw.nodes)) or rw.sort:
-            return False
-        producer = self.store.producer(occ[0].ds_id) if occ[0].ds_id is not None else None
-        return producer is None or producer.category != "sort"
 
     def _opaque(
         self, p: Pending, run: RunLog, why: str, cols: list[str], types: list[str], seconds: float

@@ -180,12 +180,13 @@ class _Rewriter:
             raise Unsupported(f"plan node {cls} is not traced record by record")
         self.info.nodes.append(cls)
         self.info.rules.append(rule)
-        if not self.jvm.deterministic(node) and not (
-            # records numbered by position over a child of stable order (pandas-on-
-            # Spark's __natural_order__): the same numbers each time
-            positional(self.jvm, node) and plan_is_stable(self.jvm, kids[0])
-        ):
-            self.info.nondeterministic = True
+        if not self.jvm.deterministic(node):
+            if not positional(self.jvm, node):
+                self.info.nondeterministic = True
+            elif not plan_is_stable(self.jvm, kids[0]):
+                # records numbered by position (pandas-on-Spark's __natural_order__):
+                # the same numbers each time over a child of stable order only
+                self.info.renumbers = True
         if rule.contextual:
             self.info.contextual = True
         blocker = rule.replay_blocker(self.jvm, node)

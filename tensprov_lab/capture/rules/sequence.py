@@ -40,7 +40,7 @@ class Sequence(Rule):
 
     def annotate(self, rw: Rewriting, node: Any, kids: list[Any], results: list[Walked]) -> Walked:
         if not plan_is_stable(rw.jvm, kids[0]):
-            rw.info.nondeterministic = True
+            rw.info.renumbers = True
         return super().annotate(rw, node, kids, results)
 
     def attributes(self, w: Walking, n: PlanNode) -> dict[int, Lin]:
