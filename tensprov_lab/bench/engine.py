@@ -495,9 +495,13 @@ def _parse_rows(text: str) -> list[int]:
     return out
 
 
+#: the benchmarks ``tensprov-lab bench --suite`` runs
+SUITES = ["engine", "paper", "notebook", "tpch", "pandas"]
+
+
 def main(argv: list[str] | None = None) -> int:
     suite = argparse.ArgumentParser(add_help=False)
-    suite.add_argument("--suite", choices=["engine", "paper", "notebook", "tpch"], default="engine")
+    suite.add_argument("--suite", choices=SUITES, default="engine")
     chosen, rest = suite.parse_known_args(argv)
     if chosen.suite == "tpch":
         from tensprov_lab.bench.tpch import main as tpch
@@ -511,15 +515,20 @@ def main(argv: list[str] | None = None) -> int:
         from tensprov_lab.bench.notebook import main as notebook
 
         return notebook(rest)
+    if chosen.suite == "pandas":
+        from tensprov_lab.bench.pandas_api import main as pandas_api
+
+        return pandas_api(rest)
     parser = argparse.ArgumentParser(prog="tensprov-lab bench", description=__doc__)
     parser.add_argument(
         "--suite",
-        choices=["engine", "paper", "notebook", "tpch"],
+        choices=SUITES,
         default="engine",
         help="engine (this benchmark, default), paper (the TensProv paper's evaluation; "
         "see --suite paper --help), notebook (cells timed in a kernel: the first "
-        "capture, and a tracked cell ending with an action) or tpch (the 22 TPC-H "
-        "queries, one a process; see --suite tpch --help)",
+        "capture, and a tracked cell ending with an action), tpch (the 22 TPC-H "
+        "queries, one a process; see --suite tpch --help) or pandas (five pandas API "
+        "on Spark pipelines: what capture records of them, and its cost)",
     )
     parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
     parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")
