@@ -130,10 +130,10 @@ def test_fit_is_contextual_and_keeps_the_model(spark, df) -> None:  # noqa: ANN0
 def test_a_fit_over_records_that_cannot_be_read_is_opaque(spark, df, monkeypatch) -> None:  # noqa: ANN001
     """A fit's tensor needs its input's records: when an opaque step before it left them
     unreadable, the fit is kept as an opaque operation with its one-record model."""
-    from tensprov_lab.capture.recording import _tracker
+    from tensprov_lab.capture.recording import _guard
     from tensprov_lab.capture.recording._tracker import TensProvWarning
 
-    real = _tracker.annotate_source
+    real = _guard.annotate_source
 
     def no_pinning(jvm, plan, pin):  # noqa: ANN001, ANN202 - an opaque output is pinned
         if pin:
@@ -143,7 +143,7 @@ def test_a_fit_over_records_that_cannot_be_read_is_opaque(spark, df, monkeypatch
     def same(batches):  # noqa: ANN001, ANN202
         yield from batches
 
-    monkeypatch.setattr(_tracker, "annotate_source", no_pinning)
+    monkeypatch.setattr(_guard, "annotate_source", no_pinning)  # (where opaque steps pin)
     with pytest.warns(TensProvWarning, match="cannot be read|no record-level provenance"):
         with tensprov_lab.track(spark) as run:
             mapped = df.mapInPandas(same, schema=df.schema)

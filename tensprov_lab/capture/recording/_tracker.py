@@ -679,7 +679,8 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         p.out.ki, p.out.n, p.out.ds_id = ki, n_out, ds.id
         p.out.key_ordered = not rw.sort and all(n.key_ordered for n in occ_nodes)
         p.out.ties_exact = _ties_exact(rw, occ_nodes)
-        self._recorded(run, p.out, op.id, said)
+        # (a node's finish, set off by its ds_id, may have dropped notes: an ML stage's)
+        self._recorded(run, p.out, op.id, [w for w in said if w in op.warnings])
 
     def _add_operation(self, out: int, method: str, category: str, inputs: list[Any],
                        tensors: Any, **kwargs: Any) -> Any:  # fmt: skip
