@@ -20,7 +20,8 @@ def test_pandas_bench_prints_a_line_per_pipeline(
     assert main(["--suite", "pandas", "--rows", "60", "--repeat", "1"]) == 0
     assert spark.range(3).count() == 3
     out = capsys.readouterr().out
-    lines = re.findall(r"^(.+?) +(\d+) +(\d+) +(\d+) +(\d+|refused) +(\d+\.\d\d)×$", out, re.M)
+    line = r"^(.+?) +(\d+) +(\d+) +(\d+) +(\d+|refused) +[\d.]+s +[\d.]+s +(\d+\.\d\d)×$"
+    lines = re.findall(line, out, re.M)
     assert len(lines) == 5, out
     by_name = {name.strip(): rest for name, *rest in lines}
     # record level through the default index: no opaque step in any of them

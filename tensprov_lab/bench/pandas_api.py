@@ -122,9 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_spark(args.cores, app="tensprov-lab-bench-pandas")
     import pyspark.pandas  # noqa: F401 - loaded before the first block, as a user would
 
+    # (the bench's own to_pandas() of small results: pandas-on-Spark's advice is noise)
+    warnings.filterwarnings("ignore", message=r"`to_pandas` loads all data")
+
     a, b = _frames(spark, args.rows)
     print(f"pandas API on Spark, {args.rows} records, medians of {args.repeat} turns")
-    print(f"{'pipeline':38} {'ops':>4} {'opaque':>6} {'warns':>5} {'rows()':>7} {'ratio':>6}")
+    header = f"{'pipeline':38} {'ops':>4} {'opaque':>6} {'warns':>5} {'rows()':>7}"
+    print(f"{header} {'untracked':>9} {'tracked':>8} {'ratio':>6}")
     for name, make in PIPELINES.items():
         _untracked(make, a, b)  # warm-up: the first run of a plan plans it
         plain, tracked = [], []
@@ -137,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = "refused" if last["rows"] is None else str(last["rows"])
         print(
             f"{name:38} {last['ops']:>4} {last['opaque']:>6} {last['warnings']:>5} "
-            f"{rows:>7} {ratio:>5.2f}×"
+            f"{rows:>7} {statistics.median(plain):>8.2f}s {statistics.median(tracked):>7.2f}s "
+            f"{ratio:>5.2f}×"
         )
     a.unpersist(), b.unpersist()
     if own:
