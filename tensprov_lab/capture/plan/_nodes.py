@@ -234,7 +234,8 @@ def _short_error(exc: Exception) -> str:
             "session or server starts"
         )
     text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    # (Spark ends some first lines with the ';' before its plan)
+    return text[0][:300].rstrip(" ;") or type(exc).__name__ if text else type(exc).__name__
 
 
 class Capturing(Protocol):
