@@ -483,3 +483,26 @@ def test_a_join_written_without_a_condition_never_reads_the_cross_product(
     lin = run.backward(out, rows=[7])
     assert lin[b].tolist() == [7]
     assert run.forward(b, rows=[3], to=out)[out].tolist() == list(range(3, 50_000, 1_000))
+
+
+def test_a_stream_or_a_removed_source_never_fails_a_connect_block(connect: Any) -> None:
+    """Over Connect nothing is screened yet (issue 59): a streaming DataFrame or a source
+    the block removed stops the capture, with one note, and the block ends as it would
+    untracked."""
+    import tempfile
+
+    with tensprov_lab.track(connect) as streamed:
+        values = connect.readStream.format("rate").load().select("value")
+    assert values.isStreaming and values.columns == ["value"]
+    with tensprov_lab.track(connect) as removed:
+        with tempfile.TemporaryDirectory() as folder:
+            connect.range(10).write.parquet(f"{folder}/y")
+            counted = connect.read.parquet(f"{folder}/y").filter("id > 3").count()
+    assert counted == 6
+    for run in (streamed, removed):
+        failed = [w for w in run.warnings if w.startswith("capture failed")]
+        assert len(failed) == 1 and ";;" not in failed[0], run.warnings
+    # the session is as it was: the next block captures
+    with tensprov_lab.track(connect) as after:
+        kept = connect.range(10).filter("id > 6")
+    assert after.dataset(kept).n_rows == 3
