@@ -28,7 +28,7 @@ import os
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
-__all__ = ["FileStamp", "changes", "stamp_files", "stamp_local"]
+__all__ = ["FileStamp", "changes", "is_local", "stamp_files", "stamp_local"]
 
 #: a source over more files than this is not stamped (listing them at every read would
 #: cost more than the reads); its reads say nothing about changes, as before
@@ -50,6 +50,15 @@ def _local_path(path: str) -> str | None:
     if parsed.scheme in ("", "file"):
         return unquote(parsed.path) if parsed.scheme else path
     return None
+
+
+def is_local(path: str) -> bool:
+    """Whether Spark file path ``path`` is on the local file system.
+
+    >>> is_local("file:///tmp/o.csv"), is_local("/tmp/o.csv"), is_local("s3a://b/o.csv")
+    (True, True, False)
+    """
+    return _local_path(path) is not None
 
 
 def stamp_local(path: str) -> FileStamp:

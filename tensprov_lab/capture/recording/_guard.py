@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tensprov_lab.capture.plan._files import stamp_files
+from tensprov_lab.capture.plan._files import is_local, stamp_files
 from tensprov_lab.capture.plan._keys import KeyIndex
 from tensprov_lab.capture.plan._nodes import Node, Pending, RunLog, _short_error
 from tensprov_lab.capture.rewrite._annotate import annotate_source
@@ -60,7 +60,9 @@ def _gone(node: Node) -> str | None:
     taken are kept on the node: its capture checks them again when it reads it."""
     stamps = stamp_files(node.df)
     node.files = stamps
-    gone = [s.path for s in stamps or () if s.size is None]
+    # local files only: a remote file system that cannot be asked (credentials, network)
+    # stamps a file as gone too, and its reads may still work
+    gone = [s.path for s in stamps or () if s.size is None and is_local(s.path)]
     if not gone:
         return None
     more = f" and {len(gone) - 1} more" if len(gone) > 1 else ""
