@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 pytestmark = pytest.mark.spark
-pytest.importorskip("pyspark.pandas")
 
 
 def test_pandas_bench_prints_a_line_per_pipeline(

@@ -76,6 +76,16 @@ def test_streaming_dataframes_are_one_coarse_node_with_one_warning(spark: Any) -
     _assert_next_block_captures(spark)
 
 
+def test_a_stream_of_an_earlier_block_is_not_read_by_a_later_one(spark: Any) -> None:
+    with tensprov_lab.track(spark):
+        values = spark.readStream.format("rate").load().select("value")
+    _, run, said = _tracked(spark, lambda: values.withColumn("twice", F.col("value") * 2))
+    (op,) = run.operations
+    assert op.opaque and "streaming DataFrame" in op.warnings[0]
+    assert not any("cannot be read" in w for w in op.warnings), op.warnings
+    assert len(said) == 1 and "streaming DataFrame" in said[0], said
+
+
 def test_files_removed_inside_the_block(spark: Any, capfd: pytest.CaptureFixture) -> None:
     def body() -> Any:
         with tempfile.TemporaryDirectory() as folder:

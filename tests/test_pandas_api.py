@@ -19,8 +19,6 @@ import tensprov_lab
 
 pytestmark = pytest.mark.spark
 
-ps = pytest.importorskip("pyspark.pandas")
-
 ROWS = [(i, i % 3, float((i * 7) % 11), f"n{i % 4}") for i in range(15)]
 LABELS = [(0, "zero", 100), (1, "one", 101), (3, "three", 103)]
 

@@ -104,6 +104,9 @@ class Node:
     #: made by a call whose record lineage capture does not claim (a hop through
     #: pandas, see _pandas.py): why, with ``{upstream}`` for the input's name
     opaque_reason: str | None = None
+    #: why capture does not read this dataset's records at all (a stream, files
+    #: removed), for its consumers in this block and later ones (see _guard.screen)
+    unread: str | None = None
     #: inputs of its operation that are the value of a scalar subquery its condition
     #: compares (one record that Spark computes within the plan, not a child of it)
     context: list[Node] = field(default_factory=list)
@@ -233,9 +236,10 @@ def _short_error(exc: Exception) -> str:
             f"({limit}) lets one job return to the driver: set it higher where the "
             "session or server starts"
         )
-    text = str(exc).strip().splitlines()
+    lines = str(exc).strip().splitlines()
     # (Spark ends some first lines with the ';' before its plan)
-    return text[0][:300].rstrip(" ;") or type(exc).__name__ if text else type(exc).__name__
+    first = lines[0][:300].rstrip(" ;") if lines else ""
+    return first or type(exc).__name__
 
 
 class Capturing(Protocol):

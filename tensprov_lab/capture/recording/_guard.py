@@ -70,15 +70,14 @@ def _gone(node: Node) -> str | None:
 
 
 def screen(pending: list[Pending | Node]) -> dict[int, str]:
-    """Why items of a block (by node ident) are not to be read at all: streaming, files
-    removed, or an input that is either.  Sources are screened in the order they come;
-    an operation inherits the reason of its first screened input."""
+    """Why items of a block (by node ident) are not to be read at all: a streaming
+    source, one whose files were removed, or an operation over either (an input of this
+    block or of an earlier one).  Only sources are asked of Spark: a stream's results
+    all come from a streaming source."""
     reasons: dict[int, str] = {}
     for item in pending:
         if isinstance(item, Pending):
-            why = next((reasons[n.ident] for n in item.inputs if n.ident in reasons), None)
-            if why is None and _streaming(item.out.df):
-                why = STREAMING
+            why = next((r for n in item.inputs if (r := reasons.get(n.ident, n.unread))), None)
             if why is not None:
                 reasons[item.out.ident] = why
             continue

@@ -270,6 +270,8 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         """Capture one operation or source of the block (``unread``: the items not to be
         read, with why; see :func:`._guard.screen`)."""
         why = unread.get(_ident(item))
+        if why is not None:  # (later blocks' operations over it are not read either)
+            (item.out if isinstance(item, Pending) else item).unread = why
         if isinstance(item, Node):
             if why is not None:
                 _guard.unread_source(self, item, run, why)
@@ -616,15 +618,15 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             if _pandas.capture_hop(self, p, run, cols, types, t0):
                 return
             why = p.out.opaque_reason.format(upstream=self._label(in_nodes[0]))
-            self._opaque(p, run, why, cols, types, 0.0)
+            _guard.opaque(self, p, run, why, cols, types, 0.0)
             return
         unreadable = [n for n in in_nodes if n.ann is None or (n.ki is None and not n.deferred)]
         if unreadable:
-            self._opaque(p, run, "an input has no record-level provenance", cols, types, 0.0)
+            _guard.opaque(self, p, run, "an input has no record-level provenance", cols, types, 0.0)
             return
         if self.budget.over(self.store, self.nodes.values()):
             why = self.budget.used_up(self.store, self.nodes.values())
-            self._opaque(p, run, why, cols, types, 0.0)
+            _guard.opaque(self, p, run, why, cols, types, 0.0)
             return
         try:
             rw = rewrite(self.jvm, p.out.plan, [(n.plan, n.ann) for n in in_nodes])  # type: ignore[misc]
@@ -646,7 +648,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             self._index_deferred(ctx_nodes)
             tensors = [*tensors, *context_tensors(n_out, ctx_nodes)]
         except (Unsupported, KeyError_) as exc:
-            self._opaque(p, run, str(exc), cols, types, time.perf_counter() - t0)
+            _guard.opaque(self, p, run, str(exc), cols, types, time.perf_counter() - t0)
             return
         except Exception as exc:  # a Spark error while reading keys back
             why = f"capture failed: {_short_error(exc)}"
@@ -745,12 +747,6 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         run.warnings.append(message)
         if not self._in_background() and not run.listed:
             warn(message)
-
-    def _opaque(
-        self, p: Pending, run: RunLog, why: str, cols: list[str], types: list[str], seconds: float
-    ) -> None:
-        """Record an operation we cannot trace (see :func:`._guard.opaque`)."""
-        _guard.opaque(self, p, run, why, cols, types, seconds)
 
 
 def _ident(item: Pending | Node) -> int:
