@@ -9,6 +9,8 @@ record is computed from the source data in Python.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from typing import Any
 
@@ -175,3 +177,37 @@ def test_the_natural_order_column_is_not_a_warning_over_a_stable_plan(
     for _, rec in got.iterrows():
         expect = [i for i, (_, k, _, _) in enumerate(ROWS) if k == rec["k"]]
         assert _backward(run, out, int(rec["_row"]), orders) == expect
+
+
+#: a new interpreter whose block imports the pandas API on Spark itself
+_FIRST_USE = """
+import sys
+from pyspark.sql import SparkSession
+import tensprov_lab
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+orders = spark.createDataFrame([(i, i % 3) for i in range(6)], ["rid", "k"])
+assert "pyspark.pandas.internal" not in sys.modules
+with tensprov_lab.track(spark) as run:
+    out = orders.pandas_api()
+    kept = out[out.k == 1]
+assert "pyspark.pandas.internal" in sys.modules
+for frame, rids in ((out, list(range(6))), (kept, [1, 4])):
+    got = run.rows(frame)
+    assert sorted(got["rid"]) == rids, got
+    for _, rec in got.iterrows():
+        back = run.backward(frame, rows=[int(rec["_row"])], to=orders).to_dict()
+        assert [v for rows in back.values() for v in rows] == [int(rec["rid"])], back
+assert not [op for op in run.operations if op.category == "opaque"]
+print("first use ok")
+"""
+
+
+def test_a_block_that_imports_the_pandas_api_itself_is_traced() -> None:
+    """pyspark 3.5 attaches the default index by a JVM call that capture wraps; the
+    first ``pandas_api()`` of a process imports that module inside the block (CI's
+    3.5 run met it: a block's sources were then the indexed frames, not ``orders``)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_USE], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "first use ok" in done.stdout

@@ -12,7 +12,8 @@ rather than answer for the frame below.
 Its default index is attached by ``InternalFrame.attach_distributed_sequence_column``:
 on pyspark 4 a ``select`` capture sees anyway, on pyspark 3.5 a call into the JVM no
 DataFrame method makes, so the call itself is wrapped (:func:`targets`) to link the
-indexed frame to the DataFrame it numbers.
+indexed frame to the DataFrame it numbers, from the moment that module is imported (a
+block's first ``pandas_api()`` imports it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["spark_frame_of", "targets"]
+__all__ = ["MODULE", "spark_frame_of", "targets"]
+
+#: where the default index is attached (imported by the block itself on first use)
+MODULE = "pyspark.pandas.internal"
 
 #: how a column that only names a column of its frame is held (classic, Connect)
 _PLAIN = {"UnresolvedAttribute", "AttributeReference", "ColumnReference"}
@@ -29,7 +33,7 @@ _PLAIN = {"UnresolvedAttribute", "AttributeReference", "ColumnReference"}
 def targets() -> list[tuple[type, list[str], Any]]:
     """The calls wrapped during a block: the default index's, when the pandas API on
     Spark is in use (it is not imported for this: importing it costs a second)."""
-    internal = sys.modules.get("pyspark.pandas.internal")
+    internal = sys.modules.get(MODULE)
     frame = getattr(internal, "InternalFrame", None)
     if frame is None or not hasattr(frame, "attach_distributed_sequence_column"):
         return []

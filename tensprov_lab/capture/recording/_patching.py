@@ -10,12 +10,15 @@ A wrapped method runs the original unchanged; the outermost wrapped call of a th
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.machinery
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from tensprov_lab.capture.plan._nodes import _short_error
 
-__all__ = ["Depth", "patch_methods", "restore", "wrap"]
+__all__ = ["AfterImport", "Depth", "patch_methods", "restore", "wrap"]
 
 #: (class, method names, transparent(name, obj) or None: calls recorded by their inner calls)
 Targets = list[tuple[Any, list[str], Callable[[str, Any], bool] | None]]
@@ -86,3 +89,74 @@ def restore(patched: list[tuple[type, str, Any]]) -> None:
             delattr(cls, name)
         else:
             setattr(cls, name, had)
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Call ``then()`` once module ``name`` has been imported for the first time, while
+    this finder is installed (:meth:`install` / :meth:`remove`).
+
+    A class to wrap can live in a module a block imports itself (``pandas_api()``
+    imports the pandas API on Spark on first use), too late for :func:`patch_methods`
+    at the block's start; importing it beforehand would cost every block that never
+    uses it.
+
+    Examples
+    --------
+    >>> seen = []
+    >>> hook = AfterImport("colorsys", lambda: seen.append(1))
+    >>> _ = sys.modules.pop("colorsys", None)
+    >>> hook.install()
+    >>> import colorsys
+    >>> hook.remove()
+    >>> seen
+    [1]
+    """
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
+        self.then = then
+
+    def install(self) -> None:
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        while self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _ThenLoader(spec.loader, self)
+        return spec
+
+
+class _ThenLoader(importlib.abc.Loader):
+    """A module's own loader, then the hook's ``then`` (once, the module complete)."""
+
+    def __init__(self, loader: Any, hook: AfterImport) -> None:
+        self.loader = loader
+        self.hook = hook
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__spec__.loader = self.loader  # the module as if imported plainly
+        module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        self.hook.remove()
+        self.hook.then()
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_code, ... of the real one
+        if name == "loader":
+            raise AttributeError(name)
+        return getattr(self.loader, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -21,12 +22,13 @@ from tensprov_lab.capture.plan._nodes import (
     Pending,
     RunLog,
     _describe,
+    _short_error,
     bound_dataframes,
     call_inputs,
     named,
 )
 from tensprov_lab.capture.plan._stable import plan_is_stable
-from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.recording._patching import AfterImport, Depth, patch_methods, restore
 from tensprov_lab.capture.rewrite._annotate import annotate_source
 from tensprov_lab.capture.rules import METHODS
 from tensprov_lab.capture.sources._direct import direct_count
@@ -106,6 +108,7 @@ class Recording(Depth):
     def patch(self) -> None:
         try:
             patch_methods(self, self._classes(), self._patched)
+            self._patch_on_import()
             from tensprov_lab.capture.hops import _pandas
 
             for cls, name, make in _pandas.properties():
@@ -117,7 +120,27 @@ class Recording(Depth):
             self.abort()  # leave nothing half patched, and no block running
             raise
 
+    def _patch_on_import(self) -> None:
+        """Wrap the pandas API on Spark's index call if the block imports it."""
+        from tensprov_lab.capture.hops import _pandas_api
+
+        if _pandas_api.MODULE in sys.modules:
+            return  # wrapped by patch() already, when it is used
+
+        def then() -> None:
+            try:
+                patch_methods(self, _pandas_api.targets(), self._patched)
+            except Exception as exc:  # an import in the user's code must not fail for us
+                self._note(f"the pandas API on Spark is not traced: {_short_error(exc)}")
+
+        self._import_hook: AfterImport | None = AfterImport(_pandas_api.MODULE, then)
+        self._import_hook.install()
+
     def unpatch(self) -> None:
+        hook = getattr(self, "_import_hook", None)
+        if hook is not None:
+            hook.remove()
+            self._import_hook = None
         restore(self._patched)
 
     # -- recording -----------------------------------------------------------------
