@@ -90,3 +90,49 @@ def test_pivot_on_an_int_column_and_its_values(spark, rows_df) -> None:  # noqa:
             best = max((ROWS[m][4] for m in with_n if ROWS[m][4] is not None), default=None)
             value = got[col].iloc[i]
             assert (best is None and value != value) or value == best
+
+
+def _members_with(members: list[int], col: str, value: str) -> list[int]:
+    """The members whose ``col`` reads ``value`` as a string (a null as "null")."""
+    at = COLS.index(col)
+    return [m for m in members if ("null" if ROWS[m][at] is None else str(ROWS[m][at])) == value]
+
+
+@pytest.mark.spark
+def test_a_pivot_over_a_computed_grouping_value(spark, rows_df) -> None:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    with tensprov_lab.track(spark, name="pivot-computed") as run:
+        out = rows_df.groupBy(F.upper("g").alias("G")).pivot("n", [1, 2]).agg(F.sum("v"))
+    (op,) = [o for o in run.operations if o.output == run.dataset(out).id]
+    assert not op.opaque and op.category == "aggregate"
+    for i, members in enumerate(_groups()):
+        assert run.backward(out, rows=[i])[rows_df].tolist() == members
+        for col in ("1", "2"):
+            cells = run.backward(out, rows=[i], columns=[col])[rows_df]
+            assert sorted(cells["contributing"].get("v", [])) == _members_with(members, "n", col)
+
+
+@pytest.mark.spark
+def test_crosstab_records_and_cells(spark, rows_df) -> None:  # noqa: ANN001
+    import warnings
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with tensprov_lab.track(spark, name="crosstab") as run:
+            out = rows_df.crosstab("g", "p")
+            expected = out.collect()
+    assert not [str(w.message) for w in said if "tensprov" in str(w.message).lower()]
+    assert [op.opaque for op in run.operations] == [False] * len(run.operations)
+    got = run.rows(out)
+    groups = _groups()
+    assert len(got) == len(expected) == len(groups)
+    for i, members in enumerate(groups):
+        key = ROWS[members[0]][1]
+        assert got["g_p"].iloc[i] == ("null" if key is None else key)  # crosstab's null
+        assert run.backward(out, rows=[i])[rows_df].tolist() == members
+        for col in out.columns[1:]:
+            with_v = _members_with(members, "p", col)
+            cells = run.backward(out, rows=[i], columns=[col])[rows_df]
+            assert sorted(cells["influencing"].get("p", [])) == with_v, (i, col)
+            assert got[col].iloc[i] == len(with_v)

@@ -231,12 +231,12 @@ def _pivot(rw: Rewriting, node: Any, inner: Any, child: Any, blocks: list[Block]
     if not pivot_shaped:
         raise Unsupported("two grouping steps in one operation")
     assert g is not None
-    inner_ids = [int(x.exprId().id()) for x in jvm.lst(inner.groupingExpressions())]
+    inner_ids = _grouping_outputs(jvm, inner)
 
     def inner_col(expr: Any) -> str:
         if jvm.cls(expr) != "AttributeReference" or int(expr.exprId().id()) not in inner_ids:
-            raise Unsupported("a pivot over computed grouping values")
-        return g.group_cols[inner_ids.index(int(expr.exprId().id()))]
+            raise Unsupported("a pivot over values its first grouping step does not group by")
+        return g.group_cols[inner_ids[int(expr.exprId().id())]]
 
     outer = [inner_col(x) for x in jvm.lst(node.groupingExpressions())]
     fn = firsts[0][1]
@@ -252,6 +252,27 @@ def _pivot(rw: Rewriting, node: Any, inner: Any, child: Any, blocks: list[Block]
         child=child,
     )  # fmt: skip
     return new, [Block("input", blocks[0].pos, [r.toAttribute() for r in reps], blocks[0].width)]
+
+
+def _grouping_outputs(jvm: Any, agg: Any) -> dict[int, int]:
+    """The output columns of an aggregate that are its grouping values (exprId -> the
+    value's position): a grouping column passed through, or a computed one under its
+    alias, as ``groupBy(F.col("k") + 1)`` and ``crosstab`` (values cast to strings) are."""
+    grouping = jvm.lst(agg.groupingExpressions())
+    out = {
+        int(g.exprId().id()): i
+        for i, g in enumerate(grouping)
+        if jvm.cls(g) == "AttributeReference"
+    }
+    for e in jvm.lst(agg.aggregateExpressions()):
+        if jvm.cls(e) != "Alias":
+            continue
+        child = e.child()
+        for i, g in enumerate(grouping):
+            if child.semanticEquals(g):
+                out.setdefault(int(e.exprId().id()), i)
+                break
+    return out
 
 
 def _pivot_values(fn: Any) -> list[Any]:
@@ -274,21 +295,42 @@ def _pivot_values(fn: Any) -> list[Any]:
 
 
 def pivot_columns(jvm: Any, plan: Any, pivot: Pivot) -> dict[int, int]:
-    """Output column -> pivot value index, read from the projection at the root of a
-    pivot's plan (``array[i] AS value``); empty when the root is not that projection."""
+    """Output column -> pivot value index, read from the projections at the root of a
+    pivot's plan (``array[i] AS value``, and what is made of one such column alone, as
+    ``crosstab``'s ``coalesce(value, 0)``); empty when the root is not a projection."""
     if jvm.cls(plan) != "Project":
         return {}
-    out = {}
-    for col, e in enumerate(jvm.lst(plan.projectList())):
+    return {c: v for c, v in enumerate(_pivot_items(jvm, plan, pivot)) if v is not None}
+
+
+def _pivot_items(jvm: Any, plan: Any, pivot: Pivot) -> list[int | None]:
+    """The pivot value each column of a projection stands for (None: not one value's)."""
+    below: dict[int, int] = {}
+    child = plan.child()
+    if jvm.cls(child) == "Project":
+        for e, v in zip(jvm.lst(child.projectList()), _pivot_items(jvm, child, pivot)):
+            if v is not None:
+                below[int(e.exprId().id())] = v
+    out: list[int | None] = []
+    for e in jvm.lst(plan.projectList()):
         item = e.child() if jvm.cls(e) == "Alias" else e
-        if jvm.cls(item) != "GetArrayItem":
-            continue
-        arr, ordinal = item.child(), item.ordinal()
-        if jvm.cls(arr) != "AttributeReference" or jvm.cls(ordinal) != "Literal":
-            continue
-        if int(arr.exprId().id()) in pivot.array_ids:
-            out[col] = int(ordinal.value())
+        out.append(_pivot_item(jvm, item, pivot, below))
     return out
+
+
+def _pivot_item(jvm: Any, item: Any, pivot: Pivot, below: dict[int, int]) -> int | None:
+    if jvm.cls(item) == "GetArrayItem":
+        arr, ordinal = item.child(), item.ordinal()
+        if (
+            jvm.cls(arr) == "AttributeReference" and jvm.cls(ordinal) == "Literal"
+            and int(arr.exprId().id()) in pivot.array_ids
+        ):  # fmt: skip
+            return int(ordinal.value())
+        return None
+    refs = {int(a.exprId().id()) for a in jvm.lst(item.references().toSeq())}
+    if len(refs) == 1 and (ref := refs.pop()) in below:
+        return below[ref]
+    return None
 
 
 def input_block(blocks: list[Block], what: str) -> Block:
