@@ -556,3 +556,24 @@ def test_a_source_past_the_drivers_result_limit_is_read_in_smaller_pieces(
     mine, want = run.mapping(orders, ranked), whole.mapping(orders2, ranked2)
     assert mine.shape == want.shape and (mine != want).nnz == 0
     assert run.rows(ranked).equals(whole.rows(ranked2))
+
+
+def test_a_sql_statements_steps_are_fused(spark: Any, data: Any) -> None:
+    """A statement's steps read their tables through a view and an alias, and a step's
+    SELECT projection sits above its filter: the same records, fused as DataFrame calls
+    are (a comma join's condition, a filter pushed below it, a grouping over both sides)."""
+    orders, customers = data
+    orders.createOrReplaceTempView("fused_orders")
+    customers.createOrReplaceTempView("fused_customers")
+
+    def body() -> None:
+        spark.sql(
+            "SELECT region, day, count(*) AS n, sum(amount) AS total "
+            "FROM fused_orders o, fused_customers c "
+            "WHERE o.cust_id = c.cust_id AND amount > 20 AND segment = 1 GROUP BY region, day"
+        )
+        spark.sql("SELECT order_id, amount * 2 AS twice FROM fused_orders WHERE day = 'd1'")
+
+    run = _compare(spark, body, ["sql:Filter", "sql:Filter", "sql:Join", "sql:Aggregate",
+                                 "sql:Filter"])  # fmt: skip
+    assert [op.jobs for op in run.operations] == [0, 0, 0, 0, 0]

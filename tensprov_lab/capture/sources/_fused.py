@@ -189,23 +189,30 @@ class Fusion:
             elif src.ident in self.composite:
                 self.composite[out] = self.composite[src.ident]
             return
-        cls = jvm.cls(plan)
-        kids = jvm.children(plan)
-        if not jvm.deterministic(plan) or len(kids) != 1 or jvm.ident(kids[0]) != src.ident:
+        if not jvm.deterministic(plan):
+            return
+        # a SQL statement's step: the projection of its SELECT above the main node, the
+        # view and alias of its table below it (the same records either way)
+        main = _under_projections(jvm, plan)
+        cls = jvm.cls(main)
+        kids = jvm.children(main)
+        if len(kids) != 1 or not _renames_of(jvm, kids[0], src.ident):
             return
         if cls == "Filter" and src.ident in self.scans:
-            flag = self._read(src.ident, src.plan, plan.condition(), out)
+            flag = self._read(src.ident, src.plan, main.condition(), out)
             self.scans[out] = _Scan(self.scans[src.ident].base, src.ident, flag)
             self.plans.setdefault(out, plan)
             self.rules[out] = _Rule("filter", [src.ident])
         elif cls == "Aggregate":
-            self._aggregate(out, src, plan)
+            self._aggregate(out, src, main)
 
     def _join(self, out: int, inputs: list[Any], plan: JObject) -> None:
         jvm = self.jvm
         ej = find_equi_join(jvm, plan)
-        if ej is None or [jvm.ident(s) for s in ej.sides] != [n.ident for n in inputs]:
+        if ej is None or len(ej.sides) != len(inputs):
             return
+        if not all(_renames_of(jvm, s, n.ident) for s, n in zip(ej.sides, inputs)):
+            return  # (a table's view and alias in between keep its records)
         if _below(jvm, plan, jvm.ident(ej.node)) is None:
             return
         columns = [
@@ -587,6 +594,24 @@ def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
         seen.append(cls)
         node = kids[0]
     return seen
+
+
+def _renames_of(jvm: Jvm, plan: JObject, ident: int) -> bool:
+    """Whether ``plan`` is the node ``ident`` under aliases, views and hints only: its
+    records and its attributes (a projection between could compute new ones)."""
+    seen = _below(jvm, plan, ident)
+    return seen is not None and "Project" not in seen
+
+
+def _under_projections(jvm: Jvm, plan: JObject) -> JObject:
+    """The node below the projections at the top of ``plan``."""
+    node = plan
+    while jvm.cls(node) == "Project":
+        kids = jvm.children(node)
+        if len(kids) != 1:
+            break
+        node = kids[0]
+    return node
 
 
 def _has_subquery(jvm: Jvm, plan: JObject) -> bool:
