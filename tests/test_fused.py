@@ -577,3 +577,99 @@ def test_a_sql_statements_steps_are_fused(spark: Any, data: Any) -> None:
     run = _compare(spark, body, ["sql:Filter", "sql:Filter", "sql:Join", "sql:Aggregate",
                                  "sql:Filter"])  # fmt: skip
     assert [op.jobs for op in run.operations] == [0, 0, 0, 0, 0]
+
+
+@pytest.fixture(scope="module")
+def zones(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    folder = tmp_path_factory.mktemp("zones")
+    rows = [("r0", "north", 1), ("r1", "south", 2), ("r2", "north", None), ("r9", "west", 3)]
+    spark.createDataFrame(rows, "region string, zone string, tier int").write.parquet(
+        str(folder / "zones")
+    )
+    tiers = [(1, "gold"), (2, "silver"), (2, "steel"), (4, "tin")]
+    spark.createDataFrame(tiers, "tier int, metal string").write.parquet(str(folder / "tiers"))
+    return spark.read.parquet(str(folder / "zones")), spark.read.parquet(str(folder / "tiers"))
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full"])
+def test_chains_of_joins_are_matched_join_by_join(
+    spark: Any, data: Any, zones: Any, how: str
+) -> None:
+    """A join of a join's output (keys from either joined dataset, an outer join's
+    missing records null) and groupings over the chain's datasets: fused, as the
+    unfused capture numbers them."""
+    orders, customers = data
+    zones, tiers = zones
+
+    def body() -> None:
+        oc = orders.join(customers, orders.cust_id == customers.cust_id, how)
+        ocz = oc.join(zones, "region", how)
+        ocz.groupBy("zone").count()
+        ocz.groupBy("zone", "day").count()  # from two of the joined datasets
+        metals = ocz.join(tiers.where("metal != 'tin'").select("tier", "metal"), "tier", how)
+        metals.groupBy("metal", "segment").count()
+
+    _compare(spark, body, ["join", "join", "count", "count", "where", "join", "count"])
+
+
+def test_a_multi_way_comma_join_is_fused(spark: Any, data: Any, zones: Any) -> None:
+    orders, customers = data
+    orders.createOrReplaceTempView("fused_orders")
+    customers.createOrReplaceTempView("fused_customers")
+    zones[0].createOrReplaceTempView("fused_zones")
+
+    def body() -> None:
+        spark.sql(
+            "SELECT zone, day, count(*) AS n FROM fused_orders o, fused_customers c, "
+            "fused_zones z WHERE o.cust_id = c.cust_id AND c.region = z.region "
+            "AND amount > 20 GROUP BY zone, day"
+        )
+
+    run = _compare(spark, body, ["sql:Filter", "sql:Join", "sql:Join", "sql:Aggregate"])
+    assert [op.jobs for op in run.operations] == [0, 0, 0, 0]
+
+
+def test_a_sort_of_fused_groups_is_fused(spark: Any, data: Any, zones: Any) -> None:
+    """The groups of a fused aggregate sorted by their values (ties, nulls first and
+    last, descending, a double, a decimal, a string, a count) and by grouping values:
+    ordered as the unfused capture orders them, ties in canonical order."""
+    from pyspark.sql import functions as F
+
+    orders, customers = data
+    zones, _ = zones
+
+    def body() -> None:
+        by_day = orders.groupBy("day", "cust_id").agg(F.count("*").alias("n"))
+        by_day.orderBy(F.desc("n"))  # many ties
+        by_day.orderBy(F.col("day").desc_nulls_first(), F.col("cust_id").asc_nulls_last())
+        j = orders.join(customers, "cust_id").join(zones, "region", "left")
+        g = j.groupBy("zone", "segment").agg(
+            F.sum("amount").alias("total"),
+            F.sum(F.col("amount").cast("decimal(12,2)")).alias("exact"),
+        )
+        g.orderBy("total").limit(4)  # the first records of sorted groups: fused too
+        g.orderBy(F.desc_nulls_last("exact"), "zone").limit(100)  # (more than there are)
+
+    _compare(spark, body, ["agg", "orderBy", "orderBy", "join", "join", "agg", "orderBy",
+                           "limit", "orderBy", "limit"])  # fmt: skip
+
+
+def test_a_statements_order_by_over_its_groups_is_fused(spark: Any, data: Any, zones: Any) -> None:
+    orders, customers = data
+    orders.createOrReplaceTempView("fused_orders")
+    customers.createOrReplaceTempView("fused_customers")
+    zones[0].createOrReplaceTempView("fused_zones")
+
+    def body() -> None:
+        spark.sql(
+            "SELECT zone, day, sum(amount) AS total FROM fused_orders o, fused_customers c, "
+            "fused_zones z WHERE o.cust_id = c.cust_id AND c.region = z.region "
+            "GROUP BY zone, day ORDER BY total DESC, day LIMIT 7"
+        )
+
+    run = _compare(spark, body, ["sql:Join", "sql:Join", "sql:Aggregate", "sql:Sort",
+                                 "sql:GlobalLimit"])  # fmt: skip
+    # the sort: the statement's own plan below it, run once without keys (its shuffle and
+    # broadcasts are jobs of their own), nothing counted
+    assert [op.jobs for op in run.operations][:3] == [0, 0, 0]
+    assert run.operations[-1].jobs == 0  # (the limit: the first 7 sorted records)

@@ -31,7 +31,7 @@ from tensprov_lab.capture.rules.aggregate import partition_groups
 from tensprov_lab.capture.rules.join import semi_tensors
 from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.spark._jvm import Jvm
-from tensprov_lab.store import IdentityTensor, make_tensor
+from tensprov_lab.store import IdentityTensor, make_tensor, tensor_from_flags
 
 __all__ = ["RecordRules"]
 
@@ -109,6 +109,8 @@ class RecordRules:
     def _fused_rule(
         self, rw: Rewrite, occ: list[Node], out_ident: int, fusion: _fused.Fusion, rule: Any
     ) -> tuple[int, list[Any], KeyIndex] | None:
+        if rule.kind == "sort":
+            return self._fused_sort(rw, occ, out_ident, fusion)
         if rw.sort or rw.semi is not None or rw.n_branches:
             return None
         try:
@@ -123,6 +125,15 @@ class RecordRules:
                 return got
             if rw.group is not None or any(b.kind != "input" for b in rw.blocks):
                 return None
+            if rule.kind == "limit":
+                if len(occ) != 1 or len(rw.blocks) != 1 or occ[0].n is None:
+                    return None
+                # the first records of sorted records, in their (canonical) order
+                flags = np.zeros(occ[0].n, dtype=bool)
+                flags[: fusion.limits[out_ident]] = True
+                mask = tensor_from_flags(flags)
+                self._fused_done.add(out_ident)
+                return mask.n_out, [mask], _mapped_index(occ[0], mask)
             if rule.kind == "filter":
                 if len(occ) != 1 or len(rw.blocks) != 1:
                     return None
@@ -145,6 +156,29 @@ class RecordRules:
         except Exception as exc:  # noqa: BLE001 - inconsistent reads: the operation's own job
             self._note(f"fused capture not used ({_short_error(exc)}); captured on its own")
             return None
+
+    def _fused_sort(
+        self, rw: Rewrite, occ: list[Node], out_ident: int, fusion: _fused.Fusion
+    ) -> tuple[int, list[Any], KeyIndex] | None:
+        """A sort of a fused aggregate's groups: the permutation from their values."""
+        if not rw.sort or rw.group is not None or len(occ) != 1 or len(rw.blocks) != 1:
+            return None
+        if any(b.kind != "input" for b in rw.blocks) or rw.n_branches:
+            return None
+        (parent,) = occ
+        try:
+            perm = fusion.sorted_groups(out_ident)
+        except KeyError_:
+            return None  # (values that do not name their groups: the sort's own job)
+        except Exception as exc:  # noqa: BLE001 - the sort's own job
+            self._note(f"fused capture not used ({_short_error(exc)}); captured on its own")
+            return None
+        n = parent.n
+        assert n is not None and parent.ki is not None
+        if len(perm) != n:
+            return None
+        self._fused_done.add(out_ident)
+        return n, [make_tensor(perm, n)], MappedKeyIndex(parent.ki, _in_to_out(perm, n), n)
 
     def _costly(self, plan: Any) -> bool:
         """Whether recomputing ``plan`` runs Python code (UDFs, pandas or Arrow

@@ -53,6 +53,12 @@ from tensprov_lab.capture.plan._pieces import (
 from tensprov_lab.capture.plan._stable import STABLE_LEAVES
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.sources._fused_sort import (
+    first_members,
+    group_values,
+    sort_permutation,
+    sortable,
+)
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.capture.spark._versions import thread_target, to_arrow
 from tensprov_lab.store import Tensor, tensor_from_flags
@@ -83,12 +89,13 @@ class _Scan:
 
 @dataclass
 class _Rule:
-    kind: str  # "filter" | "join" | "group"
+    kind: str  # "filter" | "join" | "group" | "sort" | "limit"
     inputs: list[int]
-    #: join: per side, its key columns; group: the grouping columns, each with the
-    #: side of the input (0 or 1 of a join, 0 for a scan-ordered input) it comes from
+    #: join: per side, its key columns; group: the grouping columns
     columns: list[list[tuple[int, str]]] = field(default_factory=list)
-    sides: list[int] = field(default_factory=list)
+    #: the scan-ordered dataset whose records each column is read over (per side, for
+    #: a join): the input itself, or for a join's output one of the joined datasets
+    over: list[list[int]] = field(default_factory=list)
     keep: tuple[bool, bool] = (False, False)
 
 
@@ -128,6 +135,15 @@ class Fusion:
         self._rows: dict[int, int] = {}
         #: the rules whose capture is over (their reads may be released)
         self._done: set[int] = set()
+        #: an aggregate's grouping attributes, and the grouping values of the groups of
+        #: those a fused sort sorts (see _fused_sort), until the sort is captured
+        self.grouping: dict[int, list[JObject]] = {}
+        self._values: dict[int, list[Any] | None] = {}
+        self._sorters: dict[int, int] = {}
+        #: a fused limit's number of records
+        self.limits: dict[int, int] = {}
+        #: a fused sort's node and the plan it sorts
+        self._sorts: dict[int, tuple[JObject, JObject]] = {}
         #: set when the reads side by side are given up (Ctrl-C): a read in pieces
         #: asks for no more (cancelling the job group stops only the jobs running)
         self._stopped = threading.Event()
@@ -176,7 +192,7 @@ class Fusion:
         idents = [n.ident for n in inputs]
         if len(set(idents)) != len(idents) or _has_subquery(jvm, plan):
             return
-        if len(inputs) == 2 and all(i in self.scans for i in idents):
+        if len(inputs) == 2 and all(i in self.scans or i in self.composite for i in idents):
             self._join(out, inputs, plan)
             return
         if len(inputs) != 1:
@@ -196,7 +212,9 @@ class Fusion:
         main = _under_projections(jvm, plan)
         cls = jvm.cls(main)
         kids = jvm.children(main)
-        if len(kids) != 1 or not _renames_of(jvm, kids[0], src.ident):
+        if len(kids) != 1:
+            return
+        if cls != "GlobalLimit" and not _renames_of(jvm, kids[0], src.ident):
             return
         if cls == "Filter" and src.ident in self.scans:
             flag = self._read(src.ident, src.plan, main.condition(), out)
@@ -205,6 +223,23 @@ class Fusion:
             self.rules[out] = _Rule("filter", [src.ident])
         elif cls == "Aggregate":
             self._aggregate(out, src, main)
+        elif cls == "Sort" and bool(getattr(main, "global")()) and src.ident in self.grouping:
+            grouped = set(self._out_ids(src.ident, src.plan))
+            keys = self.grouping[src.ident]
+            if all(int(g.exprId().id()) in grouped for g in keys) and sortable(jvm, main):
+                self.rules[out] = _Rule("sort", [src.ident])
+                self._sorts[out] = (main, src.plan)
+                self._values.setdefault(src.ident, None)  # (kept when numbered)
+                self._sorters[src.ident] = self._sorters.get(src.ident, 0) + 1
+        elif cls == "GlobalLimit" and self.rules.get(src.ident, _NO_RULE).kind == "sort":
+            # the first records of sorted groups (a top-k): records Spark returns in
+            # their canonical order, so the first k of them
+            local = jvm.children(main)[0]
+            if jvm.cls(local) == "LocalLimit" and _renames_of(
+                jvm, jvm.children(local)[0], src.ident
+            ):
+                self.rules[out] = _Rule("limit", [src.ident])
+                self.limits[out] = int(main.maxRows().get())
 
     def _join(self, out: int, inputs: list[Any], plan: JObject) -> None:
         jvm = self.jvm
@@ -215,41 +250,68 @@ class Fusion:
             return  # (a table's view and alias in between keep its records)
         if _below(jvm, plan, jvm.ident(ej.node)) is None:
             return
-        columns = [
-            [self._read(node.ident, node.plan, k, out) for k in keys]
-            for node, keys in zip(inputs, ej.keys)
-        ]
-        self.rules[out] = _Rule("join", [n.ident for n in inputs], columns, keep=ej.keep)
+        columns, over = [], []
+        for node, keys in zip(inputs, ej.keys):
+            leaves = [self._key_leaf(node.ident, k) for k in keys]
+            if any(leaf is None for leaf in leaves):
+                return
+            over.append(leaves)
+            columns.append([
+                self._read(leaf, node.plan if leaf == node.ident else self.plans[leaf], k, out)
+                for leaf, k in zip(leaves, keys)
+            ])  # fmt: skip
+        self.rules[out] = _Rule("join", [n.ident for n in inputs], columns, over, ej.keep)
         self.composite[out] = out
+
+    def _key_leaf(self, ds: int, expr: JObject) -> int | None:
+        """The scan-ordered dataset to read ``expr`` over for the records of ``ds``: ``ds``
+        itself, or for a join's output the joined dataset that has the attribute (a
+        chain of joins, as a statement's multi-way join is, is matched join by join)."""
+        if ds in self.scans:
+            return ds
+        if self.jvm.cls(expr) != "AttributeReference":
+            return None  # (an expression over a join's output: not read here)
+        return self._attr_leaf(ds, int(expr.exprId().id()))
+
+    def _attr_leaf(self, ds: int, expr_id: int) -> int | None:
+        """The scan-ordered dataset at or below ``ds`` whose attribute ``expr_id`` is."""
+        if ds in self.scans:
+            return ds if expr_id in self._out_ids(ds, self.plans[ds]) else None
+        join = self.composite.get(ds)
+        if join is None:
+            return None
+        found = [self._attr_leaf(i, expr_id) for i in self.rules[join].inputs]
+        hits = [f for f in found if f is not None]
+        return hits[0] if len(hits) == 1 else None
+
+    def _leaves(self, ds: int) -> set[int]:
+        """The scan-ordered datasets a join's output (or ``ds`` itself) is made of."""
+        join = self.composite.get(ds)
+        if join is None:
+            return {ds}
+        return {leaf for i in self.rules[join].inputs for leaf in self._leaves(i)}
 
     def _aggregate(self, out: int, src: Any, agg: JObject) -> None:
         jvm = self.jvm
         grouping = jvm.lst(agg.groupingExpressions())
         if not grouping:
             return  # a global aggregate takes every record without a job already
-        if src.ident in self.scans:
-            parts = [(src.ident, src.plan)]
-        elif src.ident in self.composite:
-            rule = self.rules[self.composite[src.ident]]
-            parts = [(i, self.plans[i]) for i in rule.inputs]
-        else:
+        if src.ident not in self.scans and src.ident not in self.composite:
             return
-        columns, sides = [], []
+        columns, leaves = [], []
         for g in grouping:
             if jvm.cls(g) != "AttributeReference" or str(g.name()) == "spark_grouping_id":
                 return
             if str(g.dataType().typeName()) not in _EXACT_GROUP_TYPES:
                 return
-            found = [
-                s for s, (i, p) in enumerate(parts)
-                if int(g.exprId().id()) in self._out_ids(i, p)
-            ]  # fmt: skip
-            if len(found) != 1:
+            leaf = self._attr_leaf(src.ident, int(g.exprId().id()))
+            if leaf is None:
                 return
-            ident, p = parts[found[0]]
-            columns.append(self._read(ident, p, g, out))
-            sides.append(found[0])
-        self.rules[out] = _Rule("group", [src.ident], [columns], sides)
+            plan = src.plan if leaf == src.ident else self.plans[leaf]
+            columns.append(self._read(leaf, plan, g, out))
+            leaves.append(leaf)
+        self.rules[out] = _Rule("group", [src.ident], [columns], [leaves])
+        self.grouping[out] = grouping
 
     # -- reading -----------------------------------------------------------------------
     def fetch(self, count_jobs: Any) -> None:
@@ -456,14 +518,16 @@ class Fusion:
         if got is None:
             rule = self.rules[ident]
             dense = None
-            if len(rule.columns[0]) == 1 and not rule.keep[1]:
+            scans = all(over == [i] * len(over) for i, over in zip(rule.inputs, rule.over))
+            if len(rule.columns[0]) == 1 and not rule.keep[1] and scans:
                 (lds, rds), ((lread,), (rread,)) = rule.inputs, rule.columns
                 dense = dense_pairs(*self._raw(lds, lread), *self._raw(rds, rread), rule.keep[0])
             if dense is not None:
                 li, ri = dense
             else:
                 left, right = (
-                    [self.column(i, r) for r in cols] for i, cols in zip(rule.inputs, rule.columns)
+                    [self._over(i, leaf, r) for r, leaf in zip(cols, leaves)]
+                    for i, cols, leaves in zip(rule.inputs, rule.columns, rule.over)
                 )
                 li, ri = join_pairs(*key_codes(left, right), *rule.keep)
             # an inner join's pairs come in canonical order already (both sort matches
@@ -476,40 +540,99 @@ class Fusion:
             self._prune()
         return got
 
+    def rows_of(self, ds: int, leaf: int) -> np.ndarray | None:
+        """For each record of ``ds``, its record of the joined dataset ``leaf`` (-1: an
+        outer join has none); None when ``ds`` is ``leaf`` (each record itself)."""
+        if ds == leaf:
+            return None
+        join = self.composite[ds]
+        pairs = self.pairs(join)
+        expected = self.size_of(ds)
+        if expected is not None and len(pairs[0]) != expected:
+            raise KeyError_(
+                f"a fused join has {len(pairs[0])} records where {expected} were counted"
+            )
+        for side, part in enumerate(self.rules[join].inputs):
+            if part == leaf:
+                return pairs[side]
+            if part in self.composite and leaf in self._leaves(part):
+                inner = self.rows_of(part, leaf)
+                assert inner is not None
+                at = pairs[side]
+                # (-1 stays -1: no record on that side, so none of what it is made of)
+                return np.where(at >= 0, np.append(inner, -1)[at], -1)
+        raise KeyError_("a fused join's column is not over one of its inputs")
+
+    def _over(self, ds: int, leaf: int, read: tuple[int, str]) -> Any:
+        """The Arrow column ``read`` (over the records of ``leaf``) for each record of
+        ``ds`` (null where it has no record of ``leaf``)."""
+        import pyarrow as pa
+
+        col = self.column(leaf, read)
+        rows = self.rows_of(ds, leaf)
+        if rows is None:
+            return col
+        return col.take(pa.array(rows, mask=rows < 0))
+
     def groups(self, ident: int) -> tuple[np.ndarray, int]:
         """An aggregate's group of every input record, numbered by smallest member."""
         import pandas as pd
 
         rule = self.rules[ident]
         (src,) = rule.inputs
-        join = self.composite.get(src)
-        index = self.pairs(join) if join is not None else None
-        parts = self.rules[join].inputs if join is not None else [src]
-        if index is not None and len(set(rule.sides)) == 1:
-            # every grouping column from one side: numbered over that side's records
-            side = rule.sides[0]
+        (leaves,) = rule.over
+        at = self.rows_of(src, leaves[0])
+        if at is not None and len(set(leaves)) == 1:
+            # every grouping column from one joined dataset: numbered over its records
             coded = []
             for read in rule.columns[0]:
                 # coded as read, then picked through the positions (no taken copy of
                 # the column: a 16M-record side's values are not copied in Arrow)
-                col, pos = self._raw(parts[side], read)
+                col, pos = self._raw(leaves[0], read)
                 codes, width = arrow_codes(col)
                 coded.append((codes if pos is None else codes[pos], width))
-            parent, n_groups = groups_through(coded, index[side])
+            parent, n_groups = groups_through(coded, at)
             self._check_members(src, len(parent))
+            self._keep_values(ident, parent, n_groups)
             return parent, n_groups
         columns = []
-        for read, side in zip(rule.columns[0], rule.sides):
-            codes, width = arrow_codes(self.column(parts[side], read))
-            if index is not None:
+        for read, leaf in zip(rule.columns[0], leaves):
+            codes, width = arrow_codes(self.column(leaf, read))
+            at = self.rows_of(src, leaf)
+            if at is not None:
                 # row -1 (no record on this side of an outer join) picks the null code
-                codes = np.append(codes, 0)[index[side]]
+                codes = np.append(codes, 0)[at]
             columns.append((codes, width))
         combined = combine_codes(columns)
         # factorize numbers values in order of first appearance: by smallest member
         parent, uniq = pd.factorize(combined)
         self._check_members(src, len(parent))
+        self._keep_values(ident, parent, len(uniq))
         return parent.astype(row_dtype(len(uniq)), copy=False), len(uniq)
+
+    def _keep_values(self, ident: int, parent: np.ndarray, n_groups: int) -> None:
+        """Keep the groups' grouping values of an aggregate a fused sort sorts."""
+        if ident not in self._values:
+            return
+        rule = self.rules[ident]
+        (src,) = rule.inputs
+        (leaves,) = rule.over
+        columns = [self.column(leaf, read) for read, leaf in zip(rule.columns[0], leaves)]
+        rows = [self.rows_of(src, leaf) for leaf in leaves]
+        self._values[ident] = group_values(columns, rows, first_members(parent, n_groups))
+
+    def sorted_groups(self, ident: int) -> np.ndarray:
+        """A fused sort's permutation: the group behind each sorted record (one job of
+        the plan it sorts, without keys; see :mod:`._fused_sort`)."""
+        (src,) = self.rules[ident].inputs
+        values = self._values.get(src)
+        self._sorters[src] -= 1
+        if not self._sorters[src]:  # the last sort of these groups
+            self._values.pop(src, None)
+        if values is None:
+            raise KeyError_("the sorted groups' values were not kept")
+        sort, below = self._sorts[ident]
+        return sort_permutation(self.jvm, below, self.grouping[src], sort, values)
 
     def _check_members(self, src: int, members: int) -> None:
         expected = self.size_of(src)
@@ -540,26 +663,31 @@ class Fusion:
         """Add to ``got`` what rule ``out`` still reads: tables, and the positions and
         join pairs already derived that spare it reading more."""
         rule = self.rules[out]
+        if rule.kind in ("sort", "limit"):
+            return  # (a sort's groups' values are kept apart; a limit reads nothing)
         if rule.kind == "filter":
             scan = self.scans[out]
             assert scan.parent is not None and scan.flag is not None
             self._column_needs(scan.parent, scan.flag, got)
         elif rule.kind == "join":
+            # (the pairs of the joins below it: each record's records of the datasets
+            # joined there, see rows_of)
+            for ident in rule.inputs:
+                if ident in self.composite:
+                    self._needs(self.composite[ident], got)
             if out in self._pairs:
                 got.add(("pairs", out))
                 return
-            for ident, cols in zip(rule.inputs, rule.columns):
-                for read in cols:
-                    self._column_needs(ident, read, got)
+            for cols, leaves in zip(rule.columns, rule.over):
+                for read, leaf in zip(cols, leaves):
+                    self._column_needs(leaf, read, got)
         else:
             (src,) = rule.inputs
             join = self.composite.get(src)
-            parts = [src]
             if join is not None:
                 self._needs(join, got)
-                parts = self.rules[join].inputs
-            for read, side in zip(rule.columns[0], rule.sides):
-                self._column_needs(parts[side], read, got)
+            for read, leaf in zip(rule.columns[0], rule.over[0]):
+                self._column_needs(leaf, read, got)
 
     def _column_needs(self, ds: int, read: tuple[int, str], got: set[tuple[str, int]]) -> None:
         got.add(("table", read[0]))
@@ -594,6 +722,9 @@ def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
         seen.append(cls)
         node = kids[0]
     return seen
+
+
+_NO_RULE = _Rule("none", [])
 
 
 def _renames_of(jvm: Jvm, plan: JObject, ident: int) -> bool:
