@@ -252,8 +252,9 @@ class Fusion:
             return
         columns, over = [], []
         for node, keys in zip(inputs, ej.keys):
-            leaves = [self._key_leaf(node.ident, k) for k in keys]
-            if any(leaf is None for leaf in leaves):
+            found = [self._key_leaf(node.ident, k) for k in keys]
+            leaves = [leaf for leaf in found if leaf is not None]
+            if len(leaves) != len(found):
                 return
             over.append(leaves)
             columns.append([
