@@ -368,7 +368,15 @@ def _fused_pipeline(spark, a, b, data, folder, fmt="parquet") -> None:  # noqa: 
     run = run_pipeline(spark, a, b, steps, folder, fmt)
     if folder is not None:
         event(f"{fmt}: Spark jobs {'0' if run._log.jobs == 0 else '> 0'}")
-    assert "join" in [op.method for op in run.operations if op.fused]
+    fused = [op.fused for op in run.operations]
+    assert len(fused) == len(steps)  # (one operation a step)
+    assert fused[[s[0] for s in steps].index("join")]
+    for i, step in enumerate(steps):
+        if step[0] in ("orderBy", "limit"):
+            # a sort of fused groups, a limit of a fused sort: fused (an aggregate is
+            # not, over a full join's USING key: a coalesce of both sides' keys)
+            event(f"{step[0]} of fused groups: {fused[i - 1]}")
+            assert fused[i] == fused[i - 1], (steps, fused)
     assert not [w for w in run.warnings if "fused capture not used" in w]
 
 
@@ -394,6 +402,13 @@ def draw_fused_steps(
     others = [c for c in t.cols if t.types[c] == "int" and c != group]
     if group is not None and others:
         steps.append(("groupBy", group, data.draw(st.sampled_from(others))))
+        # the groups sorted (by their key, count or sum: ties, nulls), maybe the first few
+        if data.draw(st.booleans()):
+            by = data.draw(st.sampled_from([group, "n", "t"]))
+            asc = True if by == group and t.types[group] == "str" else data.draw(st.booleans())
+            steps.append(("orderBy", by, asc))
+            if data.draw(st.booleans()):
+                steps.append(("limit", data.draw(st.integers(0, 4))))
     return steps
 
 
