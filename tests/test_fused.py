@@ -591,6 +591,15 @@ def zones(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return spark.read.parquet(str(folder / "zones")), spark.read.parquet(str(folder / "tiers"))
 
 
+@pytest.fixture
+def views(data: Any, zones: Any) -> None:
+    """The sources as the temp views a SQL statement reads."""
+    orders, customers = data
+    orders.createOrReplaceTempView("fused_orders")
+    customers.createOrReplaceTempView("fused_customers")
+    zones[0].createOrReplaceTempView("fused_zones")
+
+
 @pytest.mark.parametrize("how", ["inner", "left", "full"])
 def test_chains_of_joins_are_matched_join_by_join(
     spark: Any, data: Any, zones: Any, how: str
@@ -612,11 +621,7 @@ def test_chains_of_joins_are_matched_join_by_join(
     _compare(spark, body, ["join", "join", "count", "count", "where", "join", "count"])
 
 
-def test_a_multi_way_comma_join_is_fused(spark: Any, data: Any, zones: Any) -> None:
-    orders, customers = data
-    orders.createOrReplaceTempView("fused_orders")
-    customers.createOrReplaceTempView("fused_customers")
-    zones[0].createOrReplaceTempView("fused_zones")
+def test_a_multi_way_comma_join_is_fused(spark: Any, views: None) -> None:
 
     def body() -> None:
         spark.sql(
@@ -650,15 +655,13 @@ def test_a_sort_of_fused_groups_is_fused(spark: Any, data: Any, zones: Any) -> N
         g.orderBy("total").limit(4)  # the first records of sorted groups: fused too
         g.orderBy(F.desc_nulls_last("exact"), "zone").limit(100)  # (more than there are)
 
-    _compare(spark, body, ["agg", "orderBy", "orderBy", "join", "join", "agg", "orderBy",
-                           "limit", "orderBy", "limit"])  # fmt: skip
+    run = _compare(spark, body, ["agg", "orderBy", "orderBy", "join", "join", "agg",
+                                 "orderBy", "limit", "orderBy", "limit"])  # fmt: skip
+    # by grouping values only: sorted from the values the reads gave (no job)
+    assert run.operations[2].jobs == 0 and run.operations[1].jobs > 0
 
 
-def test_a_statements_order_by_over_its_groups_is_fused(spark: Any, data: Any, zones: Any) -> None:
-    orders, customers = data
-    orders.createOrReplaceTempView("fused_orders")
-    customers.createOrReplaceTempView("fused_customers")
-    zones[0].createOrReplaceTempView("fused_zones")
+def test_a_statements_order_by_over_its_groups_is_fused(spark: Any, views: None) -> None:
 
     def body() -> None:
         spark.sql(

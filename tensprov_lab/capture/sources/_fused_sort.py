@@ -5,10 +5,11 @@ one job that runs everything below it again with keys riding along (a statement'
 joins included), a count of the result first, and the sources' partitions counted to
 translate the keys.  When the groups come from a fused read (:mod:`._fused`), their
 grouping values are known in canonical group order, and distinct: a group *is* its
-values.  So one job of the user's own plan below the sort, without keys, returns each
-group's grouping values with its sort values; the values name the group, and a stable
-sort of the groups, in canonical order, by their sort values gives the permutation
-with ties in canonical order (DESIGN.md §3), as the unfused capture orders them.
+values.  A sort by grouping values only is then sorted without a job; otherwise one job
+of the user's own plan below the sort, without keys, returns each group's grouping
+values with its sort values; the values name the group.  A stable sort of the groups,
+in canonical order, by their sort values gives the permutation with ties in canonical
+order (DESIGN.md §3), as the unfused capture orders them.
 
 Only sort values whose order Arrow's sort reproduces exactly are sorted here (Spark's
 order: NaN above every number, -0.0 equal to 0.0, strings by their bytes); anything
@@ -99,15 +100,19 @@ def sort_permutation(
     """
     import pandas as pd
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     orders = jvm.lst(sort.order())
+    n = len(values[0]) if values else 0
+    by_id = {int(g.exprId().id()): i for i, g in enumerate(grouping)}
+    picked = [_grouping_position(jvm, o.child(), by_id) for o in orders]
+    if all(i is not None for i in picked):
+        # sorted by grouping values only: known already, in canonical order (no job)
+        return _sorted(orders, [values[i] for i in picked if i is not None])
     names = [f"g{i}" for i in range(len(grouping))]
     ties = [f"s{i}" for i in range(len(orders))]
-    exprs = [jvm.alias(g, n) for g, n in zip(grouping, names)]
+    exprs = [jvm.alias(g, name) for g, name in zip(grouping, names)]
     exprs += [jvm.alias(o.child(), t) for o, t in zip(orders, ties)]
     table = to_arrow(jvm.to_df(jvm.project(exprs, below)))
-    n = len(values[0]) if values else 0
     if table.num_rows != n:
         raise KeyError_(f"the sorted groups are {table.num_rows} records of {n} groups")
     combined = []
@@ -120,11 +125,29 @@ def sort_permutation(
     where = index.get_indexer(codes[n:]) if index.is_unique else np.full(n, -1)
     if n and (int(where.min()) < 0 or len(np.unique(where)) != n):
         raise KeyError_("the sorted groups' values do not name one group each")
-    row_of = np.empty(n, dtype=np.int64)
-    row_of[where] = np.arange(n)  # the row read of each group, groups in canonical order
+    at = np.empty(n, dtype=np.int64)
+    at[where] = np.arange(n)  # the row read of each group, groups in canonical order
+    row_of = pa.array(at)
+    return _sorted(orders, [table.column(t).take(row_of) for t in ties])
+
+
+def _grouping_position(jvm: Jvm, expr: JObject, by_id: dict[int, int]) -> int | None:
+    """Which grouping attribute ``expr`` is (None: another expression)."""
+    if jvm.cls(expr) != "AttributeReference":
+        return None
+    return by_id.get(int(expr.exprId().id()))
+
+
+def _sorted(orders: list[JObject], columns: list[Any]) -> np.ndarray:
+    """The stable sort of records (in canonical order) by ``columns``, one per order
+    of the sort, as Spark sorts them: the record at each sorted position."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(columns[0]) if columns else 0
     keys, arrays = [], {}
-    for i, (o, t) in enumerate(zip(orders, ties)):
-        col = table.column(t).take(pa.array(row_of))
+    for i, (o, col) in enumerate(zip(orders, columns)):
+        t = f"s{i}"
         nulls_first = str(o.nullOrdering().sql()) == "NULLS FIRST"
         # null placement per sort value: its own key before the value's (a stable sort
         # keeps each order's ties as they come)
@@ -132,7 +155,7 @@ def sort_permutation(
         arrays[t] = col
         keys += [(f"n{i}", "ascending"), (t, "descending" if _descending(o) else "ascending")]
     if not keys:
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64)  # (a sort by nothing keeps the order)
     order = pc.sort_indices(pa.table(arrays), sort_keys=keys)
     return np.asarray(order.to_numpy(zero_copy_only=False), dtype=np.int64)
 
