@@ -676,3 +676,27 @@ def test_a_statements_order_by_over_its_groups_is_fused(spark: Any, views: None)
     # broadcasts are jobs of their own), nothing counted
     assert [op.jobs for op in run.operations][:3] == [0, 0, 0]
     assert run.operations[-1].jobs == 0  # (the limit: the first 7 sorted records)
+
+
+def test_a_join_pairing_more_than_numpy_may_takes_its_own_job(
+    spark: Any, data: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A many-to-many join past the pairs a fused join may match (a comma join's steps
+    below its last filter can pair far more records than the statement returns) is
+    captured by its own job, as are the steps over it: the same lineage, no warning."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.sources import _fused
+
+    orders, customers = data
+
+    def body() -> None:
+        seg = orders.withColumn("segment", (F.col("cust_id") % 3).cast("int"))
+        pairs = seg.join(customers.drop("cust_id"), "segment")  # ~600 x 45 / 3 pairs
+        pairs.groupBy("region").count()
+
+    monkeypatch.setattr(_fused, "MAX_PAIRS", 1000)
+    run = _compare(spark, body, [], fewer_jobs=False)
+    assert run.store.datasets[run.operations[-2].output].n_rows > 1000
+    monkeypatch.setattr(_fused, "MAX_PAIRS", 10**9)
+    _compare(spark, body, ["join", "count"])

@@ -134,20 +134,34 @@ def _chunks(col: Any) -> list[Any]:
     return list(col.chunks) if hasattr(col, "chunks") else [col]
 
 
+class TooManyPairs(Exception):
+    """A join pairs more records than the caller lets it match in NumPy."""
+
+
 def join_pairs(
-    left: np.ndarray, right: np.ndarray, keep_left: bool = False, keep_right: bool = False
+    left: np.ndarray,
+    right: np.ndarray,
+    keep_left: bool = False,
+    keep_right: bool = False,
+    max_pairs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Positions ``(li, ri)`` of the records an equi-join pairs, given each side's key
     codes (-1: never matches).  ``keep_left`` / ``keep_right`` add the unmatched records
     of that side with -1 on the other (outer joins).
 
-    Matched pairs come sorted by left position, then right position.
+    Matched pairs come sorted by left position, then right position.  With
+    ``max_pairs``, a join that matches more pairs raises :class:`TooManyPairs` before
+    any pair is made (counted from the codes).
 
     Examples
     --------
     >>> li, ri = join_pairs(np.array([5, 7, 5, -1]), np.array([5, 5, 8]), keep_left=True)
     >>> li.tolist(), ri.tolist()
     ([0, 0, 2, 2, 1, 3], [0, 1, 0, 1, -1, -1])
+    >>> join_pairs(np.array([5, 5]), np.array([5, 5]), max_pairs=3)
+    Traceback (most recent call last):
+    ...
+    tensprov_lab.capture.plan._equijoin.TooManyPairs: 4 pairs
     """
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
@@ -198,6 +212,8 @@ def join_pairs(
         lo = np.searchsorted(ordered, left, "left")
         hi = np.searchsorted(ordered, left, "right")
         counts = np.where(left < 0, 0, hi - lo)
+    if max_pairs is not None and int(counts.sum()) > max_pairs:
+        raise TooManyPairs(f"{int(counts.sum())} pairs")
     if int(counts.max(initial=0)) <= 1:  # each left record matches at most one
         li = np.flatnonzero(counts)
         ri = order[lo[li]]

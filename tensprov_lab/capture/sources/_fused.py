@@ -142,6 +142,12 @@ class Fusion:
         self._sorters: dict[int, int] = {}
         #: a fused limit's number of records
         self.limits: dict[int, int] = {}
+        #: the most pairs a fused join matches in NumPy (16 bytes each, and as much
+        #: again for what the steps above take through them); a join past it is
+        #: captured by its own job, which reads in pieces or stays coarse past what the
+        #: driver holds (a multi-way comma join's steps below its last filter can pair
+        #: far more records than the statement returns)
+        self.max_pairs = MAX_PAIRS
         #: a fused sort's node and the plan it sorts
         self._sorts: dict[int, tuple[JObject, JObject]] = {}
         #: set when the reads side by side are given up (Ctrl-C): a read in pieces
@@ -530,7 +536,8 @@ class Fusion:
                     [self._over(i, leaf, r) for r, leaf in zip(cols, leaves)]
                     for i, cols, leaves in zip(rule.inputs, rule.columns, rule.over)
                 )
-                li, ri = join_pairs(*key_codes(left, right), *rule.keep)
+                codes = key_codes(left, right)
+                li, ri = join_pairs(*codes, *rule.keep, max_pairs=self.max_pairs)
             # an inner join's pairs come in canonical order already (both sort matches
             # by left, then right row); an outer join's unmatched rows follow
             if any(rule.keep) or (dense is None and bool(np.any(li[1:] < li[:-1]))):
@@ -726,6 +733,9 @@ def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
 
 
 _NO_RULE = _Rule("none", [])
+
+#: see Fusion.max_pairs
+MAX_PAIRS = 10_000_000
 
 
 def _renames_of(jvm: Jvm, plan: JObject, ident: int) -> bool:
