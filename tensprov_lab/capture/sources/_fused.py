@@ -50,7 +50,6 @@ from tensprov_lab.capture.plan._pieces import (
     read_frame_in_pieces,
     row_bytes,
 )
-from tensprov_lab.capture.plan._stable import STABLE_LEAVES
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.sources._fused_sort import (
@@ -58,6 +57,13 @@ from tensprov_lab.capture.sources._fused_sort import (
     group_values,
     sort_permutation,
     sortable,
+)
+from tensprov_lab.capture.sources._shapes import (
+    below,
+    has_subquery,
+    renames_of,
+    scan_ordered,
+    under_projections,
 )
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.capture.spark._versions import thread_target, to_arrow
@@ -67,13 +73,8 @@ __all__ = ["Fusion", "plan"]
 
 JObject = Any
 
-#: nodes between an operation's root and its input that keep the input's records and
-#: their order (a repartition would not)
-_KEEPS_ROWS = {"Project", "SubqueryAlias", "View", "ResolvedHint"}
 #: grouping value types whose equality Arrow's dictionary encoding reproduces exactly
 _EXACT_GROUP_TYPES = {"integer", "long", "short", "byte", "string", "boolean", "date"}
-#: inner nodes of a plan whose output comes back from Spark in scan order
-_SCAN_INNER = {"Project", "Filter", "SubqueryAlias", "View", "ResolvedHint"}
 
 
 @dataclass
@@ -188,7 +189,7 @@ class Fusion:
 
     def add_source(self, ident: int, plan: JObject) -> None:
         """A source of the block: scan-ordered when its plan is stable."""
-        if _scan_ordered(self.jvm, plan):
+        if scan_ordered(self.jvm, plan):
             self.scans[ident] = _Scan(ident)
             self.plans[ident] = plan
 
@@ -196,7 +197,7 @@ class Fusion:
         """Note the rule that covers ``out = f(inputs)``, if one does."""
         jvm = self.jvm
         idents = [n.ident for n in inputs]
-        if len(set(idents)) != len(idents) or _has_subquery(jvm, plan):
+        if len(set(idents)) != len(idents) or has_subquery(jvm, plan):
             return
         if len(inputs) == 2 and all(i in self.scans or i in self.composite for i in idents):
             self._join(out, inputs, plan)
@@ -204,7 +205,7 @@ class Fusion:
         if len(inputs) != 1:
             return
         (src,) = inputs
-        if _below(jvm, plan, src.ident) is not None:  # projections only: the same records
+        if below(jvm, plan, src.ident) is not None:  # projections only: the same records
             if src.ident in self.scans:
                 self.scans[out] = _Scan(self.scans[src.ident].base, src.ident)
                 self.plans.setdefault(out, plan)
@@ -215,12 +216,12 @@ class Fusion:
             return
         # a SQL statement's step: the projection of its SELECT above the main node, the
         # view and alias of its table below it (the same records either way)
-        main = _under_projections(jvm, plan)
+        main = under_projections(jvm, plan)
         cls = jvm.cls(main)
         kids = jvm.children(main)
         if len(kids) != 1:
             return
-        if cls != "GlobalLimit" and not _renames_of(jvm, kids[0], src.ident):
+        if cls != "GlobalLimit" and not renames_of(jvm, kids[0], src.ident):
             return
         if cls == "Filter" and src.ident in self.scans:
             flag = self._read(src.ident, src.plan, main.condition(), out)
@@ -241,7 +242,7 @@ class Fusion:
             # the first records of sorted groups (a top-k): records Spark returns in
             # their canonical order, so the first k of them
             local = jvm.children(main)[0]
-            if jvm.cls(local) == "LocalLimit" and _renames_of(
+            if jvm.cls(local) == "LocalLimit" and renames_of(
                 jvm, jvm.children(local)[0], src.ident
             ):
                 self.rules[out] = _Rule("limit", [src.ident])
@@ -252,9 +253,9 @@ class Fusion:
         ej = find_equi_join(jvm, plan)
         if ej is None or len(ej.sides) != len(inputs):
             return
-        if not all(_renames_of(jvm, s, n.ident) for s, n in zip(ej.sides, inputs)):
+        if not all(renames_of(jvm, s, n.ident) for s, n in zip(ej.sides, inputs)):
             return  # (a table's view and alias in between keep its records)
-        if _below(jvm, plan, jvm.ident(ej.node)) is None:
+        if below(jvm, plan, jvm.ident(ej.node)) is None:
             return
         columns, over = [], []
         for node, keys in zip(inputs, ej.keys):
@@ -716,72 +717,10 @@ def _to_arrow(df: Any) -> Any:
     return to_arrow(df)
 
 
-def _below(jvm: Jvm, plan: JObject, ident: int) -> list[str] | None:
-    """The classes of the row-keeping nodes from ``plan`` down to the node ``ident``
-    (excluded); None when another kind of node, or a non-deterministic one, is on the
-    way."""
-    seen: list[str] = []
-    node = plan
-    while jvm.ident(node) != ident:
-        cls = jvm.cls(node)
-        kids = jvm.children(node)
-        if cls not in _KEEPS_ROWS or len(kids) != 1 or not jvm.deterministic(node):
-            return None
-        seen.append(cls)
-        node = kids[0]
-    return seen
-
-
 _NO_RULE = _Rule("none", [])
 
 #: see Fusion.max_pairs
 MAX_PAIRS = 10_000_000
-
-
-def _renames_of(jvm: Jvm, plan: JObject, ident: int) -> bool:
-    """Whether ``plan`` is the node ``ident`` under aliases, views and hints only: its
-    records and its attributes (a projection between could compute new ones)."""
-    seen = _below(jvm, plan, ident)
-    return seen is not None and "Project" not in seen
-
-
-def _under_projections(jvm: Jvm, plan: JObject) -> JObject:
-    """The node below the projections at the top of ``plan``."""
-    node = plan
-    while jvm.cls(node) == "Project":
-        kids = jvm.children(node)
-        if len(kids) != 1:
-            break
-        node = kids[0]
-    return node
-
-
-def _has_subquery(jvm: Jvm, plan: JObject) -> bool:
-    """Whether an expression of ``plan`` (or of its subtree) holds a subquery: Spark
-    rewrites it into a join, which need not keep the records' order (an ``IN``
-    subquery in a projection is an existence join).  One round trip: Catalyst's tree
-    pattern bits; True (not fused) when they cannot be read."""
-    try:
-        return bool(plan.containsPattern(jvm.plan_expression))
-    except Exception:  # noqa: BLE001 - another Spark build: assume the worst
-        return True
-
-
-def _scan_ordered(jvm: Jvm, plan: JObject) -> bool:
-    """Whether Spark returns ``plan``'s records in scan order every time."""
-    if _has_subquery(jvm, plan):
-        return False
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        cls = jvm.cls(node)
-        kids = jvm.children(node)
-        if cls not in STABLE_LEAVES and cls not in _SCAN_INNER:
-            return False
-        if not jvm.deterministic(node) or len(kids) > 1:
-            return False
-        stack.extend(kids)
-    return True
 
 
 def plan(jvm: Jvm, pending: list[Any], pending_cls: Any) -> Fusion:
