@@ -534,7 +534,7 @@ class Fusion:
                 li, ri = dense
             else:
                 left, right = (
-                    [self._over(i, leaf, r) for r, leaf in zip(cols, leaves)]
+                    self._over(i, leaves, cols)
                     for i, cols, leaves in zip(rule.inputs, rule.columns, rule.over)
                 )
                 codes = key_codes(left, right)
@@ -572,16 +572,22 @@ class Fusion:
                 return np.where(at >= 0, np.append(inner, -1)[at], -1)
         raise KeyError_("a fused join's column is not over one of its inputs")
 
-    def _over(self, ds: int, leaf: int, read: tuple[int, str]) -> Any:
-        """The Arrow column ``read`` (over the records of ``leaf``) for each record of
-        ``ds`` (null where it has no record of ``leaf``)."""
+    def _rows_by_leaf(self, ds: int, leaves: list[int]) -> dict[int, np.ndarray | None]:
+        """:meth:`rows_of` for each of ``leaves`` once (columns over one joined dataset
+        share its rows: each is a gather per join below)."""
+        return {leaf: self.rows_of(ds, leaf) for leaf in dict.fromkeys(leaves)}
+
+    def _over(self, ds: int, leaves: list[int], reads: list[tuple[int, str]]) -> list[Any]:
+        """The Arrow columns ``reads`` (each over the records of its leaf) for each
+        record of ``ds`` (null where it has no record of that leaf)."""
         import pyarrow as pa
 
-        col = self.column(leaf, read)
-        rows = self.rows_of(ds, leaf)
-        if rows is None:
-            return col
-        return col.take(pa.array(rows, mask=rows < 0))
+        rows = self._rows_by_leaf(ds, leaves)
+        out = []
+        for leaf, read in zip(leaves, reads):
+            col, at = self.column(leaf, read), rows[leaf]
+            out.append(col if at is None else col.take(pa.array(at, mask=at < 0)))
+        return out
 
     def groups(self, ident: int) -> tuple[np.ndarray, int]:
         """An aggregate's group of every input record, numbered by smallest member."""
@@ -590,8 +596,9 @@ class Fusion:
         rule = self.rules[ident]
         (src,) = rule.inputs
         (leaves,) = rule.over
-        at = self.rows_of(src, leaves[0])
-        if at is not None and len(set(leaves)) == 1:
+        rows = self._rows_by_leaf(src, leaves)
+        at = rows[leaves[0]]
+        if at is not None and len(rows) == 1:
             # every grouping column from one joined dataset: numbered over its records
             coded = []
             for read in rule.columns[0]:
@@ -602,12 +609,12 @@ class Fusion:
                 coded.append((codes if pos is None else codes[pos], width))
             parent, n_groups = groups_through(coded, at)
             self._check_members(src, len(parent))
-            self._keep_values(ident, parent, n_groups)
+            self._keep_values(ident, parent, n_groups, rows)
             return parent, n_groups
         columns = []
         for read, leaf in zip(rule.columns[0], leaves):
             codes, width = arrow_codes(self.column(leaf, read))
-            at = self.rows_of(src, leaf)
+            at = rows[leaf]
             if at is not None:
                 # row -1 (no record on this side of an outer join) picks the null code
                 codes = np.append(codes, 0)[at]
@@ -616,19 +623,26 @@ class Fusion:
         # factorize numbers values in order of first appearance: by smallest member
         parent, uniq = pd.factorize(combined)
         self._check_members(src, len(parent))
-        self._keep_values(ident, parent, len(uniq))
+        self._keep_values(ident, parent, len(uniq), rows)
         return parent.astype(row_dtype(len(uniq)), copy=False), len(uniq)
 
-    def _keep_values(self, ident: int, parent: np.ndarray, n_groups: int) -> None:
-        """Keep the groups' grouping values of an aggregate a fused sort sorts."""
+    def _keep_values(
+        self,
+        ident: int,
+        parent: np.ndarray,
+        n_groups: int,
+        rows: dict[int, np.ndarray | None],
+    ) -> None:
+        """Keep the groups' grouping values of an aggregate a fused sort sorts
+        (``rows``: each leaf's record of every input record, see :meth:`rows_of`)."""
         if ident not in self._values:
             return
         rule = self.rules[ident]
-        (src,) = rule.inputs
         (leaves,) = rule.over
         columns = [self.column(leaf, read) for read, leaf in zip(rule.columns[0], leaves)]
-        rows = [self.rows_of(src, leaf) for leaf in leaves]
-        self._values[ident] = group_values(columns, rows, first_members(parent, n_groups))
+        self._values[ident] = group_values(
+            columns, [rows[leaf] for leaf in leaves], first_members(parent, n_groups)
+        )
 
     def sorted_groups(self, ident: int) -> np.ndarray:
         """A fused sort's permutation: the group behind each sorted record (one job of
