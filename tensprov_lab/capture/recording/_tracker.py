@@ -622,7 +622,9 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             return
         unreadable = [n for n in in_nodes if n.ann is None or (n.ki is None and not n.deferred)]
         if unreadable:
-            _guard.opaque(self, p, run, "an input has no record-level provenance", cols, types, 0.0)
+            # its input's cause was said when that input was recorded: one warning a cause
+            why = "an input has no record-level provenance"
+            _guard.opaque(self, p, run, why, cols, types, 0.0, say=False)
             return
         if self.budget.over(self.store, self.nodes.values()):
             why = self.budget.used_up(self.store, self.nodes.values())
