@@ -21,6 +21,7 @@ from tensprov_lab.capture.plan._equijoin import (
     groups_through,
     join_pairs,
     key_codes,
+    semi_rows,
 )
 from tests._numpy_joins import numpy_joins
 
@@ -75,6 +76,23 @@ def test_a_foreign_key_join_pairs_every_left_record_in_order() -> None:
         li, ri = join_pairs(left, right, keep_left)
         assert li.tolist() == [0, 1, 2, 3, 4]
         assert ri.tolist() == [1, 0, 0, 2, 1]
+
+
+@settings(deadline=None)
+@given(st.one_of(keys, st.lists(st.sampled_from([None, 0, 10**9]), max_size=12)), keys)
+def test_semi_and_anti_rows_match_brute_force(left, right) -> None:  # noqa: ANN001
+    """A semi join keeps the left records with a match, in order, each with every right
+    record it matched (output row by output row); an anti join the others, null keys
+    among them (dense and sparse codes)."""
+    codes = key_codes([pa.array(left, pa.int64())], [pa.array(right, pa.int64())])
+    kept, (outs, ri) = semi_rows(*codes)
+    pairs = brute_pairs([(x,) for x in left], [(y,) for y in right], False, False)
+    want = sorted({i for i, _ in pairs})
+    assert kept.tolist() == want
+    assert [(want[o], j) for o, j in zip(outs.tolist(), ri.tolist())] == pairs
+    others, none = semi_rows(*codes, anti=True)
+    assert none is None
+    assert others.tolist() == [i for i in range(len(left)) if i not in want]
 
 
 sparse_codes = st.lists(st.one_of(st.just(-1), st.sampled_from([0, 7, 10**6, 10**9])), max_size=12)

@@ -700,3 +700,35 @@ def test_a_join_pairing_more_than_numpy_may_takes_its_own_job(
     assert run.store.datasets[run.operations[-2].output].n_rows > 1000
     monkeypatch.setattr(_fused, "MAX_PAIRS", 10**9)
     _compare(spark, body, ["join", "count"])
+
+
+def test_semi_and_anti_joins_are_fused(spark: Any, data: Any, views: None) -> None:
+    """Semi and anti joins (``EXISTS`` / ``IN`` / ``NOT EXISTS`` after the statement's
+    rewriting, and ``left_semi`` / ``left_anti`` calls): the left records with a match
+    (without one, null keys among them) and the right records each one matched, as
+    the unfused capture gives them; a grouping over the kept records fused too."""
+    orders, customers = data
+
+    def body() -> None:
+        kept = orders.join(customers.where("segment = 1"), "cust_id", "left_semi")
+        kept.groupBy("day").count()
+        orders.join(customers, "cust_id", "left_anti")
+        # each customer matches many orders
+        customers.join(orders.where("amount > 50"), "cust_id", "left_semi")
+        spark.sql(
+            "SELECT day, count(*) AS n FROM fused_orders o WHERE EXISTS (SELECT * FROM "
+            "fused_customers c WHERE c.cust_id = o.cust_id AND c.segment = 1) GROUP BY day"
+        )
+        spark.sql(
+            "SELECT region FROM fused_customers c WHERE NOT EXISTS (SELECT * FROM "
+            "fused_orders o WHERE o.cust_id = c.cust_id AND amount > 90)"
+        )
+        spark.sql(
+            "SELECT order_id FROM fused_orders WHERE cust_id IN "
+            "(SELECT cust_id FROM fused_customers WHERE region = 'r1')"
+        )
+
+    run = _compare(spark, body, ["where", "join", "count", "join", "where", "join",
+                                 "sql:Filter", "sql:Join", "sql:Aggregate", "sql:Filter",
+                                 "sql:Join", "sql:Filter", "sql:Join"])  # fmt: skip
+    assert run._log.jobs == 0  # (Parquet sources: every read from the files)

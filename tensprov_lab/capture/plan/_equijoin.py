@@ -27,6 +27,7 @@ __all__ = [
     "dense_pairs",
     "EXACT_KEY_TYPES",
     "JOIN_TYPES",
+    "SEMI_TYPES",
     "EquiJoin",
     "find_equi_join",
     "groups_through",
@@ -322,6 +323,38 @@ def dense_pairs(
     return li.astype(rows, copy=False), hit[li]
 
 
+def semi_rows(
+    left: np.ndarray, right: np.ndarray, anti: bool = False, max_pairs: int | None = None
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """The left records a semi join keeps (those with a match; an anti join: those
+    without, a null key among them), ascending, given each side's key codes (-1: never
+    matches, as :func:`key_codes` gives them); and for a semi join the matches that
+    keep them, ``(output row, right position)`` in canonical order (an anti join's
+    output has none: None).
+
+    Examples
+    --------
+    >>> kept, (outs, ri) = semi_rows(np.array([5, 7, 5, -1]), np.array([5, 8, 5]))
+    >>> kept.tolist(), outs.tolist(), ri.tolist()
+    ([0, 2], [0, 0, 1, 1], [0, 2, 0, 2])
+    >>> semi_rows(np.array([5, 7, 5, -1]), np.array([5, 8, 5]), anti=True)[0].tolist()
+    [1, 3]
+    """
+    left = np.asarray(left, dtype=np.int64)
+    right = np.asarray(right, dtype=np.int64)
+    if anti:
+        # (a null key compares null: no match, so NOT EXISTS keeps its record)
+        hit = np.isin(left, right[right >= 0]) & (left >= 0)
+        return np.flatnonzero(~hit), None
+    # (matched pairs come sorted by left, then right position: see join_pairs)
+    li, ri = join_pairs(left, right, max_pairs=max_pairs)
+    first = np.ones(len(li), dtype=bool)
+    first[1:] = li[1:] != li[:-1]
+    kept = li[first]
+    outs = (np.cumsum(first) - 1).astype(row_dtype(len(kept)), copy=False)
+    return kept, (outs, ri)
+
+
 class EquiJoin:
     """A join whose condition is only key equalities (Catalyst's ``ExtractEquiJoinKeys``),
     found under projections at the top of a plan.
@@ -331,15 +364,23 @@ class EquiJoin:
     node : the Join plan node; ``sides`` its two children
     keep : which side's unmatched records the output keeps
     keys : the key expressions of each side (same count and types on both)
+    how : Catalyst's join type (``Inner``, ``LeftOuter``, ..., ``LeftSemi``, ``LeftAnti``)
     """
 
-    def __init__(self, node: Any, sides: list[Any], keep: tuple[bool, bool], keys: Any) -> None:
-        self.node, self.sides, self.keep, self.keys = node, sides, keep, keys
+    def __init__(
+        self, node: Any, sides: list[Any], keep: tuple[bool, bool], keys: Any, how: str = "Inner"
+    ) -> None:
+        self.node, self.sides, self.keep, self.keys, self.how = node, sides, keep, keys, how
 
 
-def find_equi_join(jvm: Any, plan: Any) -> EquiJoin | None:
+#: the join types whose output is left records only (``EXISTS`` / ``IN`` and their NOT)
+SEMI_TYPES = ("LeftSemi", "LeftAnti")
+
+
+def find_equi_join(jvm: Any, plan: Any, semi: bool = False) -> EquiJoin | None:
     """The equi-join at the top of ``plan`` (below projections only), or ``None`` when
-    there is none or its keys are not all of :data:`EXACT_KEY_TYPES` and deterministic."""
+    there is none or its keys are not all of :data:`EXACT_KEY_TYPES` and deterministic.
+    With ``semi``, a semi or anti join (:data:`SEMI_TYPES`) is one too."""
     node = plan
     while jvm.cls(node) == "Project":
         node = jvm.children(node)[0]
@@ -350,7 +391,8 @@ def find_equi_join(jvm: Any, plan: Any) -> EquiJoin | None:
         return None
     parts = found.get()
     how = str(parts._1().toString())
-    if how not in JOIN_TYPES or not parts._4().isEmpty():
+    known = how in JOIN_TYPES or (semi and how in SEMI_TYPES)
+    if not known or not parts._4().isEmpty():
         return None  # a cross join, a semi join, or a condition beyond key equalities
     keys = (jvm.lst(parts._2()), jvm.lst(parts._3()))
     if not keys[0]:
@@ -358,7 +400,7 @@ def find_equi_join(jvm: Any, plan: Any) -> EquiJoin | None:
     for k in keys[0] + keys[1]:
         if str(k.dataType().simpleString()) not in EXACT_KEY_TYPES or not k.deterministic():
             return None
-    return EquiJoin(node, jvm.children(node), JOIN_TYPES[how], keys)
+    return EquiJoin(node, jvm.children(node), JOIN_TYPES.get(how, (False, False)), keys, how)
 
 
 def arrow_codes(column: Any) -> tuple[np.ndarray, int]:

@@ -32,7 +32,7 @@ from tensprov_lab.capture.rules.aggregate import partition_groups
 from tensprov_lab.capture.rules.join import semi_tensors
 from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.spark._jvm import Jvm
-from tensprov_lab.store import IdentityTensor, make_tensor, tensor_from_flags
+from tensprov_lab.store import IdentityTensor, make_tensor, tensor_from_flags, tensor_from_pairs
 
 __all__ = ["RecordRules"]
 
@@ -112,6 +112,8 @@ class RecordRules:
     ) -> tuple[int, list[Any], KeyIndex] | None:
         if rule.kind == "sort":
             return self._fused_sort(rw, occ, out_ident, fusion)
+        if rule.kind in ("semi", "anti"):
+            return self._fused_semi(rw, occ, out_ident, fusion)
         if rw.sort or rw.semi is not None or rw.n_branches:
             return None
         try:
@@ -157,6 +159,41 @@ class RecordRules:
         except Exception as exc:  # noqa: BLE001 - inconsistent reads: the operation's own job
             self._note(f"fused capture not used ({_short_error(exc)}); captured on its own")
             return None
+
+    def _fused_semi(
+        self, rw: Rewrite, occ: list[Node], out_ident: int, fusion: _fused.Fusion
+    ) -> tuple[int, list[Any], KeyIndex] | None:
+        """A semi or anti join of fused inputs: its left input's records that have a
+        match (none), and for a semi join the right records each one matched."""
+        semi = rw.semi
+        if semi is None or rw.sort or rw.group is not None or rw.n_branches:
+            return None
+        if len(rw.blocks) != 1 or len(semi.left) != 1 or len(semi.right) != 1:
+            return None
+        (lb,), (rb,) = semi.left, semi.right
+        if lb.kind != "input" or rb.kind != "input" or rw.blocks[0].pos != lb.pos:
+            return None
+        rule = fusion.rules[out_ident]
+        left, right = occ[lb.pos], occ[rb.pos]
+        if [left.ident, right.ident] != rule.inputs:
+            return None
+        try:
+            self._index_deferred(occ)
+            kept, _ = fusion.pairs(out_ident)
+            matches = fusion.matches(out_ident)
+        except (KeyError, TooManyPairs):
+            return None  # (a read that failed, too many matches: the join's own job)
+        except Exception as exc:  # noqa: BLE001 - inconsistent reads: the join's own job
+            self._note(f"fused capture not used ({_short_error(exc)}); captured on its own")
+            return None
+        n_left, n_right, m = left.n, right.n, len(kept)
+        assert n_left is not None and n_right is not None and left.ki is not None
+        tensors: list[Any] = [None] * len(occ)
+        tensors[lb.pos] = make_tensor(kept, n_left)
+        outs, ri = matches if matches is not None else (np.zeros(0, np.int64),) * 2
+        tensors[rb.pos] = tensor_from_pairs(outs, ri, m, n_right)
+        self._fused_done.add(out_ident)
+        return m, tensors, MappedKeyIndex(left.ki, _in_to_out(kept, n_left), m)
 
     def _fused_sort(
         self, rw: Rewrite, occ: list[Node], out_ident: int, fusion: _fused.Fusion

@@ -42,6 +42,7 @@ from tensprov_lab.capture.plan._equijoin import (
     groups_through,
     join_pairs,
     key_codes,
+    semi_rows,
 )
 from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import KeyError_, row_dtype
@@ -90,7 +91,7 @@ class _Scan:
 
 @dataclass
 class _Rule:
-    kind: str  # "filter" | "join" | "group" | "sort" | "limit"
+    kind: str  # "filter" | "join" | "semi" | "anti" | "group" | "sort" | "limit"
     inputs: list[int]
     #: join: per side, its key columns; group: the grouping columns
     columns: list[list[tuple[int, str]]] = field(default_factory=list)
@@ -132,6 +133,8 @@ class Fusion:
         #: checked against it)
         self.size_of: Any = lambda ident: None
         self._pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: a fused semi join's matches until its capture takes them (see matches)
+        self._matches: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         #: the records of each read (kept after its table is released)
         self._rows: dict[int, int] = {}
         #: the rules whose capture is over (their reads may be released)
@@ -250,7 +253,7 @@ class Fusion:
 
     def _join(self, out: int, inputs: list[Any], plan: JObject) -> None:
         jvm = self.jvm
-        ej = find_equi_join(jvm, plan)
+        ej = find_equi_join(jvm, plan, semi=True)
         if ej is None or len(ej.sides) != len(inputs):
             return
         if not all(renames_of(jvm, s, n.ident) for s, n in zip(ej.sides, inputs)):
@@ -268,7 +271,10 @@ class Fusion:
                 self._read(leaf, node.plan if leaf == node.ident else self.plans[leaf], k, out)
                 for leaf, k in zip(leaves, keys)
             ])  # fmt: skip
-        self.rules[out] = _Rule("join", [n.ident for n in inputs], columns, over, ej.keep)
+        # a semi (anti) join's records are its left input's that have a match (none):
+        # a join whose output has no right record, the matches its right tensor lists
+        kind = {"LeftSemi": "semi", "LeftAnti": "anti"}.get(ej.how, "join")
+        self.rules[out] = _Rule(kind, [n.ident for n in inputs], columns, over, ej.keep)
         self.composite[out] = out
 
     def _key_leaf(self, ds: int, expr: JObject) -> int | None:
@@ -523,6 +529,9 @@ class Fusion:
     def pairs(self, ident: int) -> tuple[np.ndarray, np.ndarray]:
         """A join's (left row, right row) pairs in canonical order (-1: no record)."""
         got = self._pairs.get(ident)
+        if got is None and self.rules[ident].kind in ("semi", "anti"):
+            got = self._pairs[ident] = self._semi(ident)
+            self._prune()
         if got is None:
             rule = self.rules[ident]
             dense = None
@@ -548,6 +557,26 @@ class Fusion:
             # the join's key columns are not read again once its pairs are known
             self._prune()
         return got
+
+    def _semi(self, ident: int) -> tuple[np.ndarray, np.ndarray]:
+        """A semi or anti join's :meth:`pairs`: the left records it keeps, no right
+        record; a semi join's matches are kept for :meth:`matches`."""
+        rule = self.rules[ident]
+        left, right = (
+            self._over(i, leaves, cols)
+            for i, cols, leaves in zip(rule.inputs, rule.columns, rule.over)
+        )
+        lc, rc = key_codes(left, right)
+        kept, matched = semi_rows(lc, rc, rule.kind == "anti", self.max_pairs)
+        if matched is not None:
+            self._matches[ident] = matched
+        return kept, np.full(len(kept), -1, dtype=kept.dtype)
+
+    def matches(self, ident: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """A fused semi join's matches, ``(output record, right record)`` in canonical
+        order, once (None: an anti join, whose output matched nothing)."""
+        self.pairs(ident)
+        return self._matches.pop(ident, None)
 
     def rows_of(self, ds: int, leaf: int) -> np.ndarray | None:
         """For each record of ``ds``, its record of the joined dataset ``leaf`` (-1: an
@@ -668,6 +697,7 @@ class Fusion:
         and join pairs no rule still to capture needs: at 20M records each is 100 to
         300 MB that would otherwise stay held until the block's capture ends."""
         self._done.add(done)
+        self._matches.pop(done, None)
         self._prune()
 
     def _prune(self) -> None:
@@ -692,7 +722,7 @@ class Fusion:
             scan = self.scans[out]
             assert scan.parent is not None and scan.flag is not None
             self._column_needs(scan.parent, scan.flag, got)
-        elif rule.kind == "join":
+        elif rule.kind in ("join", "semi", "anti"):
             # (the pairs of the joins below it: each record's records of the datasets
             # joined there, see rows_of)
             for ident in rule.inputs:
