@@ -40,7 +40,9 @@ a type that differs in one file, a NaN, a CSV token with two readings) raises
 
 from __future__ import annotations
 
+import decimal
 import os
+import re
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -78,6 +80,32 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),
 }
 _FLOATS = {"double", "float"}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+#: the first day of the Gregorian calendar (1582-10-15), in days since 1970: Spark
+#: shifts the dates before it in a file written in its legacy hybrid calendar (the
+#: dates from it on are the same in both), so a date column read here holds none
+_GREGORIAN_DAY = -141427
+
+
+def arrow_type(type_name: str) -> pa.DataType | None:
+    """The Arrow type pyarrow reads a Parquet column of Spark type ``type_name`` as,
+    when its values are exactly Spark's (None: read through Spark): the types of
+    ``_ARROW_TYPES``, dates (:data:`_GREGORIAN_DAY` on) and decimals.
+
+    >>> arrow_type("decimal(15,2)"), arrow_type("date"), arrow_type("timestamp")
+    (Decimal128Type(decimal128(15, 2)), DataType(date32[day]), None)
+    """
+    found = _ARROW_TYPES.get(type_name)
+    if found is not None:
+        return found
+    if type_name == "date":
+        return pa.date32()
+    decimal = _DECIMAL.fullmatch(type_name)
+    if decimal is not None and int(decimal[1]) <= 38:
+        return pa.decimal128(int(decimal[1]), int(decimal[2]))
+    return None
+
+
 _COMPARISONS = {
     "EqualTo": "equal",
     "GreaterThan": "greater",
@@ -138,8 +166,11 @@ class DirectRead:
         if self.csv is not None:
             table = read_csv_files(self.files(), self.columns, self.csv, self.checked)
         else:
-            wanted = tuple((name, _ARROW_TYPES[kind]) for name, kind in self.columns)
+            wanted = tuple((name, _arrow(kind)) for name, kind in self.columns)
             table = read_parquet_files(self.files(), wanted)
+            for name, kind in self.columns:
+                if kind == "date" and _before_gregorian(table.column(name)):
+                    raise Unreadable(f"{name} holds a date before 1582-10-15")
         return read_columns(table, self.reads, self.string_type)
 
 
@@ -184,7 +215,7 @@ def direct_read(
         if source is None:
             return None
         relation, layout = source
-        readable = CSV_TYPES if layout is not None else set(_ARROW_TYPES)
+        readable: Any = CSV_TYPES if layout is not None else _ParquetTypes()
         large = str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false"))
         scope = _Scope(
             jvm,
@@ -409,6 +440,8 @@ def _decode(raw: str, type_name: str) -> Any:
         return int(text)
     if kind == "D":
         return struct.unpack("<d", struct.pack("<Q", int(text, 16)))[0]
+    if kind == "M":
+        return decimal.Decimal(text)
     if kind == "S":
         return bytes.fromhex(text).decode("utf-8")
     raise Unreadable(f"a constant of type {type_name}")
@@ -430,6 +463,12 @@ def _compile_walk(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) ->
         expr.child().dataType().simpleString()
     ):  # the analyzer's cast of a value to its own type (e.g. in IN) changes nothing
         return _compile_walk(jvm, expr.child(), columns)
+    if cls == "Between":  # (Spark 4's: lower <= input AND input <= upper, as the helper)
+        value, low, high = (
+            _compile_walk(jvm, k, columns) for k in (expr.input(), expr.lower(), expr.upper())
+        )
+        above = _combine("GreaterThanOrEqual", [value, low], 0)
+        return _combine("And", [above, _combine("LessThanOrEqual", [value, high], 0)], 0)
     kids = [_compile_walk(jvm, k, columns) for k in jvm.lst(expr.children())]
     return _combine(cls, kids, int(expr.n()) if cls == "AtLeastNNonNulls" else 0)
 
@@ -438,7 +477,7 @@ def _combine(cls: str, kids: list[Node], count: int) -> Node:
     """An expression of class ``cls`` over its compiled children (``count``: an
     ``AtLeastNNonNulls``'s n)."""
     if cls in _COMPARISONS:
-        left, right = kids
+        left, right = _same_decimals(*kids)
         if _type(left) != _type(right):
             raise Unreadable("a comparison of two types")
         return ("cmp", _COMPARISONS[cls], left, right)
@@ -458,10 +497,38 @@ def _combine(cls: str, kids: list[Node], count: int) -> Node:
     raise Unreadable(f"{cls} is evaluated by Spark")
 
 
+def _same_decimals(left: Node, right: Node) -> tuple[Node, Node]:
+    """A decimal constant compared with a decimal of another precision or scale, as a
+    constant of the other's type when it holds the value exactly (Spark 4's BETWEEN
+    keeps its bounds' own types: ``l_discount BETWEEN 0.05 AND 0.07`` compares a
+    decimal(15,2) with decimal(2,2) constants); the values compare the same.
+
+    >>> m, cents = ("col", "m", "decimal(15,2)"), decimal.Decimal("0.05")
+    >>> _same_decimals(m, ("lit", cents, "decimal(2,2)"))[1]
+    ('lit', Decimal('0.05'), 'decimal(15,2)')
+    """
+    types = _type(left), _type(right)
+    if types[0] == types[1] or not all(t.startswith("decimal") for t in types):
+        return left, right
+    for a, b, flip in ((left, right, False), (right, left, True)):
+        if b[0] != "lit" or b[1] is None:
+            continue
+        kind = _DECIMAL.fullmatch(_type(a))
+        if kind is None:
+            continue
+        precision, scale = int(kind[1]), int(kind[2])
+        value = decimal.Decimal(b[1])
+        exact = value.quantize(decimal.Decimal(1).scaleb(-scale)) == value
+        if exact and abs(value) < 10 ** (precision - scale):
+            retyped = ("lit", value, _type(a))
+            return (retyped, a) if flip else (a, retyped)
+    return left, right
+
+
 def _constant(expr: JObject) -> Node:
     """A constant expression (a literal, a cast of one) as Spark evaluates it."""
     type_name = str(expr.dataType().simpleString())
-    if type_name == "void" or type_name not in _ARROW_TYPES:
+    if type_name == "void" or arrow_type(type_name) is None:
         # nothing to evaluate: a bare NULL, or a type _literal refuses
         return _literal(type_name, None)
     try:
@@ -470,6 +537,8 @@ def _constant(expr: JObject) -> Node:
         raise Unreadable("a constant that does not evaluate") from exc
     if value is not None and type_name == "string":
         value = str(value.toString())
+    elif value is not None and type_name.startswith("decimal"):
+        value = decimal.Decimal(str(value.toJavaBigDecimal().toPlainString()))
     return _literal(type_name, value)
 
 
@@ -477,7 +546,7 @@ def _literal(type_name: str, value: Any) -> Node:
     """A constant of Spark type ``type_name``, its value evaluated."""
     if type_name == "void":  # a bare NULL: only an IN list takes it as it is
         return ("lit", None, type_name)
-    if type_name not in _ARROW_TYPES:
+    if arrow_type(type_name) is None:
         raise Unreadable(f"a constant of type {type_name}")
     if value is not None and type_name in _FLOATS:
         value = float(value)
@@ -518,7 +587,7 @@ def evaluate(node: Node, table: pa.Table) -> Any:
     if kind == "col":
         return table.column(node[1])
     if kind == "lit":
-        return pa.scalar(node[1], type=_ARROW_TYPES[node[2]])
+        return pa.scalar(node[1], type=_arrow(node[2]))
     if kind == "cmp":
         left, right = (_no_nan(evaluate(k, table), k) for k in node[2:])
         compare: Callable[..., Any] = getattr(pc, node[1])
@@ -528,7 +597,7 @@ def evaluate(node: Node, table: pa.Table) -> Any:
     if kind == "not":
         return pc.invert(evaluate(node[1], table))
     if kind == "cast":  # a widening without loss (see _direct_sql.coerce)
-        return pc.cast(evaluate(node[1], table), _ARROW_TYPES[node[2]])
+        return pc.cast(evaluate(node[1], table), _arrow(node[2]))
     if kind == "isnull":
         return pc.is_null(evaluate(node[1], table))
     if kind == "isnotnull":
@@ -580,7 +649,7 @@ def _no_nan(value: Any, node: Node) -> Any:
 def _in(value: Any, items: tuple[Any, ...], type_name: str) -> Any:
     """Spark's ``value IN (items)``: null for a null value, and for a value matching no
     item when an item is null."""
-    kind = _ARROW_TYPES[type_name]
+    kind = _arrow(type_name)
     known = [x for x in items if x is not None]
     found = pc.is_in(value, value_set=pa.array(known, type=kind), skip_nulls=True)
     unknown = pa.scalar(None, type=pa.bool_())
@@ -588,3 +657,23 @@ def _in(value: Any, items: tuple[Any, ...], type_name: str) -> Any:
     if len(known) < len(items):
         found = pc.if_else(found, True, unknown)
     return found
+
+
+def _arrow(type_name: str) -> pa.DataType:
+    """:func:`arrow_type` of a type found readable already."""
+    found = arrow_type(type_name)
+    if found is None:
+        raise Unreadable(f"a value of type {type_name}")
+    return found
+
+
+class _ParquetTypes:
+    """The Spark types a Parquet column is read here in (``in``: :func:`arrow_type`)."""
+
+    def __contains__(self, type_name: object) -> bool:
+        return isinstance(type_name, str) and arrow_type(type_name) is not None
+
+
+def _before_gregorian(column: Any) -> bool:
+    low = pc.min(column.cast(pa.int32())).as_py()  # (a date32's days since 1970)
+    return low is not None and low < _GREGORIAN_DAY

@@ -16,6 +16,13 @@ __all__ = ["FilePart", "Unreadable", "read_parquet_files"]
 FilePart = tuple[str, int, "tuple[tuple[int, int], ...] | None"]
 
 
+#: the Arrow types of a Parquet string column that Spark reads as a string (a string
+#: view: files written by Arrow-based writers, tpchgen-cli's among them)
+_STRINGS = tuple(
+    kind() for kind in (pa.large_string, getattr(pa, "string_view", None)) if kind is not None
+)
+
+
 class Unreadable(Exception):
     """The files cannot be read here as Spark reads them: read through Spark."""
 
@@ -45,7 +52,7 @@ def read_parquet_files(
                 # Spark matches names regardless of case: let it decide
                 raise Unreadable(f"{path} has no single column {name!r}")
             found = schema.field(index).type
-            if found != kind and not (kind == pa.string() and found == pa.large_string()):
+            if found != kind and not (kind == pa.string() and found in _STRINGS):
                 raise Unreadable(f"{path} holds {name!r} as {found}")
         if groups is None:
             table = handle.read(columns=names, use_threads=True)

@@ -384,6 +384,25 @@ public class TensProvHelper {
             }
             break;
         }
+        if (e.getClass().getSimpleName().equals("Between")) {
+            // Spark 4's BETWEEN: its replacement binds the input once (With), which
+            // compares the same as lower <= input AND input <= upper for the
+            // deterministic inputs a direct read takes
+            try {
+                Expression input = (Expression) e.getClass().getMethod("input").invoke(e);
+                Expression lower = (Expression) e.getClass().getMethod("lower").invoke(e);
+                Expression upper = (Expression) e.getClass().getMethod("upper").invoke(e);
+                b.append(" E And 2 0 E GreaterThanOrEqual 2 0");
+                exprNode(input, b);
+                exprNode(lower, b);
+                b.append(" E LessThanOrEqual 2 0");
+                exprNode(input, b);
+                exprNode(upper, b);
+                return;
+            } catch (ReflectiveOperationException ex) {
+                // another Spark build: its replacement, which the reader refuses
+            }
+        }
         scala.collection.Seq kids = e.children();
         int n = kids.size();
         int count = 0;
@@ -424,6 +443,10 @@ public class TensProvHelper {
                 int x = bytes[i] & 0xff;
                 b.append(Character.forDigit(x >> 4, 16)).append(Character.forDigit(x & 15, 16));
             }
+        } else if (value instanceof org.apache.spark.sql.types.Decimal) {
+            // the exact value, as plain digits (no exponent): Python's Decimal reads it
+            b.append('M').append(
+                ((org.apache.spark.sql.types.Decimal) value).toJavaBigDecimal().toPlainString());
         } else {
             b.append('U');
         }
