@@ -732,3 +732,54 @@ def test_semi_and_anti_joins_are_fused(spark: Any, data: Any, views: None) -> No
                                  "sql:Filter", "sql:Join", "sql:Aggregate", "sql:Filter",
                                  "sql:Join", "sql:Filter", "sql:Join"])  # fmt: skip
     assert run._log.jobs == 0  # (Parquet sources: every read from the files)
+
+
+def test_joins_with_conditions_beyond_their_keys_are_fused(
+    spark: Any, data: Any, views: None
+) -> None:
+    """An inner, semi or anti join whose condition has more than key equalities: its
+    key pairs matched in NumPy, the rest of the condition evaluated on each pair's
+    values (three-valued: a null is no match), as the unfused capture pairs them; a
+    comma join whose WHERE is an OR of branches that all hold the join key (TPC-H Q19)."""
+    orders, customers = data
+
+    def body() -> None:
+        same = orders.cust_id == customers.cust_id
+        orders.join(customers, same & (orders.day != customers.region) & (orders.amount > 20))
+        orders.join(customers, same & (customers.region < orders.day), "left_semi")
+        orders.join(customers, same & (customers.region < orders.day), "left_anti")
+        spark.sql(
+            "SELECT region, count(*) AS n FROM fused_orders o, fused_customers c "
+            "WHERE (o.cust_id = c.cust_id AND c.segment = 1 AND o.amount > 50) "
+            "OR (o.cust_id = c.cust_id AND c.region = 'r2' AND o.day < c.region) "
+            "GROUP BY region"
+        )
+
+    run = _compare(spark, body, ["join", "join", "join", "sql:Join", "sql:Aggregate"])
+    # the comma join: the key shared out of the OR, the rest of it the join's condition
+    assert "OR" in run.operations[-2].expression
+    assert run._log.jobs == 0
+
+
+def test_a_table_a_statement_reads_twice_is_fused(spark: Any, views: None) -> None:
+    """A self-join and a subquery over the statement's own table read a copy of its
+    source with attributes of its own (Spark's analyzer makes each reference anew):
+    the same records, read over the copy, fused as the source's own steps are."""
+
+    def body() -> None:
+        spark.sql(
+            "SELECT o.order_id FROM fused_orders o WHERE EXISTS (SELECT * FROM fused_orders "
+            "o2 WHERE o2.cust_id = o.cust_id AND o2.order_id <> o.order_id AND o2.amount > 90)"
+        )
+        spark.sql(
+            "SELECT c1.region, count(*) AS n FROM fused_customers c1, fused_customers c2 "
+            "WHERE c1.segment = c2.segment AND c1.region < c2.region GROUP BY c1.region"
+        )
+        spark.sql(
+            "SELECT region FROM fused_customers WHERE segment > "
+            "(SELECT avg(segment) FROM fused_customers WHERE region = 'r1')"
+        )
+
+    # (the self-join of one dataset with itself is not fused yet: its own job)
+    run = _compare(spark, body, ["sql:Filter", "sql:Join", "sql:Filter"])
+    assert [op.jobs for op in run.operations[:2]] == [0, 0]  # (read from the files)

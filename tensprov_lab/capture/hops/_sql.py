@@ -136,7 +136,12 @@ def _inline_ctes(jvm: Jvm, plan: JObject) -> JObject:
 #: analyzed plan before it is decomposed: a comma join (``FROM a, b WHERE a.k = b.k``)
 #: is a join without a condition under a filter, whose step on its own would be the
 #: cross product the statement never computes
-_JOIN_RULES = ("ReorderJoin$", "PushPredicateThroughNonJoin$", "PushPredicateThroughJoin$")
+#: (``BooleanSimplification`` first: it takes the conjuncts every branch of an ``OR``
+#: shares out of it, TPC-H Q19's join key among them, which then become the join's)
+_JOIN_RULES = (
+    "BooleanSimplification$", "ReorderJoin$", "PushPredicateThroughNonJoin$",
+    "PushPredicateThroughJoin$",
+)  # fmt: skip
 
 
 #: Catalyst's rules that turn subquery expressions into joins, applied once before

@@ -15,6 +15,7 @@ join; this module only matches codes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -324,13 +325,19 @@ def dense_pairs(
 
 
 def semi_rows(
-    left: np.ndarray, right: np.ndarray, anti: bool = False, max_pairs: int | None = None
+    left: np.ndarray,
+    right: np.ndarray,
+    anti: bool = False,
+    max_pairs: int | None = None,
+    holds: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """The left records a semi join keeps (those with a match; an anti join: those
     without, a null key among them), ascending, given each side's key codes (-1: never
     matches, as :func:`key_codes` gives them); and for a semi join the matches that
     keep them, ``(output row, right position)`` in canonical order (an anti join's
-    output has none: None).
+    output has none: None).  ``holds``: the join's condition beyond its keys, true or
+    not for each pair ``(left positions, right positions)`` of equal keys; a pair for
+    which it does not hold is no match.
 
     Examples
     --------
@@ -339,15 +346,25 @@ def semi_rows(
     ([0, 2], [0, 0, 1, 1], [0, 2, 0, 2])
     >>> semi_rows(np.array([5, 7, 5, -1]), np.array([5, 8, 5]), anti=True)[0].tolist()
     [1, 3]
+    >>> other = lambda li, ri: ri != 0  # (a condition beyond the keys: not right record 0)
+    >>> semi_rows(np.array([5, 7, 5, -1]), np.array([5, 8, 5]), holds=other)[1][1].tolist()
+    [2, 2]
     """
     left = np.asarray(left, dtype=np.int64)
     right = np.asarray(right, dtype=np.int64)
-    if anti:
+    if anti and holds is None:
         # (a null key compares null: no match, so NOT EXISTS keeps its record)
         hit = np.isin(left, right[right >= 0]) & (left >= 0)
         return np.flatnonzero(~hit), None
     # (matched pairs come sorted by left, then right position: see join_pairs)
     li, ri = join_pairs(left, right, max_pairs=max_pairs)
+    if holds is not None:
+        ok = holds(li, ri)
+        li, ri = li[ok], ri[ok]
+    if anti:
+        lonely = np.ones(len(left), dtype=bool)
+        lonely[li] = False
+        return np.flatnonzero(lonely), None
     first = np.ones(len(li), dtype=bool)
     first[1:] = li[1:] != li[:-1]
     kept = li[first]
@@ -365,7 +382,10 @@ class EquiJoin:
     keep : which side's unmatched records the output keeps
     keys : the key expressions of each side (same count and types on both)
     how : Catalyst's join type (``Inner``, ``LeftOuter``, ..., ``LeftSemi``, ``LeftAnti``)
+    residual : the condition beyond the key equalities (None: there is none)
     """
+
+    residual: Any = None
 
     def __init__(
         self, node: Any, sides: list[Any], keep: tuple[bool, bool], keys: Any, how: str = "Inner"
@@ -377,10 +397,14 @@ class EquiJoin:
 SEMI_TYPES = ("LeftSemi", "LeftAnti")
 
 
-def find_equi_join(jvm: Any, plan: Any, semi: bool = False) -> EquiJoin | None:
+def find_equi_join(
+    jvm: Any, plan: Any, semi: bool = False, residual: bool = False
+) -> EquiJoin | None:
     """The equi-join at the top of ``plan`` (below projections only), or ``None`` when
     there is none or its keys are not all of :data:`EXACT_KEY_TYPES` and deterministic.
-    With ``semi``, a semi or anti join (:data:`SEMI_TYPES`) is one too."""
+    With ``semi``, a semi or anti join (:data:`SEMI_TYPES`) is one too; with
+    ``residual``, an inner, semi or anti join whose condition has more than its key
+    equalities (that rest is :attr:`EquiJoin.residual`)."""
     node = plan
     while jvm.cls(node) == "Project":
         node = jvm.children(node)[0]
@@ -392,7 +416,8 @@ def find_equi_join(jvm: Any, plan: Any, semi: bool = False) -> EquiJoin | None:
     parts = found.get()
     how = str(parts._1().toString())
     known = how in JOIN_TYPES or (semi and how in SEMI_TYPES)
-    if not known or not parts._4().isEmpty():
+    rest = None if parts._4().isEmpty() else parts._4().get()
+    if not known or (rest is not None and not (residual and how in ("Inner", *SEMI_TYPES))):
         return None  # a cross join, a semi join, or a condition beyond key equalities
     keys = (jvm.lst(parts._2()), jvm.lst(parts._3()))
     if not keys[0]:
@@ -400,7 +425,9 @@ def find_equi_join(jvm: Any, plan: Any, semi: bool = False) -> EquiJoin | None:
     for k in keys[0] + keys[1]:
         if str(k.dataType().simpleString()) not in EXACT_KEY_TYPES or not k.deterministic():
             return None
-    return EquiJoin(node, jvm.children(node), JOIN_TYPES.get(how, (False, False)), keys, how)
+    found_join = EquiJoin(node, jvm.children(node), JOIN_TYPES.get(how, (False, False)), keys, how)
+    found_join.residual = rest
+    return found_join
 
 
 def arrow_codes(column: Any) -> tuple[np.ndarray, int]:

@@ -207,7 +207,7 @@ def direct_read(
         # down projections (a select or renaming of the files' columns) and catalog
         # table aliases, which keep the relation's records and order
         scan, projects = plan, []
-        while (cls := jvm.cls(scan)) in ("SubqueryAlias", "Project"):
+        while (cls := jvm.cls(scan)) in ("SubqueryAlias", "View", "Project"):
             if cls == "Project":
                 projects.append(scan)
             scan = jvm.children(scan)[0]

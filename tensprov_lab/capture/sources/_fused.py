@@ -53,6 +53,7 @@ from tensprov_lab.capture.plan._pieces import (
 )
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.sources._fused_residual import Residual, holds_of, residual_of
 from tensprov_lab.capture.sources._fused_sort import (
     first_members,
     group_values,
@@ -61,6 +62,7 @@ from tensprov_lab.capture.sources._fused_sort import (
 )
 from tensprov_lab.capture.sources._shapes import (
     below,
+    copy_of,
     has_subquery,
     renames_of,
     scan_ordered,
@@ -135,6 +137,11 @@ class Fusion:
         self._pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         #: a fused semi join's matches until its capture takes them (see matches)
         self._matches: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: the copies of each source a statement reads (its table read again: a plan
+        #: of its own, with new attribute ids, see copy_of), by ident
+        self._copies: dict[int, list[tuple[int, JObject]]] = {}
+        #: a fused join's condition beyond its keys (inner, semi and anti joins)
+        self.residuals: dict[int, Residual] = {}
         #: the records of each read (kept after its table is released)
         self._rows: dict[int, int] = {}
         #: the rules whose capture is over (their reads may be released)
@@ -172,12 +179,16 @@ class Fusion:
         jvm = self.jvm
         target, target_plan = ds, plan
         attr = jvm.cls(expr) == "AttributeReference"
-        if attr:
+        copy = self._copy_reading(self.scans[ds].base, expr)
+        if copy is not None:  # over a copy of the source (its attributes): the same records
+            target, target_plan = copy
+        elif attr:
             base = self.scans[ds].base
             base_plan = self.plans.get(base)
             if base != ds and base_plan is not None:
                 if int(expr.exprId().id()) in self._out_ids(base, base_plan):
                     target, target_plan = base, base_plan
+        if attr:
             known = self._attr_names.get((target, int(expr.exprId().id())))
             if known is not None:
                 return target, known
@@ -224,7 +235,7 @@ class Fusion:
         kids = jvm.children(main)
         if len(kids) != 1:
             return
-        if cls != "GlobalLimit" and not renames_of(jvm, kids[0], src.ident):
+        if cls != "GlobalLimit" and not self._same_records(kids[0], src):
             return
         if cls == "Filter" and src.ident in self.scans:
             flag = self._read(src.ident, src.plan, main.condition(), out)
@@ -253,10 +264,10 @@ class Fusion:
 
     def _join(self, out: int, inputs: list[Any], plan: JObject) -> None:
         jvm = self.jvm
-        ej = find_equi_join(jvm, plan, semi=True)
+        ej = find_equi_join(jvm, plan, semi=True, residual=True)
         if ej is None or len(ej.sides) != len(inputs):
             return
-        if not all(renames_of(jvm, s, n.ident) for s, n in zip(ej.sides, inputs)):
+        if not all(self._same_records(s, n) for s, n in zip(ej.sides, inputs)):
             return  # (a table's view and alias in between keep its records)
         if below(jvm, plan, jvm.ident(ej.node)) is None:
             return
@@ -271,6 +282,11 @@ class Fusion:
                 self._read(leaf, node.plan if leaf == node.ident else self.plans[leaf], k, out)
                 for leaf, k in zip(leaves, keys)
             ])  # fmt: skip
+        if ej.residual is not None:
+            residual = residual_of(self, inputs, ej.sides, ej.residual, out)
+            if residual is None:
+                return
+            self.residuals[out] = residual
         # a semi (anti) join's records are its left input's that have a match (none):
         # a join whose output has no right record, the matches its right tensor lists
         kind = {"LeftSemi": "semi", "LeftAnti": "anti"}.get(ej.how, "join")
@@ -287,10 +303,43 @@ class Fusion:
             return None  # (an expression over a join's output: not read here)
         return self._attr_leaf(ds, int(expr.exprId().id()))
 
+    def _same_records(self, plan: JObject, node: Any) -> bool:
+        """Whether an operation's ``plan`` below it is its input ``node``'s (under
+        aliases and views), or a copy of a source ``node`` (:func:`copy_of`), which is
+        then read for the attributes it has."""
+        if renames_of(self.jvm, plan, node.ident):
+            return True
+        scan = self.scans.get(node.ident)
+        if scan is None or scan.parent is not None or not copy_of(self.jvm, plan, node.plan):
+            return False
+        ident = self.jvm.ident(plan)
+        if all(c != ident for c, _ in self._copies.get(node.ident, [])):
+            self._copies.setdefault(node.ident, []).append((ident, plan))
+        return True
+
+    def _copy_reading(self, ds: int, expr: JObject) -> tuple[int, JObject] | None:
+        """The copy of source ``ds`` whose attributes ``expr`` reads (None: none)."""
+        copies = self._copies.get(ds)
+        if not copies:
+            return None
+        jvm = self.jvm
+        if jvm.cls(expr) == "AttributeReference":
+            refs = {int(expr.exprId().id())}
+        else:
+            refs = {int(a.exprId().id()) for a in jvm.lst(expr.references().toSeq())}
+        for ident, plan in copies:
+            if refs and refs <= self._out_ids(ident, plan):
+                self.plans.setdefault(ident, plan)
+                return ident, plan
+        return None
+
     def _attr_leaf(self, ds: int, expr_id: int) -> int | None:
         """The scan-ordered dataset at or below ``ds`` whose attribute ``expr_id`` is."""
         if ds in self.scans:
-            return ds if expr_id in self._out_ids(ds, self.plans[ds]) else None
+            if expr_id in self._out_ids(ds, self.plans[ds]):
+                return ds
+            copies = self._copies.get(ds, [])
+            return ds if any(expr_id in self._out_ids(c, p) for c, p in copies) else None
         join = self.composite.get(ds)
         if join is None:
             return None
@@ -536,7 +585,8 @@ class Fusion:
             rule = self.rules[ident]
             dense = None
             scans = all(over == [i] * len(over) for i, over in zip(rule.inputs, rule.over))
-            if len(rule.columns[0]) == 1 and not rule.keep[1] and scans:
+            residual = holds_of(self, ident)
+            if len(rule.columns[0]) == 1 and not rule.keep[1] and scans and residual is None:
                 (lds, rds), ((lread,), (rread,)) = rule.inputs, rule.columns
                 dense = dense_pairs(*self._raw(lds, lread), *self._raw(rds, rread), rule.keep[0])
             if dense is not None:
@@ -553,6 +603,9 @@ class Fusion:
             if any(rule.keep) or (dense is None and bool(np.any(li[1:] < li[:-1]))):
                 order = np.lexsort((ri, li))
                 li, ri = li[order], ri[order]
+            if residual is not None:  # (an inner join's: its pairs where it holds)
+                ok = residual(li, ri)
+                li, ri = li[ok], ri[ok]
             got = self._pairs[ident] = (li, ri)
             # the join's key columns are not read again once its pairs are known
             self._prune()
@@ -567,7 +620,9 @@ class Fusion:
             for i, cols, leaves in zip(rule.inputs, rule.columns, rule.over)
         )
         lc, rc = key_codes(left, right)
-        kept, matched = semi_rows(lc, rc, rule.kind == "anti", self.max_pairs)
+        kept, matched = semi_rows(
+            lc, rc, rule.kind == "anti", self.max_pairs, holds_of(self, ident)
+        )
         if matched is not None:
             self._matches[ident] = matched
         return kept, np.full(len(kept), -1, dtype=kept.dtype)
@@ -734,6 +789,9 @@ class Fusion:
             for cols, leaves in zip(rule.columns, rule.over):
                 for read, leaf in zip(cols, leaves):
                     self._column_needs(leaf, read, got)
+            residual = self.residuals.get(out)
+            for _, leaf, read, _ in residual.reads if residual is not None else ():
+                self._column_needs(leaf, read, got)
         else:
             (src,) = rule.inputs
             join = self.composite.get(src)

@@ -12,7 +12,10 @@ from typing import Any
 from tensprov_lab.capture.plan._stable import STABLE_LEAVES
 from tensprov_lab.capture.spark._jvm import Jvm
 
-__all__ = ["KEEPS_ROWS", "below", "has_subquery", "renames_of", "scan_ordered", "under_projections"]
+__all__ = [
+    "KEEPS_ROWS", "below", "copy_of", "has_subquery", "renames_of", "scan_ordered",
+    "under_projections",
+]  # fmt: skip
 
 JObject = Any
 
@@ -44,6 +47,23 @@ def renames_of(jvm: Jvm, plan: JObject, ident: int) -> bool:
     records and its attributes (a projection between could compute new ones)."""
     seen = below(jvm, plan, ident)
     return seen is not None and "Project" not in seen
+
+
+def copy_of(jvm: Jvm, plan: JObject, source: JObject) -> bool:
+    """Whether ``plan`` is the plan ``source`` again with new attribute ids (under
+    aliases, views and hints): a table a statement reads twice (a self-join, a
+    subquery over the same table), which Spark's analyzer makes anew for each reference.
+    The same records in the same order, when ``source`` is scan-ordered."""
+
+    def bare(node: JObject) -> JObject:
+        while jvm.cls(node) in ("SubqueryAlias", "View", "ResolvedHint"):
+            node = jvm.children(node)[0]
+        return node
+
+    try:
+        return bool(bare(plan).sameResult(bare(source)))
+    except Exception:  # noqa: BLE001 - another Spark build: not taken for a copy
+        return False
 
 
 def under_projections(jvm: Jvm, plan: JObject) -> JObject:
