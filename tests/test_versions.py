@@ -110,3 +110,37 @@ def test_a_connect_session_of_pyspark_35_is_refused_clearly() -> None:
     with pytest.raises(NotImplementedError, match="needs pyspark 4's Connect client"):
         tensprov_lab.track(session).__enter__()
     assert len(tensprov_lab.runs()) == before
+
+
+def test_a_ctrl_c_is_noted_and_handled_as_before() -> None:
+    """sigint_noted: a Ctrl-C in the block is noted and still reaches the handler that
+    was there (Python's: KeyboardInterrupt), which is back once the block ends; an error
+    raised after one becomes a KeyboardInterrupt in ctrl_c_kept (pyspark 3.5's own
+    handler fails with a Py4JError when the Ctrl-C comes during a call to the JVM)."""
+    import os
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    with V.sigint_noted() as seen:
+        assert not seen()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.sigtimedwait([], 0.5)  # (the handler runs at the next bytecode)
+        assert seen()
+    assert signal.getsignal(signal.SIGINT) is before
+
+    def fails_like_pyspark_35(signum: int, frame: object) -> None:
+        raise RuntimeError("reentrant call inside <_io.BufferedReader>")
+
+    signal.signal(signal.SIGINT, fails_like_pyspark_35)
+    try:
+        with pytest.raises(KeyboardInterrupt), V.ctrl_c_kept():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                signal.sigtimedwait([], 0.5)
+            except RuntimeError:
+                raise ValueError("the job's own error, after the handler's") from None
+        with pytest.raises(ValueError), V.ctrl_c_kept():
+            raise ValueError("a failure without a Ctrl-C stays itself")
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -193,6 +193,7 @@ class Blocks:
     runs: dict[int, RunLog]
     #: the block being recorded
     _active: RunLog | None
+    _sigint: Callable[[], bool]
 
     def patch(self) -> None:
         """Wrap the DataFrame methods a block records (each tracker its own)."""
@@ -226,4 +227,6 @@ class Blocks:
         is dropped whole all the same)."""
         bg = self._background
         if bg is not None and bg.in_capture_thread() and bg.stop.is_set():
+            raise KeyboardInterrupt
+        if self._sigint():  # (a Ctrl-C that a library turned into its own error)
             raise KeyboardInterrupt

@@ -64,7 +64,7 @@ from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.spark._jobs import JobGroup, cancel_running
 from tensprov_lab.capture.spark._jvm import Jvm
-from tensprov_lab.capture.spark._versions import to_arrow
+from tensprov_lab.capture.spark._versions import sigint_noted, to_arrow
 from tensprov_lab.store import Store
 
 __all__ = [
@@ -89,6 +89,8 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         self.spark = spark
         self.jvm = Jvm(spark)
         self.store = store
+        #: whether a Ctrl-C came while the block's capture runs (see sigint_noted)
+        self._sigint: Callable[[], bool] = _never
         self.nodes: dict[int, Node] = {}
         #: plan identity of DataFrames already looked up (see node_of)
         self._plan_idents: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -167,8 +169,12 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         assert run is not None
         self.unpatch()
         if not background:
-            with self._job_group.running():
-                return self._end(run, frame, progress)
+            with self._job_group.running(), sigint_noted() as seen:
+                self._sigint = seen
+                try:
+                    return self._end(run, frame, progress)
+                finally:
+                    self._sigint = _never
         bound = self._bound_dataframes(frame)  # the caller's variables, as they are now
 
         def work() -> None:
@@ -216,6 +222,8 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
                     try:
                         self._capture_item(item, run, first_use, unread)
                     except Exception as exc:  # noqa: BLE001 - capture's, never the user's
+                        if self._sigint():  # (a Ctrl-C some library raised as its error)
+                            raise KeyboardInterrupt from None
                         _guard.degrade(self, item, run, exc)
                 run.jobs += jobs[0]
                 if isinstance(item, Pending):
@@ -772,3 +780,7 @@ def _ties_exact(rw: Rewrite, inputs: list[Node]) -> bool:
     a sort needs key-ordered inputs (it breaks ties by raw keys), anything else keeps
     its inputs' order."""
     return all(n.key_ordered if rw.sort else n.ties_exact for n in inputs)
+
+
+def _never() -> bool:
+    return False

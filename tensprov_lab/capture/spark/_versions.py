@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,6 +34,7 @@ __all__ = [
     "classic_dataframe",
     "ctrl_c_kept",
     "interrupted",
+    "sigint_noted",
     "java_source",
     "local_relation_args",
     "jvm_dataset_class",
@@ -115,18 +118,51 @@ def to_arrow(df: Any) -> Any:
 @contextlib.contextmanager
 def ctrl_c_kept() -> Iterator[None]:
     """Raise ``KeyboardInterrupt`` for an error the block raises while one was handled
-    (see :func:`interrupted`): classic pyspark's Arrow collection (``toArrow``,
-    ``toPandas``) turns a Ctrl-C into the cancelled job's Java error.
+    (see :func:`interrupted`) or after a Ctrl-C came (see :func:`sigint_noted`):
+    classic pyspark's Arrow collection (``toArrow``, ``toPandas``) turns a Ctrl-C into
+    the cancelled job's Java error, pyspark 3.5's handler into a ``Py4JError``.
 
     >>> with ctrl_c_kept():
     ...     pass
     """
+    with sigint_noted() as seen:
+        try:
+            yield
+        except Exception as exc:
+            if interrupted(exc) or seen():
+                raise KeyboardInterrupt from None
+            raise
+
+
+@contextlib.contextmanager
+def sigint_noted() -> Iterator[Callable[[], bool]]:
+    """Note each Ctrl-C (SIGINT) while the block runs in the main thread, handled as
+    before (pyspark's handler, else Python's), and give a function that tells whether
+    one came.  Classic pyspark 3.5's handler cancels every job before it raises
+    ``KeyboardInterrupt``; a Ctrl-C while the main thread waits on the JVM makes that
+    cancel a second call on the same socket, which fails: a ``Py4JError`` is raised in
+    the Ctrl-C's place, and py4j logs the chain and drops it, so only this note tells
+    capture that the user asked it to stop.
+
+    >>> with sigint_noted() as seen:
+    ...     seen()
+    False
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield lambda: False  # (a thread cannot set a handler; SIG_IGN / SIG_DFL: left)
+        return
+    seen: list[bool] = []
+
+    def note(signum: int, frame: Any) -> Any:
+        seen.append(True)
+        return previous(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
     try:
-        yield
-    except Exception as exc:
-        if interrupted(exc):
-            raise KeyboardInterrupt from None
-        raise
+        yield lambda: bool(seen)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def interrupted(exc: BaseException) -> bool:
