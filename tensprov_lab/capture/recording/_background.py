@@ -193,7 +193,6 @@ class Blocks:
     runs: dict[int, RunLog]
     #: the block being recorded
     _active: RunLog | None
-    _sigint: Callable[[], bool]
 
     def patch(self) -> None:
         """Wrap the DataFrame methods a block records (each tracker its own)."""
@@ -228,5 +227,8 @@ class Blocks:
         bg = self._background
         if bg is not None and bg.in_capture_thread() and bg.stop.is_set():
             raise KeyboardInterrupt
-        if self._sigint():  # (a Ctrl-C that a library turned into its own error)
+        # (a Ctrl-C that a library turned into its own error: the classic tracker notes
+        # them, see sigint_noted; the Connect one has no such handler to note)
+        sigint = getattr(self, "_sigint", None)
+        if sigint is not None and sigint():
             raise KeyboardInterrupt
