@@ -513,10 +513,10 @@ def _same_decimals(left: Node, right: Node) -> tuple[Node, Node]:
     for a, b, flip in ((left, right, False), (right, left, True)):
         if b[0] != "lit" or b[1] is None:
             continue
-        kind = _DECIMAL.fullmatch(_type(a))
-        if kind is None:
+        kind = arrow_type(_type(a))
+        if not isinstance(kind, pa.Decimal128Type):
             continue
-        precision, scale = int(kind[1]), int(kind[2])
+        precision, scale = kind.precision, kind.scale
         value = decimal.Decimal(b[1])
         exact = value.quantize(decimal.Decimal(1).scaleb(-scale)) == value
         if exact and abs(value) < 10 ** (precision - scale):
