@@ -184,6 +184,9 @@ def test_columns_and_conditions_read_from_files_equal_sparks(
     conditions = draw.draw(st.lists(_conditions(F), min_size=1, max_size=3))
     path = _write(spark, data, files)
     exprs = {c: F.col(c) for c in COLUMNS} | {f"f{n}": c for n, c in enumerate(conditions)}
+    # a substring at constant bounds (a grouping value, e.g. TPC-H Q22's country code)
+    start, count = draw.draw(st.integers(1, 4)), draw.draw(st.integers(0, 3))
+    exprs["sub"] = F.substring("s", start, count)
     expected, reader = _read_both(spark, path, exprs)
     assert reader is not None
     try:
@@ -230,6 +233,9 @@ def test_dates_and_decimals_read_from_files_equal_sparks(
     conditions = draw.draw(st.lists(_conditions(F, TYPED, TYPED_VALUES), min_size=1, max_size=3))
     path = _write(spark, data, files, TYPED_SCHEMA)
     exprs = {c: F.col(c) for c in TYPED} | {f"f{n}": c for n, c in enumerate(conditions)}
+    # a date's year (a grouping value, e.g. TPC-H Q7's), also as EXTRACT(YEAR FROM d)
+    exprs["year"] = F.year("d")
+    exprs["extracted"] = F.expr("extract(YEAR FROM e)")
     expected, reader = _read_both(spark, path, exprs)
     assert reader is not None
     got = reader()
@@ -290,6 +296,10 @@ def _special(F: Any) -> list[Any]:  # noqa: N803 - pyspark's functions, as usual
         F.lit(True) & F.col("b"),
         F.col("k").between(-1, 2),
         F.col("x").between(F.col("k").cast("double"), 2.5),
+        F.substring("s", 2, 3) == F.lit("ab"),
+        F.substring("s", -2, 1) == F.lit("a"),  # (from the end: left to Spark)
+        F.substring("s", 1, F.col("i")) == F.lit("a"),
+        F.year(F.col("s")) == F.lit(2024),  # (a string cast to a date: left to Spark)
     ]
 
 
@@ -351,6 +361,15 @@ def test_constants_and_refusals_compile_alike_with_and_without_the_helper(spark:
             ("cmp", "less_equal", ("col", "k", "bigint"), ("lit", 2, "bigint")),
         ),
         "unreadable",  # a bound that is a cast to another type
+        (
+            "cmp",
+            "equal",
+            ("substr", ("col", "s", "string"), "string", 1, 4),
+            ("lit", "ab", "string"),
+        ),  # fmt: skip
+        "unreadable",  # a substring from the end
+        "unreadable",  # a substring of a length that is not a constant
+        "unreadable",  # the year of a string (cast to a date)
     ]
     assert want[7] in ("unreadable", ("cmp", "equal", ("col", "i", "int"), ("lit", None, "int")))
 

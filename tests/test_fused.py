@@ -286,9 +286,10 @@ def test_operations_after_a_fused_join_translate_its_keys(spark: Any, data: Any,
         j.orderBy("order_id", "region")
         j.union(j.filter("segment = 1"))
 
-    # the rest reads the join's keys back, each running the join again (the per-operation
-    # capture keeps the join's annotated result in Spark's cache for them): not fewer jobs
-    fused = _compare(spark, body, ["join"], fewer_jobs=False)
+    # the union reads the join's keys back, running the join again (the per-operation
+    # capture keeps the join's annotated result in Spark's cache for it): not fewer
+    # jobs (the sort and the filter of the join's output are fused)
+    fused = _compare(spark, body, ["join", "orderBy", "filter"], fewer_jobs=False)
     plain = tensprov_lab.runs()[-2]
     assert plain.name == "fused=False"
     n = fused.dataset(joins[1]).n_rows
@@ -301,7 +302,7 @@ def test_operations_after_a_fused_join_translate_its_keys(spark: Any, data: Any,
 
 def test_operations_after_a_fused_filter_translate_its_keys(spark: Any, data: Any) -> None:
     """A fused filter's key index is made only when a later operation first translates a
-    key through it (a sort and a union read the filter's record keys back): the tensors
+    key through it (a union reads the filter's record keys back): the tensors
     must be the per-operation capture's, and an index nothing translated is not made."""
     orders, customers = data
     kept: list[Any] = []
@@ -312,10 +313,11 @@ def test_operations_after_a_fused_filter_translate_its_keys(spark: Any, data: An
         big.orderBy("amount", "order_id")
         big.union(big.filter("cust_id % 3 = 0"))
 
-    fused = _compare(spark, body, ["filter", "filter"], fewer_jobs=False)
+    # (the sort is fused too: its values read with the filter's)
+    fused = _compare(spark, body, ["filter", "orderBy", "filter"], fewer_jobs=False)
     node = fused._tracker.node_of(kept[0])
     assert node is not None and node.ki is not None
-    assert node.ki._in_to_out is not None  # made by the sort's and the union's lookups
+    assert node.ki._in_to_out is not None  # made by the union's lookups
     # the output row of each input row, as the filter's tensor says
     tensor = fused.operations[0].tensors[0]
     n_out, n_in = tensor.shape
@@ -783,3 +785,93 @@ def test_a_table_a_statement_reads_twice_is_fused(spark: Any, views: None) -> No
     # (the self-join of one dataset with itself is not fused yet: its own job)
     run = _compare(spark, body, ["sql:Filter", "sql:Join", "sql:Filter"])
     assert [op.jobs for op in run.operations[:2]] == [0, 0]  # (read from the files)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full"])
+def test_filters_of_a_joins_output_are_fused(
+    spark: Any, data: Any, zones: Any, views: None, how: str
+) -> None:
+    """A filter of a join's output (a condition over both joined tables, nulls of an
+    outer join's missing side among its values): its condition evaluated on each
+    record's values, read over the joined datasets; the joins, filters and groupings
+    above it fused over its records, as the unfused capture numbers them."""
+    orders, customers = data
+    zones, _ = zones
+
+    def body() -> None:
+        oc = orders.join(customers, orders.cust_id == customers.cust_id, how)
+        picked = oc.where("(region = 'r1' AND amount > 30) OR (day < region AND segment IS NULL)")
+        picked.groupBy("region").count()
+        placed = picked.join(zones, "region", how).where("zone != 'south' OR tier IS NULL")
+        placed.groupBy("zone", "day").count()
+        spark.sql(  # (a condition over an outer join's both sides stays above it)
+            "SELECT day, count(*) AS n FROM fused_orders o LEFT JOIN fused_customers c "
+            "ON o.cust_id = c.cust_id WHERE c.region IS NULL OR o.amount > 90 GROUP BY day"
+        )
+
+    run = _compare(spark, body, ["join", "where", "count", "join", "where", "count",
+                                 "sql:Join", "sql:Filter", "sql:Aggregate"])  # fmt: skip
+    assert run._log.jobs == 0
+
+
+def test_groups_by_computed_values_and_a_table_joined_twice_are_fused(
+    spark: Any, data: Any, views: None
+) -> None:
+    """Groupings by values a projection computes over one joined table (TPC-H Q7's
+    ``year(l_shipdate) AS l_year``, ``n1.n_name AS supp_nation``), read over that
+    table's records; a table a statement joins twice (Q7's two nations): each side's
+    columns over its own copy, as the unfused capture numbers them."""
+    from pyspark.sql import functions as F
+
+    orders, customers = data
+
+    def body() -> None:
+        oc = orders.join(customers, "cust_id", "left")
+        oc.withColumn("d", F.substring("day", 2, 1)).groupBy("d", "region").count()
+        spark.sql(
+            "SELECT a, b, k, count(*) AS n FROM (SELECT z1.zone AS a, z2.zone AS b, "
+            "substring(o.day, 2, 1) AS k FROM fused_orders o, fused_customers c, "
+            "fused_zones z1, fused_zones z2 WHERE o.cust_id = c.cust_id AND "
+            "c.region = z1.region AND c.segment = z2.tier) t GROUP BY a, b, k ORDER BY a, b, k"
+        )
+
+    run = _compare(spark, body, ["join", "count", "sql:Join", "sql:Join", "sql:Join",
+                                 "sql:Aggregate", "sql:Sort"])  # fmt: skip
+    assert run._log.jobs == 0
+
+
+def test_steps_over_an_aggregates_output_and_sorts_of_records_are_fused(
+    spark: Any, data: Any, views: None
+) -> None:
+    """An aggregate's output read by the steps over it (a correlated scalar subquery's
+    join and its comparison, TPC-H Q17's shape; a HAVING and the semi join over it,
+    Q18's; a DataFrame join with grouped output on its key): its records read through
+    Spark and put in canonical order by their grouping values; a sort of a join's
+    records by their values (Q2's ORDER BY over its joined tables), and its limit."""
+    from pyspark.sql import functions as F
+
+    orders, customers = data
+
+    def body() -> None:
+        spark.sql(
+            "SELECT o.order_id, o.amount FROM fused_orders o, fused_customers c "
+            "WHERE o.cust_id = c.cust_id AND o.amount > (SELECT 0.5 * avg(amount) "
+            "FROM fused_orders o2 WHERE o2.cust_id = o.cust_id) "
+            "ORDER BY c.region DESC, o.amount, o.order_id LIMIT 40"
+        )
+        spark.sql(
+            "SELECT order_id FROM fused_orders WHERE cust_id IN (SELECT cust_id "
+            "FROM fused_orders GROUP BY cust_id HAVING sum(amount) > 1500)"
+        )
+        totals = orders.groupBy("cust_id").agg(F.sum("amount").alias("total"), F.count("*"))
+        joined = customers.join(totals, "cust_id", "left").where("total > 700 OR segment = 2")
+        joined.orderBy(F.desc("total"), "cust_id")
+
+    methods = ["sql:Aggregate", "sql:Join", "sql:Filter", "sql:Join", "sql:Sort",
+               "sql:GlobalLimit", "sql:Aggregate", "sql:Filter", "sql:Join", "agg", "join",
+               "where", "orderBy"]  # fmt: skip
+    run = _compare(spark, body, methods)
+    # the jobs are the reads of the aggregates' outputs (by the first step reading each);
+    # the sorts read their values over the sources' files
+    reading = {1, 7, 10}
+    assert all(op.jobs == 0 for k, op in enumerate(run.operations) if k not in reading)

@@ -137,7 +137,7 @@ class RecordRules:
                 mask = tensor_from_flags(flags)
                 self._fused_done.add(out_ident)
                 return mask.n_out, [mask], _mapped_index(occ[0], mask)
-            if rule.kind == "filter":
+            if rule.kind in ("filter", "join-filter"):
                 if len(occ) != 1 or len(rw.blocks) != 1:
                     return None
                 # the mask straight from the condition's flags: the input's surviving

@@ -28,7 +28,8 @@ holds:
   token has one reading (:mod:`._direct_csv`);
 - every expression asked for over them (and every projection's expression they read) is
   a comparison, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN`` or ``dropna``'s
-  ``AtLeastNNonNulls`` over such columns and constants, evaluated with Spark's
+  ``AtLeastNNonNulls`` over such columns and constants, or a date's ``year`` or a
+  ``substring`` at constant bounds of one (grouping values), evaluated with Spark's
   three-valued logic; a float column compared with anything must hold no NaN (Spark
   orders NaN above every number, Arrow does not), which is checked when the files are
   read.
@@ -61,6 +62,7 @@ from tensprov_lab.capture.sources._direct_csv import (
     read_csv_files,
 )
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
+from tensprov_lab.capture.sources._direct_sql import coerce
 from tensprov_lab.capture.spark._jvm import FileRelation, Jvm
 
 __all__ = ["DirectRead", "Unreadable", "direct_count", "direct_read", "read_columns"]
@@ -422,6 +424,9 @@ def _from_tokens(tokens: Iterator[str], columns: _Scope | dict[int, Node]) -> No
     if tag == "L":
         type_name, raw = next(tokens), next(tokens)
         return _literal(type_name, _decode(raw, type_name))
+    if tag == "C":  # a cast to another type
+        target = next(tokens)
+        return _cast(_from_tokens(tokens, columns), target)
     if tag == "E":
         cls, n, count = next(tokens), int(next(tokens)), int(next(tokens))
         kids = [_from_tokens(tokens, columns) for _ in range(n)]
@@ -459,10 +464,11 @@ def _compile_walk(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) ->
         return _compile_walk(jvm, expr.child(), columns)
     if bool(expr.foldable()):
         return _constant(expr)
-    if cls == "Cast" and str(expr.dataType().simpleString()) == str(
-        expr.child().dataType().simpleString()
-    ):  # the analyzer's cast of a value to its own type (e.g. in IN) changes nothing
-        return _compile_walk(jvm, expr.child(), columns)
+    if cls == "Cast":
+        target = str(expr.dataType().simpleString())
+        kid = _compile_walk(jvm, expr.child(), columns)
+        # (the analyzer's cast of a value to its own type, e.g. in IN, changes nothing)
+        return kid if target == str(expr.child().dataType().simpleString()) else _cast(kid, target)
     if cls == "Between":  # (Spark 4's: lower <= input AND input <= upper, as the helper)
         value, low, high = (
             _compile_walk(jvm, k, columns) for k in (expr.input(), expr.lower(), expr.upper())
@@ -494,7 +500,56 @@ def _combine(cls: str, kids: list[Node], count: int) -> Node:
         if any(k[0] != "lit" or (k[1] is not None and k[2] != _type(value)) for k in items):
             raise Unreadable("IN over a list that is not constants of its type")
         return ("in", value, tuple(k[1] for k in items), _type(value))
+    if cls == "Extract" and len(kids) == 1:  # EXTRACT(YEAR FROM d): its replacement
+        return kids[0]
+    if cls == "Year" and _type(kids[0]) == "date":
+        return ("year", kids[0], "int")
+    if cls == "Substring":
+        return _substring(*kids)
     raise Unreadable(f"{cls} is evaluated by Spark")
+
+
+#: how many digits each integer type's values have at most
+_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+
+
+def _cast(value: Node, target: str) -> Node:
+    """Spark's cast of ``value`` to ``target`` where it is exact and never fails: an
+    integer or decimal to a decimal with room for every value (TPC-H Q17's
+    ``cast(l_quantity as decimal(21,7))``), and the widenings of
+    :func:`._direct_sql.coerce`.
+
+    >>> _cast(("col", "q", "decimal(15,2)"), "decimal(21,7)")
+    ('cast', ('col', 'q', 'decimal(15,2)'), 'decimal(21,7)')
+    """
+    source = _type(value)
+    kind = arrow_type(target)
+    if isinstance(kind, pa.Decimal128Type):
+        was = arrow_type(source)
+        if isinstance(was, pa.Decimal128Type):
+            room = was.precision - was.scale <= kind.precision - kind.scale
+            exact = room and was.scale <= kind.scale
+        else:
+            exact = source in _DIGITS and _DIGITS[source] <= kind.precision - kind.scale
+        if exact:
+            return ("cast", value, target)
+    return coerce(value, target)
+
+
+def _substring(value: Node, pos: Node, length: Node) -> Node:
+    """Spark's ``substring(s, pos, len)`` for a constant ``pos >= 1`` and ``len >= 0``:
+    ``len`` characters (code points, as Arrow slices UTF-8) from the ``pos``-th."""
+    if _type(value) != "string":
+        raise Unreadable("substring of a value that is not a string")
+    bounds = []
+    for node in (pos, length):
+        if node[0] != "lit" or node[2] != "int" or node[1] is None:
+            raise Unreadable("substring at a position that is not a constant")
+        bounds.append(int(node[1]))
+    start, count = bounds
+    if start < 1 or count < 0:
+        raise Unreadable("substring from the end or of a negative length")
+    return ("substr", value, "string", start - 1, start - 1 + count)
 
 
 def _same_decimals(left: Node, right: Node) -> tuple[Node, Node]:
@@ -557,7 +612,7 @@ def _literal(type_name: str, value: Any) -> Node:
 
 def _type(node: Node) -> str:
     """The Spark type of a compiled value (a column or a constant)."""
-    if node[0] in ("col", "lit", "cast"):
+    if node[0] in ("col", "lit", "cast", "year", "substr"):
         return str(node[2])
     return "boolean"
 
@@ -573,7 +628,7 @@ def _columns_of(node: Node, used: dict[str, str]) -> None:
     elif kind in ("and_kleene", "or_kleene"):
         _columns_of(node[1], used)
         _columns_of(node[2], used)
-    elif kind in ("not", "isnull", "isnotnull", "in", "cast"):
+    elif kind in ("not", "isnull", "isnotnull", "in", "cast", "year", "substr"):
         _columns_of(node[1], used)
     elif kind == "atleast":
         for kid in node[2]:
@@ -606,6 +661,10 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         return _in(_no_nan(evaluate(node[1], table), node[1]), node[2], node[3])
     if kind == "atleast":
         return _at_least(node[1], node[2], table)
+    if kind == "year":  # (proleptic Gregorian, as Spark's; see _before_gregorian)
+        return pc.cast(pc.year(evaluate(node[1], table)), pa.int32())
+    if kind == "substr":
+        return pc.utf8_slice_codeunits(evaluate(node[1], table), node[3], node[4])
     raise Unreadable(f"cannot evaluate {kind}")
 
 

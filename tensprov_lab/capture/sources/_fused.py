@@ -54,12 +54,19 @@ from tensprov_lab.capture.plan._pieces import (
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.sources._fused_release import Releasing
-from tensprov_lab.capture.sources._fused_residual import Residual, holds_of, residual_of
+from tensprov_lab.capture.sources._fused_residual import (
+    Residual,
+    holds_of,
+    residual_of,
+    values_of,
+)
 from tensprov_lab.capture.sources._fused_sort import (
     first_members,
+    group_rows,
     group_values,
     sort_permutation,
     sortable,
+    sorted_records,
 )
 from tensprov_lab.capture.sources._shapes import (
     below,
@@ -78,7 +85,9 @@ __all__ = ["Fusion", "plan"]
 JObject = Any
 
 #: grouping value types whose equality Arrow's dictionary encoding reproduces exactly
-_EXACT_GROUP_TYPES = {"integer", "long", "short", "byte", "string", "boolean", "date"}
+_EXACT_GROUP_TYPES = {
+    "integer", "long", "short", "byte", "string", "boolean", "date", "decimal",
+}  # fmt: skip
 
 
 @dataclass
@@ -94,7 +103,8 @@ class _Scan:
 
 @dataclass
 class _Rule:
-    kind: str  # "filter" | "join" | "semi" | "anti" | "group" | "sort" | "limit"
+    #: "filter" | "join-filter" | "join" | "semi" | "anti" | "group" | "sort" | "limit"
+    kind: str
     inputs: list[int]
     #: join: per side, its key columns; group: the grouping columns
     columns: list[list[tuple[int, str]]] = field(default_factory=list)
@@ -102,6 +112,11 @@ class _Rule:
     #: a join): the input itself, or for a join's output one of the joined datasets
     over: list[list[int]] = field(default_factory=list)
     keep: tuple[bool, bool] = (False, False)
+    #: a join's: per input, the dataset its records are: the input, or for a copy of a
+    #: source (its table read again by a statement) the copy, so that a statement that
+    #: joins a table twice (TPC-H Q7's two nations) tells one side's columns from the
+    #: other's (empty: the inputs)
+    parts: list[int] = field(default_factory=list)
 
 
 class Fusion(Releasing):
@@ -141,8 +156,11 @@ class Fusion(Releasing):
         #: the copies of each source a statement reads (its table read again: a plan
         #: of its own, with new attribute ids, see copy_of), by ident
         self._copies: dict[int, list[tuple[int, JObject]]] = {}
-        #: a fused join's condition beyond its keys (inner, semi and anti joins)
+        #: a fused join's condition beyond its keys (inner, semi and anti joins), and a
+        #: fused filter's of a join's output
         self.residuals: dict[int, Residual] = {}
+        #: a fused filter of a join's output: the records of its input it keeps
+        self._kept: dict[int, np.ndarray] = {}
         #: the records of each read (kept after its table is released)
         self._rows: dict[int, int] = {}
         #: the rules whose capture is over (their reads may be released)
@@ -152,6 +170,13 @@ class Fusion(Releasing):
         self.grouping: dict[int, list[JObject]] = {}
         self._values: dict[int, list[Any] | None] = {}
         self._sorters: dict[int, int] = {}
+        #: a fused aggregate whose output a later step reads (its groups are its
+        #: records, read through Spark in an order of Spark's: see _order): the reads
+        #: of its grouping attributes (None until a step reads it), the groups' grouping
+        #: values in canonical order, and where each group is among the read's records
+        self._group_reads: dict[int, list[tuple[int, str]] | None] = {}
+        self._group_values: dict[int, list[Any]] = {}
+        self._group_rows: dict[int, np.ndarray] = {}
         #: a fused limit's number of records
         self.limits: dict[int, int] = {}
         #: the most pairs a fused join matches in NumPy (16 bytes each, and as much
@@ -162,6 +187,9 @@ class Fusion(Releasing):
         self.max_pairs = MAX_PAIRS
         #: a fused sort's node and the plan it sorts
         self._sorts: dict[int, tuple[JObject, JObject]] = {}
+        #: a fused sort of records whose sort values are read: its node, and each
+        #: order's value compiled over the reads
+        self.record_sorts: dict[int, tuple[JObject, list[Residual]]] = {}
         #: set when the reads side by side are given up (Ctrl-C): a read in pieces
         #: asks for no more (cancelling the job group stops only the jobs running)
         self._stopped = threading.Event()
@@ -180,19 +208,29 @@ class Fusion(Releasing):
         jvm = self.jvm
         target, target_plan = ds, plan
         attr = jvm.cls(expr) == "AttributeReference"
+        grouped = self.scans[ds].base in self._group_reads
         copy = self._copy_reading(self.scans[ds].base, expr)
         if copy is not None:  # over a copy of the source (its attributes): the same records
             target, target_plan = copy
-        elif attr:
+        else:
             base = self.scans[ds].base
             base_plan = self.plans.get(base)
-            if base != ds and base_plan is not None:
-                if int(expr.exprId().id()) in self._out_ids(base, base_plan):
-                    target, target_plan = base, base_plan
+            if base != ds and base_plan is not None and self._over_base(expr, base, attr):
+                target, target_plan = base, base_plan
+        if grouped and target != self.scans[ds].base:
+            # (read through Spark over a filter of an aggregate's output, its records
+            # would come in Spark's order)
+            raise _Refused("an expression over a filter of an aggregate's output")
         if attr:
             known = self._attr_names.get((target, int(expr.exprId().id())))
             if known is not None:
                 return target, known
+        if grouped and self._group_reads[target] is None:
+            # the grouping values its records are put in canonical order by
+            self._group_reads[target] = []
+            self._group_reads[target] = [
+                self._read(target, target_plan, g, owner) for g in self.grouping[target]
+            ]
         name = key_name("f")
         self.plans.setdefault(target, target_plan)
         self.reads.setdefault(target, {})[name] = jvm.alias(expr, name)
@@ -202,6 +240,20 @@ class Fusion(Releasing):
             self._attr_names[(target, int(expr.exprId().id()))] = name
         return target, name
 
+    def _over_base(self, expr: JObject, base: int, attr: bool) -> bool:
+        """Whether ``expr`` over a filter of source ``base`` may be read over the source's
+        every record instead: an attribute of the source, or an expression over them
+        that its files give without Spark (:func:`direct_read`: nothing that can fail on
+        a record the filter drops, and one scan for the source and its filters)."""
+        jvm = self.jvm
+        ids = self._out_ids(base, self.plans[base])
+        if attr:
+            return int(expr.exprId().id()) in ids
+        refs = {int(a.exprId().id()) for a in jvm.lst(expr.references().toSeq())}
+        if not self.direct or not refs <= ids or not bool(expr.deterministic()):
+            return False
+        return direct_read(jvm, self.plans[base], {"x": expr}, self.checked) is not None
+
     def add_source(self, ident: int, plan: JObject) -> None:
         """A source of the block: scan-ordered when its plan is stable."""
         if scan_ordered(self.jvm, plan):
@@ -210,6 +262,12 @@ class Fusion(Releasing):
 
     def add_operation(self, out: int, inputs: list[Any], plan: JObject) -> None:
         """Note the rule that covers ``out = f(inputs)``, if one does."""
+        try:
+            self._add_operation(out, inputs, plan)
+        except _Refused:
+            pass  # (a read no fused rule takes: the operation's own job)
+
+    def _add_operation(self, out: int, inputs: list[Any], plan: JObject) -> None:
         jvm = self.jvm
         idents = [n.ident for n in inputs]
         if len(set(idents)) != len(idents) or has_subquery(jvm, plan):
@@ -236,15 +294,23 @@ class Fusion(Releasing):
         kids = jvm.children(main)
         if len(kids) != 1:
             return
-        if cls != "GlobalLimit" and not self._same_records(kids[0], src):
+        if cls != "GlobalLimit" and self._same_records(kids[0], src) is None:
             return
         if cls == "Filter" and src.ident in self.scans:
             flag = self._read(src.ident, src.plan, main.condition(), out)
             self.scans[out] = _Scan(self.scans[src.ident].base, src.ident, flag)
             self.plans.setdefault(out, plan)
             self.rules[out] = _Rule("filter", [src.ident])
+        elif cls == "Filter" and src.ident in self.composite:
+            # a filter of a join's output: its condition over the joined datasets'
+            # values of each record, as a join's residual condition is evaluated
+            residual = residual_of(self, [src], kids, main.condition(), out)
+            if residual is not None:
+                self.residuals[out] = residual
+                self.rules[out] = _Rule("join-filter", [src.ident])
+                self.composite[out] = out
         elif cls == "Aggregate":
-            self._aggregate(out, src, main)
+            self._aggregate(out, src, main, plan)
         elif cls == "Sort" and bool(getattr(main, "global")()) and src.ident in self.grouping:
             grouped = set(self._out_ids(src.ident, src.plan))
             keys = self.grouping[src.ident]
@@ -253,6 +319,18 @@ class Fusion(Releasing):
                 self._sorts[out] = (main, src.plan)
                 self._values.setdefault(src.ident, None)  # (kept when numbered)
                 self._sorters[src.ident] = self._sorters.get(src.ident, 0) + 1
+        elif (
+            cls == "Sort"
+            and bool(getattr(main, "global")())
+            and (src.ident in self.scans or src.ident in self.composite)
+            and sortable(jvm, main)
+        ):
+            # a sort of records whose sort values are read (a join's output: TPC-H Q2's
+            # ORDER BY over its joined tables), sorted as the values of groups are
+            values = [residual_of(self, [src], kids, o.child(), out) for o in jvm.lst(main.order())]
+            if all(v is not None for v in values):
+                self.rules[out] = _Rule("sort", [src.ident])
+                self.record_sorts[out] = (main, [v for v in values if v is not None])
         elif cls == "GlobalLimit" and self.rules.get(src.ident, _NO_RULE).kind == "sort":
             # the first records of sorted groups (a top-k): records Spark returns in
             # their canonical order, so the first k of them
@@ -268,7 +346,8 @@ class Fusion(Releasing):
         ej = find_equi_join(jvm, plan, semi=True, residual=True)
         if ej is None or len(ej.sides) != len(inputs):
             return
-        if not all(self._same_records(s, n) for s, n in zip(ej.sides, inputs)):
+        parts = [self._same_records(s, n) for s, n in zip(ej.sides, inputs)]
+        if None in parts:
             return  # (a table's view and alias in between keep its records)
         if below(jvm, plan, jvm.ident(ej.node)) is None:
             return
@@ -291,7 +370,9 @@ class Fusion(Releasing):
         # a semi (anti) join's records are its left input's that have a match (none):
         # a join whose output has no right record, the matches its right tensor lists
         kind = {"LeftSemi": "semi", "LeftAnti": "anti"}.get(ej.how, "join")
-        self.rules[out] = _Rule(kind, [n.ident for n in inputs], columns, over, ej.keep)
+        self.rules[out] = _Rule(
+            kind, [n.ident for n in inputs], columns, over, ej.keep, [p for p in parts if p]
+        )
         self.composite[out] = out
 
     def _key_leaf(self, ds: int, expr: JObject) -> int | None:
@@ -304,19 +385,23 @@ class Fusion(Releasing):
             return None  # (an expression over a join's output: not read here)
         return self._attr_leaf(ds, int(expr.exprId().id()))
 
-    def _same_records(self, plan: JObject, node: Any) -> bool:
+    def _same_records(self, plan: JObject, node: Any) -> int | None:
         """Whether an operation's ``plan`` below it is its input ``node``'s (under
-        aliases and views), or a copy of a source ``node`` (:func:`copy_of`), which is
-        then read for the attributes it has."""
+        aliases and views: ``node``'s ident), or a copy of a source ``node``
+        (:func:`copy_of`: the copy's ident), which is then read for the attributes it
+        has; None when it is neither."""
         if renames_of(self.jvm, plan, node.ident):
-            return True
+            return int(node.ident)
         scan = self.scans.get(node.ident)
         if scan is None or scan.parent is not None or not copy_of(self.jvm, plan, node.plan):
-            return False
-        ident = self.jvm.ident(plan)
+            return None
+        ident = int(self.jvm.ident(plan))
         if all(c != ident for c, _ in self._copies.get(node.ident, [])):
             self._copies.setdefault(node.ident, []).append((ident, plan))
-        return True
+            # (the same records: read over its own attributes where a join names it)
+            self.scans[ident] = _Scan(ident)
+            self.plans[ident] = plan
+        return ident
 
     def _copy_reading(self, ds: int, expr: JObject) -> tuple[int, JObject] | None:
         """The copy of source ``ds`` whose attributes ``expr`` reads (None: none)."""
@@ -334,28 +419,73 @@ class Fusion(Releasing):
                 return ident, plan
         return None
 
-    def _attr_leaf(self, ds: int, expr_id: int) -> int | None:
-        """The scan-ordered dataset at or below ``ds`` whose attribute ``expr_id`` is."""
+    def _attr_leaf(self, ds: int, expr_id: int, part: int | None = None) -> int | None:
+        """The scan-ordered dataset at or below ``ds`` whose attribute ``expr_id`` is
+        (``part``: the dataset a join reads ``ds`` as, see :attr:`_Rule.parts`)."""
         if ds in self.scans:
+            if part is not None and part != ds:  # (a copy of source ds)
+                return part if expr_id in self._out_ids(part, self.plans[part]) else None
             if expr_id in self._out_ids(ds, self.plans[ds]):
                 return ds
+            if part is not None:
+                return None  # (a join's side that is the source, not a copy of it)
             copies = self._copies.get(ds, [])
             return ds if any(expr_id in self._out_ids(c, p) for c, p in copies) else None
         join = self.composite.get(ds)
         if join is None:
             return None
-        found = [self._attr_leaf(i, expr_id) for i in self.rules[join].inputs]
+        rule = self.rules[join]
+        found = [self._attr_leaf(i, expr_id, p) for i, p in zip(rule.inputs, _parts(rule))]
         hits = [f for f in found if f is not None]
         return hits[0] if len(hits) == 1 else None
+
+    def _grouping_leaf(self, ds: int, plan: JObject, attr: JObject) -> tuple[int, JObject] | None:
+        """The scan-ordered dataset at or below ``ds`` to read grouping attribute ``attr``
+        over, and what to read: the attribute, or the expression a projection of
+        ``plan`` (the aggregate's child) defines it as, over one joined dataset's
+        columns (TPC-H Q7's ``year(l_shipdate) AS l_year``, ``n1.n_name AS
+        supp_nation``); None when it is neither."""
+        jvm = self.jvm
+        eid = int(attr.exprId().id())
+        leaf = self._attr_leaf(ds, eid)
+        if leaf is not None:
+            return leaf, attr
+        while jvm.cls(plan) in ("Project", "SubqueryAlias", "View"):
+            if jvm.cls(plan) == "Project":
+                for item in jvm.lst(plan.projectList()):
+                    if jvm.cls(item) == "Alias" and int(item.exprId().id()) == eid:
+                        return self._defined_leaf(ds, jvm.children(plan)[0], item.child())
+            plan = jvm.children(plan)[0]
+        return None
+
+    def _defined_leaf(self, ds: int, plan: JObject, expr: JObject) -> tuple[int, JObject] | None:
+        """:meth:`_grouping_leaf` of a projection's expression ``expr`` over ``plan``."""
+        jvm = self.jvm
+        if jvm.cls(expr) == "AttributeReference":
+            return self._grouping_leaf(ds, plan, expr)
+        if not bool(expr.deterministic()):
+            return None
+        refs = jvm.lst(expr.references().toSeq())
+        at = {self._attr_leaf(ds, int(a.exprId().id())) for a in refs}
+        if len(at) != 1 or None in at:
+            return None  # (over two joined datasets, or over a projection's own values)
+        (leaf,) = at
+        assert leaf is not None
+        return leaf, expr
 
     def _leaves(self, ds: int) -> set[int]:
         """The scan-ordered datasets a join's output (or ``ds`` itself) is made of."""
         join = self.composite.get(ds)
         if join is None:
             return {ds}
-        return {leaf for i in self.rules[join].inputs for leaf in self._leaves(i)}
+        rule = self.rules[join]
+        return {
+            leaf
+            for i, p in zip(rule.inputs, _parts(rule))
+            for leaf in (self._leaves(i) if i in self.composite else {p})
+        }
 
-    def _aggregate(self, out: int, src: Any, agg: JObject) -> None:
+    def _aggregate(self, out: int, src: Any, agg: JObject, plan: JObject) -> None:
         jvm = self.jvm
         grouping = jvm.lst(agg.groupingExpressions())
         if not grouping:
@@ -366,16 +496,23 @@ class Fusion(Releasing):
         for g in grouping:
             if jvm.cls(g) != "AttributeReference" or str(g.name()) == "spark_grouping_id":
                 return
-            if str(g.dataType().typeName()) not in _EXACT_GROUP_TYPES:
+            if str(g.dataType().typeName()).split("(")[0] not in _EXACT_GROUP_TYPES:
+                return  # (a decimal's type name is "decimal(p,s)")
+            found = self._grouping_leaf(src.ident, jvm.children(agg)[0], g)
+            if found is None:
                 return
-            leaf = self._attr_leaf(src.ident, int(g.exprId().id()))
-            if leaf is None:
-                return
-            plan = src.plan if leaf == src.ident else self.plans[leaf]
-            columns.append(self._read(leaf, plan, g, out))
+            leaf, value = found
+            over = src.plan if leaf == src.ident else self.plans[leaf]
+            columns.append(self._read(leaf, over, value, out))
             leaves.append(leaf)
         self.rules[out] = _Rule("group", [src.ident], [columns], [leaves])
         self.grouping[out] = grouping
+        ids = self._out_ids(out, plan)
+        if all(int(g.exprId().id()) in ids for g in grouping):
+            # its groups are its records: a dataset the steps over it read (see _order)
+            self.scans[out] = _Scan(out)
+            self.plans[out] = plan
+            self._group_reads[out] = None
 
     # -- reading -----------------------------------------------------------------------
     def fetch(self, count_jobs: Any) -> None:
@@ -545,6 +682,8 @@ class Fusion(Releasing):
         :func:`dense_pairs`."""
         target, name = read
         col = self.tables[target].column(name)
+        if target in self._group_reads:
+            col = col.take(self._order(target))
         pos = self.positions(ds) if target != ds else None
         expected = self.size_of(ds)
         got = len(col) if pos is None else len(pos)
@@ -562,7 +701,31 @@ class Fusion(Releasing):
     def mask(self, ident: int) -> Tensor:
         """A filter's tensor, packed from its condition's flags: its rows are not
         needed for it (:meth:`positions` finds them when a later read needs them)."""
+        if self.rules[ident].kind == "join-filter":
+            kept, n = self.kept(ident)
+            flags = np.zeros(n, dtype=bool)
+            flags[kept] = True
+            return tensor_from_flags(flags)
         return tensor_from_flags(self._flags(ident))
+
+    def kept(self, ident: int) -> tuple[np.ndarray, int]:
+        """A fused filter of a join's output: the input records it keeps (ascending),
+        and how many records its input has."""
+        (src,) = self.rules[ident].inputs
+        reads = self.residuals[ident].reads
+        n = self.size_of(src)
+        if n is None and reads:  # (the records of a joined dataset behind each record)
+            at = self.rows_of(src, reads[0][1])
+            n = None if at is None else len(at)
+        if n is None:
+            raise KeyError_("a fused filter's input was not counted")
+        got = self._kept.get(ident)
+        if got is None:
+            holds = holds_of(self, ident)
+            assert holds is not None
+            got = self._kept[ident] = np.flatnonzero(holds(np.arange(n)))
+            self._prune()  # (its condition's columns are not read again)
+        return got, n
 
     def survivors(self, ident: int) -> np.ndarray:
         """A filter's surviving input rows."""
@@ -640,14 +803,25 @@ class Fusion(Releasing):
         if ds == leaf:
             return None
         join = self.composite[ds]
-        pairs = self.pairs(join)
         expected = self.size_of(ds)
+        if self.rules[join].kind == "join-filter":
+            (src,) = self.rules[join].inputs
+            kept, _ = self.kept(join)
+            if expected is not None and len(kept) != expected:
+                raise KeyError_(
+                    f"a fused filter has {len(kept)} records where {expected} were counted"
+                )
+            inner = self.rows_of(src, leaf)
+            assert inner is not None  # (a join's output is none of its leaves)
+            return inner[kept]
+        pairs = self.pairs(join)
         if expected is not None and len(pairs[0]) != expected:
             raise KeyError_(
                 f"a fused join has {len(pairs[0])} records where {expected} were counted"
             )
-        for side, part in enumerate(self.rules[join].inputs):
-            if part == leaf:
+        rule = self.rules[join]
+        for side, (part, read_as) in enumerate(zip(rule.inputs, _parts(rule))):
+            if read_as == leaf:
                 return pairs[side]
             if part in self.composite and leaf in self._leaves(part):
                 inner = self.rows_of(part, leaf)
@@ -711,6 +885,21 @@ class Fusion(Releasing):
         self._keep_values(ident, parent, len(uniq), rows)
         return parent.astype(row_dtype(len(uniq)), copy=False), len(uniq)
 
+    def _order(self, ident: int) -> np.ndarray:
+        """Where each group of a fused aggregate is among the records of its read (read
+        through Spark, which returns them in an order of its own): matched by grouping
+        values, which the aggregate's capture kept."""
+        got = self._group_rows.get(ident)
+        if got is None:
+            values = self._group_values.get(ident)
+            reads = self._group_reads[ident]
+            if values is None or reads is None:
+                raise KeyError_("an aggregate's grouping values were not kept")
+            table = self.tables[ident]
+            got = group_rows(values, [table.column(name) for _, name in reads])
+            self._group_rows[ident] = got
+        return got
+
     def _keep_values(
         self,
         ident: int,
@@ -718,21 +907,36 @@ class Fusion(Releasing):
         n_groups: int,
         rows: dict[int, np.ndarray | None],
     ) -> None:
-        """Keep the groups' grouping values of an aggregate a fused sort sorts
-        (``rows``: each leaf's record of every input record, see :meth:`rows_of`)."""
-        if ident not in self._values:
+        """Keep the groups' grouping values of an aggregate a fused sort sorts, or
+        whose output a later step reads (``rows``: each leaf's record of every input
+        record, see :meth:`rows_of`)."""
+        read = self._group_reads.get(ident) is not None
+        if ident not in self._values and not read:
             return
         rule = self.rules[ident]
         (leaves,) = rule.over
         columns = [self.column(leaf, read) for read, leaf in zip(rule.columns[0], leaves)]
-        self._values[ident] = group_values(
+        values = group_values(
             columns, [rows[leaf] for leaf in leaves], first_members(parent, n_groups)
         )
+        if ident in self._values:
+            self._values[ident] = values
+        if read:
+            self._group_values[ident] = values
 
     def sorted_groups(self, ident: int) -> np.ndarray:
         """A fused sort's permutation: the group behind each sorted record (one job of
-        the plan it sorts, without keys; see :mod:`._fused_sort`)."""
+        the plan it sorts, without keys; see :mod:`._fused_sort`), or for a sort of
+        records whose sort values are read, those values sorted."""
         (src,) = self.rules[ident].inputs
+        if ident in self.record_sorts:
+            sort, orders = self.record_sorts[ident]
+            n = self.size_of(src)
+            if n is None:
+                raise KeyError_("a fused sort's input was not counted")
+            rows = (np.arange(n),)
+            columns = [values_of(self, value, [src], rows) for value in orders]
+            return sorted_records(self.jvm.lst(sort.order()), columns)
         values = self._values.get(src)
         self._sorters[src] -= 1
         if not self._sorters[src]:  # the last sort of these groups
@@ -753,6 +957,16 @@ def _to_arrow(df: Any) -> Any:
 
 
 _NO_RULE = _Rule("none", [])
+
+
+class _Refused(Exception):
+    """A read no fused rule takes (planning gives the operation up)."""
+
+
+def _parts(rule: _Rule) -> list[int]:
+    """Per input of a join rule, the dataset its records are (see :attr:`_Rule.parts`)."""
+    return rule.parts or rule.inputs
+
 
 #: see Fusion.max_pairs
 MAX_PAIRS = 10_000_000

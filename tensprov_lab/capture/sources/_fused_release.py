@@ -19,9 +19,11 @@ class Releasing:
     scans: dict[int, Any]
     composite: dict[int, int]
     residuals: dict[int, Any]
+    record_sorts: dict[int, Any]
     tables: dict[int, Any]
     _positions: dict[int, np.ndarray | None]
     _pairs: dict[int, tuple[np.ndarray, np.ndarray]]
+    _kept: dict[int, np.ndarray]
     _matches: dict[int, tuple[np.ndarray, np.ndarray]]
     _done: set[int]
 
@@ -39,7 +41,8 @@ class Releasing:
             if out not in self._done:
                 self._needs(out, keep)
         held: list[tuple[str, dict[int, Any]]] = [
-            ("table", self.tables), ("pos", self._positions), ("pairs", self._pairs)
+            ("table", self.tables), ("pos", self._positions), ("pairs", self._pairs),
+            ("kept", self._kept),
         ]  # fmt: skip
         for kind, found in held:
             for ident in [i for i in found if (kind, i) not in keep]:
@@ -49,12 +52,28 @@ class Releasing:
         """Add to ``got`` what rule ``out`` still reads: tables, and the positions and
         join pairs already derived that spare it reading more."""
         rule = self.rules[out]
+        if out in self.record_sorts:  # (a sort of records whose sort values are read)
+            (src,) = rule.inputs
+            if src in self.composite:
+                self._needs(self.composite[src], got)
+            for value in self.record_sorts[out][1]:
+                for _, leaf, read, _ in value.reads:
+                    self._column_needs(leaf, read, got)
+            return
         if rule.kind in ("sort", "limit"):
             return  # (a sort's groups' values are kept apart; a limit reads nothing)
         if rule.kind == "filter":
             scan = self.scans[out]
             assert scan.parent is not None and scan.flag is not None
             self._column_needs(scan.parent, scan.flag, got)
+        elif rule.kind == "join-filter":
+            (src,) = rule.inputs
+            self._needs(self.composite[src], got)  # (the pairs of the join below it)
+            if out in self._kept:
+                got.add(("kept", out))
+                return
+            for _, leaf, read, _ in self.residuals[out].reads:
+                self._column_needs(leaf, read, got)
         elif rule.kind in ("join", "semi", "anti"):
             # (the pairs of the joins below it: each record's records of the datasets
             # joined there, see rows_of)

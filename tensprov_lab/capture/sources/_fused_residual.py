@@ -1,4 +1,5 @@
-"""A fused join's condition beyond its key equalities (see :mod:`._fused`).
+"""A fused join's condition beyond its key equalities, and a fused filter of a join's
+output (see :mod:`._fused`).
 
 An inner, semi or anti join whose condition has more than key equalities (TPC-H Q19's
 ``OR`` of branches over both tables once the key is shared out of it, Q21's
@@ -7,7 +8,9 @@ the rest of the condition evaluated on each pair's values, read over the joined
 datasets like the keys and compiled as a direct read's condition is
 (:mod:`._direct`: comparisons, ``AND`` / ``OR`` / ``NOT``, ``IN``, null tests, with
 Spark's three-valued logic; a null is no match).  A condition outside that subset, or
-over a column no joined dataset has, leaves the join to its own job.
+over a column no joined dataset has, leaves the join to its own job.  A filter of a
+join's output (Q7's and Q19's ``OR`` over their joined tables) is such a condition over
+one input: its records' values read over the datasets joined below it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from tensprov_lab.capture.sources._direct import Unreadable, arrow_type, compile
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Residual", "holds_of", "residual_of"]
+__all__ = ["Residual", "holds_of", "residual_of", "values_of"]
 
 JObject = Any
 #: ``fusion`` below is a ``_fused.Fusion``, which imports this module (so not named)
@@ -44,8 +47,9 @@ def residual_of(
 ) -> Residual | None:
     """The reads (asked of ``fusion`` for operation ``out``) and compiled form of a
     join's ``condition`` beyond its keys (``sides``: the join's two children, over
-    ``inputs``); None when it reads a column that no joined dataset has, or that is not
-    evaluated here as Spark evaluates it."""
+    ``inputs``; for a filter's condition its one child and input); None when it reads
+    a column that no joined dataset has, or that is not evaluated here as Spark
+    evaluates it."""
     jvm = fusion.jvm
     scope: dict[int, tuple[Any, ...]] = {}
     reads: list[tuple[int, int, tuple[int, str], str]] = []
@@ -71,33 +75,45 @@ def residual_of(
         return None
 
 
-def holds_of(fusion: Any, ident: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
+def holds_of(fusion: Any, ident: int) -> Callable[..., np.ndarray] | None:
     """Fused join ``ident``'s condition beyond its keys as a function of its key pairs
     ``(left rows, right rows)`` (None: it has none): whether it is true for each pair,
     over the pair's values (:class:`KeyError_` where it cannot be evaluated here, a
-    NaN say: then the join takes its own job)."""
+    NaN say: then the join takes its own job).  For a fused filter of a join's output
+    (rule kind ``"join-filter"``) it takes one array, rows of its input."""
     residual = fusion.residuals.get(ident)
     if residual is None:
         return None
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    rule = fusion.rules[ident]
+    inputs = fusion.rules[ident].inputs
 
-    def holds(li: np.ndarray, ri: np.ndarray) -> np.ndarray:
-        columns = {}
-        for side, leaf, read, name in residual.reads:
-            # (each side's records of the joined dataset the column is read over)
-            at = fusion._rows_by_leaf(rule.inputs[side], [leaf])[leaf]
-            picked = (li, ri)[side]
-            picked = picked if at is None else np.append(at, -1)[picked]
-            columns[name] = fusion.column(leaf, read).take(pa.array(picked, mask=picked < 0))
-        try:
-            value = evaluate(residual.node, pa.table(columns))
-        except Unreadable as exc:
-            raise KeyError_(str(exc)) from exc
-        if isinstance(value, pa.Scalar):
-            value = pa.repeat(value, len(li))
+    def holds(*rows: np.ndarray) -> np.ndarray:
+        value = values_of(fusion, residual, inputs, rows)
         return np.asarray(pc.fill_null(value, False).to_numpy(zero_copy_only=False), bool)
 
     return holds
+
+
+def values_of(
+    fusion: Any, residual: Residual, inputs: list[int], rows: tuple[np.ndarray, ...]
+) -> Any:
+    """The value of a compiled expression over records picked by ``rows`` of each of
+    ``inputs`` (one per side the reads name), as an Arrow array; :class:`KeyError_`
+    where it cannot be evaluated here."""
+    import pyarrow as pa
+
+    columns = {}
+    for side, leaf, read, name in residual.reads:
+        # (each side's records of the joined dataset the column is read over)
+        at = fusion._rows_by_leaf(inputs[side], [leaf])[leaf]
+        picked = rows[side]
+        picked = picked if at is None else np.append(at, -1)[picked]
+        columns[name] = fusion.column(leaf, read).take(pa.array(picked, mask=picked < 0))
+    try:
+        value = evaluate(residual.node, pa.table(columns))
+    except Unreadable as exc:
+        raise KeyError_(str(exc)) from exc
+    if isinstance(value, pa.Scalar):
+        value = pa.repeat(value, len(rows[0]))
+    return value

@@ -27,7 +27,10 @@ from tensprov_lab.capture.plan._keys import KeyError_
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.capture.spark._versions import to_arrow
 
-__all__ = ["first_members", "group_values", "sort_permutation", "sortable"]
+__all__ = [
+    "first_members", "group_rows", "group_values", "sort_permutation", "sortable",
+    "sorted_records",
+]  # fmt: skip
 
 JObject = Any
 
@@ -98,37 +101,50 @@ def sort_permutation(
         When the values read do not name one group each (then the sort is captured by
         its own job).
     """
-    import pandas as pd
     import pyarrow as pa
 
     orders = jvm.lst(sort.order())
-    n = len(values[0]) if values else 0
     by_id = {int(g.exprId().id()): i for i, g in enumerate(grouping)}
     picked = [_grouping_position(jvm, o.child(), by_id) for o in orders]
     if all(i is not None for i in picked):
         # sorted by grouping values only: known already, in canonical order (no job)
-        return _sorted(orders, [values[i] for i in picked if i is not None])
+        return sorted_records(orders, [values[i] for i in picked if i is not None])
     names = [f"g{i}" for i in range(len(grouping))]
     ties = [f"s{i}" for i in range(len(orders))]
     exprs = [jvm.alias(g, name) for g, name in zip(grouping, names)]
     exprs += [jvm.alias(o.child(), t) for o, t in zip(orders, ties)]
     table = to_arrow(jvm.to_df(jvm.project(exprs, below)))
-    if table.num_rows != n:
-        raise KeyError_(f"the sorted groups are {table.num_rows} records of {n} groups")
+    row_of = pa.array(group_rows(values, [table.column(name) for name in names]))
+    return sorted_records(orders, [table.column(t).take(row_of) for t in ties])
+
+
+def group_rows(values: list[Any], read: list[Any]) -> np.ndarray:
+    """The record of a read of groups (``read``: its grouping columns) that is each
+    group of ``values`` (its grouping values, groups in canonical order); a group is its
+    values.  :class:`KeyError_` when the read's values do not name one group each.
+
+    >>> import pyarrow as pa
+    >>> group_rows([pa.array(["a", None, "c"])], [pa.array(["c", "a", None])]).tolist()
+    [1, 2, 0]
+    """
+    import pandas as pd
+    import pyarrow as pa
+
+    n = len(values[0]) if values else 0
+    if (len(read[0]) if read else 0) != n:
+        raise KeyError_(f"a read of {n} groups has {len(read[0])} records")
     combined = []
-    for can, name in zip(values, names):
-        got = table.column(name).cast(can.type)
-        chunks = [*_chunks(can), *_chunks(got)]
+    for can, got in zip(values, read):
+        chunks = [*_chunks(can), *_chunks(got.cast(can.type))]
         combined.append(pa.chunked_array(chunks, type=can.type))
     codes, _ = value_codes(combined)
     index = pd.Index(codes[:n])
     where = index.get_indexer(codes[n:]) if index.is_unique else np.full(n, -1)
     if n and (int(where.min()) < 0 or len(np.unique(where)) != n):
-        raise KeyError_("the sorted groups' values do not name one group each")
+        raise KeyError_("the groups' values read do not name one group each")
     at = np.empty(n, dtype=np.int64)
     at[where] = np.arange(n)  # the row read of each group, groups in canonical order
-    row_of = pa.array(at)
-    return _sorted(orders, [table.column(t).take(row_of) for t in ties])
+    return at
 
 
 def _grouping_position(jvm: Jvm, expr: JObject, by_id: dict[int, int]) -> int | None:
@@ -138,7 +154,7 @@ def _grouping_position(jvm: Jvm, expr: JObject, by_id: dict[int, int]) -> int | 
     return by_id.get(int(expr.exprId().id()))
 
 
-def _sorted(orders: list[JObject], columns: list[Any]) -> np.ndarray:
+def sorted_records(orders: list[JObject], columns: list[Any]) -> np.ndarray:
     """The stable sort of records (in canonical order) by ``columns``, one per order
     of the sort, as Spark sorts them: the record at each sorted position."""
     import pyarrow as pa

@@ -381,6 +381,10 @@ public class TensProvHelper {
                     e = child;
                     continue;
                 }
+                // a cast to another type: its type (no spaces: one token), then the value
+                b.append(" C ").append(e.dataType().simpleString().replace(' ', '_'));
+                exprNode(child, b);
+                return;
             }
             break;
         }
