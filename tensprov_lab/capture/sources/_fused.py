@@ -16,8 +16,14 @@ operation then takes its record indices from those columns:
 - *equi-join* of two scan-ordered inputs: each side's key columns matched in NumPy
   (:mod:`._equijoin`), pairs in canonical (left, right) order;
 - *aggregate* grouping by attributes of a scan-ordered input, or of one side of such a
-  join (a projection in between keeps them): every input record is a member of the
-  group of its values.
+  join (a projection in between keeps them), or by values a projection computes over
+  one joined dataset: every input record is a member of the group of its values
+  (:mod:`._fused_groups`);
+- the rest of docs/fused-capture.md's table: semi and anti joins, join conditions
+  beyond the keys and filters of a join's output (:mod:`._fused_residual`), sorts of
+  groups or records by values read, their limits (:mod:`._fused_sort`), and the steps
+  over an aggregate's output (its records read through Spark, put in canonical order
+  by their grouping values).
 
 Anything else (and any of these whose columns could not be read) is captured by its own
 job as before.  The result is the same lineage, which the tests that compare captures
@@ -29,23 +35,19 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tensprov_lab.capture.plan._equijoin import (
-    arrow_codes,
-    combine_codes,
     dense_pairs,
     find_equi_join,
-    groups_through,
     join_pairs,
     key_codes,
     semi_rows,
 )
 from tensprov_lab.capture.plan._keyed import key_name
-from tensprov_lab.capture.plan._keys import KeyError_, row_dtype
+from tensprov_lab.capture.plan._keys import KeyError_
 from tensprov_lab.capture.plan._pieces import (
     positions_per_piece,
     read_frame_in_pieces,
@@ -53,20 +55,16 @@ from tensprov_lab.capture.plan._pieces import (
 )
 from tensprov_lab.capture.sources._direct import DirectRead, direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.sources._fused_groups import Grouping
+from tensprov_lab.capture.sources._fused_model import NO_RULE, Refused, Rule, Scan, parts_of
 from tensprov_lab.capture.sources._fused_release import Releasing
 from tensprov_lab.capture.sources._fused_residual import (
     Residual,
     holds_of,
     residual_of,
-    values_of,
 )
 from tensprov_lab.capture.sources._fused_sort import (
-    first_members,
-    group_rows,
-    group_values,
-    sort_permutation,
     sortable,
-    sorted_records,
 )
 from tensprov_lab.capture.sources._shapes import (
     below,
@@ -84,50 +82,16 @@ __all__ = ["Fusion", "plan"]
 
 JObject = Any
 
-#: grouping value types whose equality Arrow's dictionary encoding reproduces exactly
-_EXACT_GROUP_TYPES = {
-    "integer", "long", "short", "byte", "string", "boolean", "date", "decimal",
-}  # fmt: skip
 
-
-@dataclass
-class _Scan:
-    """A scan-ordered dataset: the source it restricts and how."""
-
-    base: int
-    #: the dataset it filters or equals (None: it is the source itself)
-    parent: int | None = None
-    #: the column of ``parent``'s reads that holds the filter's condition
-    flag: tuple[int, str] | None = None
-
-
-@dataclass
-class _Rule:
-    #: "filter" | "join-filter" | "join" | "semi" | "anti" | "group" | "sort" | "limit"
-    kind: str
-    inputs: list[int]
-    #: join: per side, its key columns; group: the grouping columns
-    columns: list[list[tuple[int, str]]] = field(default_factory=list)
-    #: the scan-ordered dataset whose records each column is read over (per side, for
-    #: a join): the input itself, or for a join's output one of the joined datasets
-    over: list[list[int]] = field(default_factory=list)
-    keep: tuple[bool, bool] = (False, False)
-    #: a join's: per input, the dataset its records are: the input, or for a copy of a
-    #: source (its table read again by a statement) the copy, so that a statement that
-    #: joins a table twice (TPC-H Q7's two nations) tells one side's columns from the
-    #: other's (empty: the inputs)
-    parts: list[int] = field(default_factory=list)
-
-
-class Fusion(Releasing):
+class Fusion(Grouping, Releasing):
     """The columns one tracked block reads, and the record indices derived from them."""
 
     def __init__(self, jvm: Jvm) -> None:
         self.jvm = jvm
-        self.scans: dict[int, _Scan] = {}
+        self.scans: dict[int, Scan] = {}
         #: a join's output (or a projection of it), by ident: the join output's ident
         self.composite: dict[int, int] = {}
-        self.rules: dict[int, _Rule] = {}
+        self.rules: dict[int, Rule] = {}
         #: per dataset read: its plan, and its columns by name
         self.plans: dict[int, JObject] = {}
         self.reads: dict[int, dict[str, JObject]] = {}
@@ -220,7 +184,7 @@ class Fusion(Releasing):
         if grouped and target != self.scans[ds].base:
             # (read through Spark over a filter of an aggregate's output, its records
             # would come in Spark's order)
-            raise _Refused("an expression over a filter of an aggregate's output")
+            raise Refused("an expression over a filter of an aggregate's output")
         if attr:
             known = self._attr_names.get((target, int(expr.exprId().id())))
             if known is not None:
@@ -257,14 +221,14 @@ class Fusion(Releasing):
     def add_source(self, ident: int, plan: JObject) -> None:
         """A source of the block: scan-ordered when its plan is stable."""
         if scan_ordered(self.jvm, plan):
-            self.scans[ident] = _Scan(ident)
+            self.scans[ident] = Scan(ident)
             self.plans[ident] = plan
 
     def add_operation(self, out: int, inputs: list[Any], plan: JObject) -> None:
         """Note the rule that covers ``out = f(inputs)``, if one does."""
         try:
             self._add_operation(out, inputs, plan)
-        except _Refused:
+        except Refused:
             pass  # (a read no fused rule takes: the operation's own job)
 
     def _add_operation(self, out: int, inputs: list[Any], plan: JObject) -> None:
@@ -280,7 +244,7 @@ class Fusion(Releasing):
         (src,) = inputs
         if below(jvm, plan, src.ident) is not None:  # projections only: the same records
             if src.ident in self.scans:
-                self.scans[out] = _Scan(self.scans[src.ident].base, src.ident)
+                self.scans[out] = Scan(self.scans[src.ident].base, src.ident)
                 self.plans.setdefault(out, plan)
             elif src.ident in self.composite:
                 self.composite[out] = self.composite[src.ident]
@@ -298,16 +262,16 @@ class Fusion(Releasing):
             return
         if cls == "Filter" and src.ident in self.scans:
             flag = self._read(src.ident, src.plan, main.condition(), out)
-            self.scans[out] = _Scan(self.scans[src.ident].base, src.ident, flag)
+            self.scans[out] = Scan(self.scans[src.ident].base, src.ident, flag)
             self.plans.setdefault(out, plan)
-            self.rules[out] = _Rule("filter", [src.ident])
+            self.rules[out] = Rule("filter", [src.ident])
         elif cls == "Filter" and src.ident in self.composite:
             # a filter of a join's output: its condition over the joined datasets'
             # values of each record, as a join's residual condition is evaluated
             residual = residual_of(self, [src], kids, main.condition(), out)
             if residual is not None:
                 self.residuals[out] = residual
-                self.rules[out] = _Rule("join-filter", [src.ident])
+                self.rules[out] = Rule("join-filter", [src.ident])
                 self.composite[out] = out
         elif cls == "Aggregate":
             self._aggregate(out, src, main, plan)
@@ -315,7 +279,7 @@ class Fusion(Releasing):
             grouped = set(self._out_ids(src.ident, src.plan))
             keys = self.grouping[src.ident]
             if all(int(g.exprId().id()) in grouped for g in keys) and sortable(jvm, main):
-                self.rules[out] = _Rule("sort", [src.ident])
+                self.rules[out] = Rule("sort", [src.ident])
                 self._sorts[out] = (main, src.plan)
                 self._values.setdefault(src.ident, None)  # (kept when numbered)
                 self._sorters[src.ident] = self._sorters.get(src.ident, 0) + 1
@@ -329,16 +293,16 @@ class Fusion(Releasing):
             # ORDER BY over its joined tables), sorted as the values of groups are
             values = [residual_of(self, [src], kids, o.child(), out) for o in jvm.lst(main.order())]
             if all(v is not None for v in values):
-                self.rules[out] = _Rule("sort", [src.ident])
+                self.rules[out] = Rule("sort", [src.ident])
                 self.record_sorts[out] = (main, [v for v in values if v is not None])
-        elif cls == "GlobalLimit" and self.rules.get(src.ident, _NO_RULE).kind == "sort":
+        elif cls == "GlobalLimit" and self.rules.get(src.ident, NO_RULE).kind == "sort":
             # the first records of sorted groups (a top-k): records Spark returns in
             # their canonical order, so the first k of them
             local = jvm.children(main)[0]
             if jvm.cls(local) == "LocalLimit" and renames_of(
                 jvm, jvm.children(local)[0], src.ident
             ):
-                self.rules[out] = _Rule("limit", [src.ident])
+                self.rules[out] = Rule("limit", [src.ident])
                 self.limits[out] = int(main.maxRows().get())
 
     def _join(self, out: int, inputs: list[Any], plan: JObject) -> None:
@@ -370,7 +334,7 @@ class Fusion(Releasing):
         # a semi (anti) join's records are its left input's that have a match (none):
         # a join whose output has no right record, the matches its right tensor lists
         kind = {"LeftSemi": "semi", "LeftAnti": "anti"}.get(ej.how, "join")
-        self.rules[out] = _Rule(
+        self.rules[out] = Rule(
             kind, [n.ident for n in inputs], columns, over, ej.keep, [p for p in parts if p]
         )
         self.composite[out] = out
@@ -399,7 +363,7 @@ class Fusion(Releasing):
         if all(c != ident for c, _ in self._copies.get(node.ident, [])):
             self._copies.setdefault(node.ident, []).append((ident, plan))
             # (the same records: read over its own attributes where a join names it)
-            self.scans[ident] = _Scan(ident)
+            self.scans[ident] = Scan(ident)
             self.plans[ident] = plan
         return ident
 
@@ -421,7 +385,7 @@ class Fusion(Releasing):
 
     def _attr_leaf(self, ds: int, expr_id: int, part: int | None = None) -> int | None:
         """The scan-ordered dataset at or below ``ds`` whose attribute ``expr_id`` is
-        (``part``: the dataset a join reads ``ds`` as, see :attr:`_Rule.parts`)."""
+        (``part``: the dataset a join reads ``ds`` as, see :attr:`Rule.parts`)."""
         if ds in self.scans:
             if part is not None and part != ds:  # (a copy of source ds)
                 return part if expr_id in self._out_ids(part, self.plans[part]) else None
@@ -435,43 +399,9 @@ class Fusion(Releasing):
         if join is None:
             return None
         rule = self.rules[join]
-        found = [self._attr_leaf(i, expr_id, p) for i, p in zip(rule.inputs, _parts(rule))]
+        found = [self._attr_leaf(i, expr_id, p) for i, p in zip(rule.inputs, parts_of(rule))]
         hits = [f for f in found if f is not None]
         return hits[0] if len(hits) == 1 else None
-
-    def _grouping_leaf(self, ds: int, plan: JObject, attr: JObject) -> tuple[int, JObject] | None:
-        """The scan-ordered dataset at or below ``ds`` to read grouping attribute ``attr``
-        over, and what to read: the attribute, or the expression a projection of
-        ``plan`` (the aggregate's child) defines it as, over one joined dataset's
-        columns (TPC-H Q7's ``year(l_shipdate) AS l_year``, ``n1.n_name AS
-        supp_nation``); None when it is neither."""
-        jvm = self.jvm
-        eid = int(attr.exprId().id())
-        leaf = self._attr_leaf(ds, eid)
-        if leaf is not None:
-            return leaf, attr
-        while jvm.cls(plan) in ("Project", "SubqueryAlias", "View"):
-            if jvm.cls(plan) == "Project":
-                for item in jvm.lst(plan.projectList()):
-                    if jvm.cls(item) == "Alias" and int(item.exprId().id()) == eid:
-                        return self._defined_leaf(ds, jvm.children(plan)[0], item.child())
-            plan = jvm.children(plan)[0]
-        return None
-
-    def _defined_leaf(self, ds: int, plan: JObject, expr: JObject) -> tuple[int, JObject] | None:
-        """:meth:`_grouping_leaf` of a projection's expression ``expr`` over ``plan``."""
-        jvm = self.jvm
-        if jvm.cls(expr) == "AttributeReference":
-            return self._grouping_leaf(ds, plan, expr)
-        if not bool(expr.deterministic()):
-            return None
-        refs = jvm.lst(expr.references().toSeq())
-        at = {self._attr_leaf(ds, int(a.exprId().id())) for a in refs}
-        if len(at) != 1 or None in at:
-            return None  # (over two joined datasets, or over a projection's own values)
-        (leaf,) = at
-        assert leaf is not None
-        return leaf, expr
 
     def _leaves(self, ds: int) -> set[int]:
         """The scan-ordered datasets a join's output (or ``ds`` itself) is made of."""
@@ -481,38 +411,9 @@ class Fusion(Releasing):
         rule = self.rules[join]
         return {
             leaf
-            for i, p in zip(rule.inputs, _parts(rule))
+            for i, p in zip(rule.inputs, parts_of(rule))
             for leaf in (self._leaves(i) if i in self.composite else {p})
         }
-
-    def _aggregate(self, out: int, src: Any, agg: JObject, plan: JObject) -> None:
-        jvm = self.jvm
-        grouping = jvm.lst(agg.groupingExpressions())
-        if not grouping:
-            return  # a global aggregate takes every record without a job already
-        if src.ident not in self.scans and src.ident not in self.composite:
-            return
-        columns, leaves = [], []
-        for g in grouping:
-            if jvm.cls(g) != "AttributeReference" or str(g.name()) == "spark_grouping_id":
-                return
-            if str(g.dataType().typeName()).split("(")[0] not in _EXACT_GROUP_TYPES:
-                return  # (a decimal's type name is "decimal(p,s)")
-            found = self._grouping_leaf(src.ident, jvm.children(agg)[0], g)
-            if found is None:
-                return
-            leaf, value = found
-            over = src.plan if leaf == src.ident else self.plans[leaf]
-            columns.append(self._read(leaf, over, value, out))
-            leaves.append(leaf)
-        self.rules[out] = _Rule("group", [src.ident], [columns], [leaves])
-        self.grouping[out] = grouping
-        ids = self._out_ids(out, plan)
-        if all(int(g.exprId().id()) in ids for g in grouping):
-            # its groups are its records: a dataset the steps over it read (see _order)
-            self.scans[out] = _Scan(out)
-            self.plans[out] = plan
-            self._group_reads[out] = None
 
     # -- reading -----------------------------------------------------------------------
     def fetch(self, count_jobs: Any) -> None:
@@ -820,7 +721,7 @@ class Fusion(Releasing):
                 f"a fused join has {len(pairs[0])} records where {expected} were counted"
             )
         rule = self.rules[join]
-        for side, (part, read_as) in enumerate(zip(rule.inputs, _parts(rule))):
+        for side, (part, read_as) in enumerate(zip(rule.inputs, parts_of(rule))):
             if read_as == leaf:
                 return pairs[side]
             if part in self.composite and leaf in self._leaves(part):
@@ -848,124 +749,9 @@ class Fusion(Releasing):
             out.append(col if at is None else col.take(pa.array(at, mask=at < 0)))
         return out
 
-    def groups(self, ident: int) -> tuple[np.ndarray, int]:
-        """An aggregate's group of every input record, numbered by smallest member."""
-        import pandas as pd
-
-        rule = self.rules[ident]
-        (src,) = rule.inputs
-        (leaves,) = rule.over
-        rows = self._rows_by_leaf(src, leaves)
-        at = rows[leaves[0]]
-        if at is not None and len(rows) == 1:
-            # every grouping column from one joined dataset: numbered over its records
-            coded = []
-            for read in rule.columns[0]:
-                # coded as read, then picked through the positions (no taken copy of
-                # the column: a 16M-record side's values are not copied in Arrow)
-                col, pos = self._raw(leaves[0], read)
-                codes, width = arrow_codes(col)
-                coded.append((codes if pos is None else codes[pos], width))
-            parent, n_groups = groups_through(coded, at)
-            self._check_members(src, len(parent))
-            self._keep_values(ident, parent, n_groups, rows)
-            return parent, n_groups
-        columns = []
-        for read, leaf in zip(rule.columns[0], leaves):
-            codes, width = arrow_codes(self.column(leaf, read))
-            at = rows[leaf]
-            if at is not None:
-                # row -1 (no record on this side of an outer join) picks the null code
-                codes = np.append(codes, 0)[at]
-            columns.append((codes, width))
-        combined = combine_codes(columns)
-        # factorize numbers values in order of first appearance: by smallest member
-        parent, uniq = pd.factorize(combined)
-        self._check_members(src, len(parent))
-        self._keep_values(ident, parent, len(uniq), rows)
-        return parent.astype(row_dtype(len(uniq)), copy=False), len(uniq)
-
-    def _order(self, ident: int) -> np.ndarray:
-        """Where each group of a fused aggregate is among the records of its read (read
-        through Spark, which returns them in an order of its own): matched by grouping
-        values, which the aggregate's capture kept."""
-        got = self._group_rows.get(ident)
-        if got is None:
-            values = self._group_values.get(ident)
-            reads = self._group_reads[ident]
-            if values is None or reads is None:
-                raise KeyError_("an aggregate's grouping values were not kept")
-            table = self.tables[ident]
-            got = group_rows(values, [table.column(name) for _, name in reads])
-            self._group_rows[ident] = got
-        return got
-
-    def _keep_values(
-        self,
-        ident: int,
-        parent: np.ndarray,
-        n_groups: int,
-        rows: dict[int, np.ndarray | None],
-    ) -> None:
-        """Keep the groups' grouping values of an aggregate a fused sort sorts, or
-        whose output a later step reads (``rows``: each leaf's record of every input
-        record, see :meth:`rows_of`)."""
-        read = self._group_reads.get(ident) is not None
-        if ident not in self._values and not read:
-            return
-        rule = self.rules[ident]
-        (leaves,) = rule.over
-        columns = [self.column(leaf, read) for read, leaf in zip(rule.columns[0], leaves)]
-        values = group_values(
-            columns, [rows[leaf] for leaf in leaves], first_members(parent, n_groups)
-        )
-        if ident in self._values:
-            self._values[ident] = values
-        if read:
-            self._group_values[ident] = values
-
-    def sorted_groups(self, ident: int) -> np.ndarray:
-        """A fused sort's permutation: the group behind each sorted record (one job of
-        the plan it sorts, without keys; see :mod:`._fused_sort`), or for a sort of
-        records whose sort values are read, those values sorted."""
-        (src,) = self.rules[ident].inputs
-        if ident in self.record_sorts:
-            sort, orders = self.record_sorts[ident]
-            n = self.size_of(src)
-            if n is None:
-                raise KeyError_("a fused sort's input was not counted")
-            rows = (np.arange(n),)
-            columns = [values_of(self, value, [src], rows) for value in orders]
-            return sorted_records(self.jvm.lst(sort.order()), columns)
-        values = self._values.get(src)
-        self._sorters[src] -= 1
-        if not self._sorters[src]:  # the last sort of these groups
-            self._values.pop(src, None)
-        if values is None:
-            raise KeyError_("the sorted groups' values were not kept")
-        sort, below = self._sorts[ident]
-        return sort_permutation(self.jvm, below, self.grouping[src], sort, values)
-
-    def _check_members(self, src: int, members: int) -> None:
-        expected = self.size_of(src)
-        if expected is not None and members != expected:
-            raise KeyError_(f"a fused aggregate has {members} members of {expected} records")
-
 
 def _to_arrow(df: Any) -> Any:
     return to_arrow(df)
-
-
-_NO_RULE = _Rule("none", [])
-
-
-class _Refused(Exception):
-    """A read no fused rule takes (planning gives the operation up)."""
-
-
-def _parts(rule: _Rule) -> list[int]:
-    """Per input of a join rule, the dataset its records are (see :attr:`_Rule.parts`)."""
-    return rule.parts or rule.inputs
 
 
 #: see Fusion.max_pairs
