@@ -298,7 +298,7 @@ def _special(F: Any) -> list[Any]:  # noqa: N803 - pyspark's functions, as usual
         F.col("x").between(F.col("k").cast("double"), 2.5),
         F.substring("s", 2, 3) == F.lit("ab"),
         F.substring("s", -2, 1) == F.lit("a"),  # (from the end: left to Spark)
-        F.substring("s", 1, F.col("i")) == F.lit("a"),
+        F.expr("substring(s, 1, i)") == F.lit("a"),
         F.year(F.col("s")) == F.lit(2024),  # (a string cast to a date: left to Spark)
     ]
 
