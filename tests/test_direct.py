@@ -83,10 +83,14 @@ VALUES = {
     "k": st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([2**40, -(2**62)])),
     "i": st.one_of(st.none(), st.integers(-3, 3)),
     "x": st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, -2.25, 3.0, math.inf])),
-    "s": st.one_of(st.none(), st.sampled_from(["", "a", "b", "ab", "é", "Z", "😀"])),
+    "s": st.one_of(
+        st.none(), st.sampled_from(["", "a", "b", "ab", "é", "Z", "😀", "a\nb", "a%_\\b"])
+    ),
     "b": st.one_of(st.none(), st.booleans()),
 }
 rows = st.lists(st.tuples(*(VALUES[c] for c in COLUMNS)), max_size=12)
+#: the pieces of a LIKE pattern Spark takes (an escape before %, _ or itself)
+LIKE_PARTS = ["a", "b", "%", "_", "\n", "\\%", "\\_", "\\\\", "é"]
 
 
 def _conditions(
@@ -187,6 +191,9 @@ def test_columns_and_conditions_read_from_files_equal_sparks(
     # a substring at constant bounds (a grouping value, e.g. TPC-H Q22's country code)
     start, count = draw.draw(st.integers(1, 4)), draw.draw(st.integers(0, 3))
     exprs["sub"] = F.substring("s", start, count)
+    # LIKE: % and _ (across a line break too), escapes of %, _ and the escape itself
+    pattern = "".join(draw.draw(st.lists(st.sampled_from(LIKE_PARTS), max_size=4)))
+    exprs["like"] = F.col("s").like(pattern)
     expected, reader = _read_both(spark, path, exprs)
     assert reader is not None
     try:
@@ -300,6 +307,8 @@ def _special(F: Any) -> list[Any]:  # noqa: N803 - pyspark's functions, as usual
         F.substring("s", -2, 1) == F.lit("a"),  # (from the end: left to Spark)
         F.expr("substring(s, 1, i)") == F.lit("a"),
         F.year(F.col("s")) == F.lit(2024),  # (a string cast to a date: left to Spark)
+        F.col("s").like("a\\%%"),
+        F.expr("s LIKE 'a#%' ESCAPE '#'"),  # (an escape of its own: left to Spark)
     ]
 
 
@@ -370,6 +379,8 @@ def test_constants_and_refusals_compile_alike_with_and_without_the_helper(spark:
         "unreadable",  # a substring from the end
         "unreadable",  # a substring of a length that is not a constant
         "unreadable",  # the year of a string (cast to a date)
+        ("like", ("col", "s", "string"), "a\\%%"),
+        "unreadable",  # LIKE with an escape of its own
     ]
     assert want[7] in ("unreadable", ("cmp", "equal", ("col", "i", "int"), ("lit", None, "int")))
 

@@ -403,8 +403,8 @@ def find_equi_join(
     """The equi-join at the top of ``plan`` (below projections only), or ``None`` when
     there is none or its keys are not all of :data:`EXACT_KEY_TYPES` and deterministic.
     With ``semi``, a semi or anti join (:data:`SEMI_TYPES`) is one too; with
-    ``residual``, an inner, semi or anti join whose condition has more than its key
-    equalities (that rest is :attr:`EquiJoin.residual`)."""
+    ``residual``, a join whose condition has more than its key equalities (that rest is
+    :attr:`EquiJoin.residual`)."""
     node = plan
     while jvm.cls(node) == "Project":
         node = jvm.children(node)[0]
@@ -417,7 +417,7 @@ def find_equi_join(
     how = str(parts._1().toString())
     known = how in JOIN_TYPES or (semi and how in SEMI_TYPES)
     rest = None if parts._4().isEmpty() else parts._4().get()
-    if not known or (rest is not None and not (residual and how in ("Inner", *SEMI_TYPES))):
+    if not known or (rest is not None and not residual):
         return None  # a cross join, a semi join, or a condition beyond key equalities
     keys = (jvm.lst(parts._2()), jvm.lst(parts._3()))
     if not keys[0]:

@@ -475,6 +475,8 @@ def _compile_walk(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) ->
         )
         above = _combine("GreaterThanOrEqual", [value, low], 0)
         return _combine("And", [above, _combine("LessThanOrEqual", [value, high], 0)], 0)
+    if cls == "Like" and str(expr.escapeChar()) != "\\":
+        raise Unreadable("LIKE with an escape of its own")
     kids = [_compile_walk(jvm, k, columns) for k in jvm.lst(expr.children())]
     return _combine(cls, kids, int(expr.n()) if cls == "AtLeastNNonNulls" else 0)
 
@@ -506,6 +508,8 @@ def _combine(cls: str, kids: list[Node], count: int) -> Node:
         return ("year", kids[0], "int")
     if cls == "Substring":
         return _substring(*kids)
+    if cls == "Like":
+        return _like(*kids)
     raise Unreadable(f"{cls} is evaluated by Spark")
 
 
@@ -534,6 +538,18 @@ def _cast(value: Node, target: str) -> Node:
         if exact:
             return ("cast", value, target)
     return coerce(value, target)
+
+
+def _like(value: Node, pattern: Node) -> Node:
+    """Spark's ``value LIKE pattern`` with the default escape ``\\`` (Arrow's
+    ``match_like`` reads ``%``, ``_`` and the escape as Spark does, ``%`` and ``_``
+    across line breaks too) for a constant pattern whose every escape is one Spark
+    takes (before ``%``, ``_`` or the escape itself)."""
+    if _type(value) != "string" or pattern[0] != "lit" or not isinstance(pattern[1], str):
+        raise Unreadable("LIKE of a value that is not a string, or a pattern that is not")
+    if re.search(r"\\(?![%_\\])", pattern[1].replace("\\\\", "")):
+        raise Unreadable("a LIKE pattern Spark refuses")
+    return ("like", value, pattern[1])
 
 
 def _substring(value: Node, pos: Node, length: Node) -> Node:
@@ -628,7 +644,7 @@ def _columns_of(node: Node, used: dict[str, str]) -> None:
     elif kind in ("and_kleene", "or_kleene"):
         _columns_of(node[1], used)
         _columns_of(node[2], used)
-    elif kind in ("not", "isnull", "isnotnull", "in", "cast", "year", "substr"):
+    elif kind in ("not", "isnull", "isnotnull", "in", "cast", "year", "substr", "like"):
         _columns_of(node[1], used)
     elif kind == "atleast":
         for kid in node[2]:
@@ -665,6 +681,8 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         return pc.cast(pc.year(evaluate(node[1], table)), pa.int32())
     if kind == "substr":
         return pc.utf8_slice_codeunits(evaluate(node[1], table), node[3], node[4])
+    if kind == "like":
+        return pc.match_like(evaluate(node[1], table), pattern=node[2])
     raise Unreadable(f"cannot evaluate {kind}")
 
 

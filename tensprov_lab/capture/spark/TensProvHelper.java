@@ -407,6 +407,11 @@ public class TensProvHelper {
                 // another Spark build: its replacement, which the reader refuses
             }
         }
+        if (e instanceof org.apache.spark.sql.catalyst.expressions.Like
+                && ((org.apache.spark.sql.catalyst.expressions.Like) e).escapeChar() != '\\') {
+            b.append(" E LikeEscape 0 0");  // (an escape of the user's own: not read)
+            return;
+        }
         scala.collection.Seq kids = e.children();
         int n = kids.size();
         int count = 0;
