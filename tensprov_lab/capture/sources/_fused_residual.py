@@ -7,10 +7,9 @@ A join (inner, outer, semi or anti) whose condition has more than key equalities
 the rest of the condition evaluated on each pair's values, read over the joined
 datasets like the keys and compiled as a direct read's condition is
 (:mod:`._direct`: comparisons, ``AND`` / ``OR`` / ``NOT``, ``IN``, null tests, with
-Spark's three-valued logic; a null is no match).  A condition outside that subset, or
-over a column no joined dataset has, leaves the join to its own job (an outer join then
-adds each side's records left without a pair).  A filter of a
-join's output (Q7's and Q19's ``OR`` over their joined tables) is such a condition over
+Spark's three-valued logic; a null is no match); an outer join then adds each kept
+side's records left without a pair.  A condition outside that subset, or over a column
+no joined dataset has, leaves the join to its own job.  A filter of a join's output (Q7's and Q19's ``OR`` over their joined tables) is such a condition over
 one input: its records' values read over the datasets joined below it.
 """
 
