@@ -414,3 +414,19 @@ def test_a_broadcast_join_of_uncounted_sources_counts_them_from_its_keys(
     assert taken == [True, False] and counted == []
     assert (again.mapping(a, joined2).toarray() == _expected_map(pairs, len(pairs), 4, 0)).all()
     assert (again.mapping(b, joined2).toarray() == _expected_map(pairs, len(pairs), 4, 1)).all()
+
+
+def test_null_aware_anti_rows_are_not_in_as_sql_says() -> None:
+    """``x NOT IN (right)`` by brute force over SQL's three-valued logic (a comparison
+    with a null is no answer): the left records a null-aware anti join keeps."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        left = rng.integers(-1, 4, size=int(rng.integers(0, 7)))
+        right = rng.integers(-1, 4, size=int(rng.integers(0, 4)))
+        want = []
+        for i, x in enumerate(left):
+            answers = [None if x < 0 or y < 0 else bool(x != y) for y in right]
+            if all(a is True for a in answers):  # (NOT IN: true for every right value)
+                want.append(i)
+        kept, matches = _equijoin.semi_rows(left, right, anti=True, null_aware=True)
+        assert kept.tolist() == want and matches is None

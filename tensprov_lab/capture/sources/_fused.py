@@ -141,6 +141,8 @@ class Fusion(Grouping, Releasing):
         self._group_reads: dict[int, list[tuple[int, str]] | None] = {}
         self._group_values: dict[int, list[Any]] = {}
         self._group_rows: dict[int, np.ndarray] = {}
+        #: the fused anti joins of NOT IN (see _equijoin.semi_rows)
+        self.null_aware: set[int] = set()
         #: a fused limit's number of records
         self.limits: dict[int, int] = {}
         #: the most pairs a fused join matches in NumPy (16 bytes each, and as much
@@ -251,6 +253,12 @@ class Fusion(Grouping, Releasing):
             return
         if not jvm.deterministic(plan):
             return
+        if self._projects_copy(plan, src):
+            # a projection of a copy of a source (TPC-H Q21's subquery over lineitem
+            # again): the source's records, its columns read over the copy
+            self.scans[out] = Scan(src.ident, src.ident)
+            self.plans.setdefault(out, plan)
+            return
         # a SQL statement's step: the projection of its SELECT above the main node, the
         # view and alias of its table below it (the same records either way)
         main = under_projections(jvm, plan)
@@ -334,6 +342,8 @@ class Fusion(Grouping, Releasing):
         # a semi (anti) join's records are its left input's that have a match (none):
         # a join whose output has no right record, the matches its right tensor lists
         kind = {"LeftSemi": "semi", "LeftAnti": "anti"}.get(ej.how, "join")
+        if ej.null_aware:
+            self.null_aware.add(out)
         self.rules[out] = Rule(
             kind, [n.ident for n in inputs], columns, over, ej.keep, [p for p in parts if p]
         )
@@ -366,6 +376,20 @@ class Fusion(Grouping, Releasing):
             self.scans[ident] = Scan(ident)
             self.plans[ident] = plan
         return ident
+
+    def _projects_copy(self, plan: JObject, src: Any) -> bool:
+        """Whether ``plan`` is projections (deterministic: checked by the caller) of a
+        copy of source ``src`` (:meth:`_same_records`)."""
+        scan = self.scans.get(src.ident)
+        if scan is None or scan.parent is not None:
+            return False
+        jvm = self.jvm
+        node, projected = plan, False
+        while jvm.cls(node) in ("Project", "SubqueryAlias", "View", "ResolvedHint"):
+            projected = projected or jvm.cls(node) == "Project"
+            node = jvm.children(node)[0]
+        part = self._same_records(node, src) if projected else None
+        return part is not None and part != src.ident
 
     def _copy_reading(self, ds: int, expr: JObject) -> tuple[int, JObject] | None:
         """The copy of source ``ds`` whose attributes ``expr`` reads (None: none)."""
@@ -695,7 +719,12 @@ class Fusion(Grouping, Releasing):
         )
         lc, rc = key_codes(left, right)
         kept, matched = semi_rows(
-            lc, rc, rule.kind == "anti", self.max_pairs, holds_of(self, ident)
+            lc,
+            rc,
+            rule.kind == "anti",
+            self.max_pairs,
+            holds_of(self, ident),
+            ident in self.null_aware,
         )
         if matched is not None:
             self._matches[ident] = matched

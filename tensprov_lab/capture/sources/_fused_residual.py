@@ -9,8 +9,9 @@ datasets like the keys and compiled as a direct read's condition is
 (:mod:`._direct`: comparisons, ``AND`` / ``OR`` / ``NOT``, ``IN``, null tests, with
 Spark's three-valued logic; a null is no match); an outer join then adds each kept
 side's records left without a pair.  A condition outside that subset, or over a column
-no joined dataset has, leaves the join to its own job.  A filter of a join's output (Q7's and Q19's ``OR`` over their joined tables) is such a condition over
-one input: its records' values read over the datasets joined below it.
+no joined dataset has, leaves the join to its own job.  A filter of a join's output
+(Q7's and Q19's ``OR`` over their joined tables) is such a condition over one input:
+its records' values read over the datasets joined below it.
 """
 
 from __future__ import annotations
