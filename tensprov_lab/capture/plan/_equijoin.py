@@ -34,7 +34,9 @@ __all__ = [
     "groups_through",
     "join_pairs",
     "key_codes",
+    "semi_rows",
     "value_codes",
+    "with_unmatched",
 ]
 
 #: Spark key types whose equality is equality of the values Arrow hands us.  Floats
@@ -322,6 +324,28 @@ def dense_pairs(
     if keep_left:  # matched pairs first, then the unmatched left records
         li = np.concatenate([li, np.flatnonzero(~matched)])
     return li.astype(rows, copy=False), hit[li]
+
+
+def with_unmatched(
+    li: np.ndarray, ri: np.ndarray, sizes: tuple[int, int], keep: tuple[bool, bool]
+) -> tuple[np.ndarray, np.ndarray]:
+    """An outer join's pairs: the matched ``(li, ri)``, and with ``keep`` of a side each of
+    its ``sizes[side]`` records in no pair, paired with -1 (in no order yet).
+
+    >>> with_unmatched(np.array([0, 0]), np.array([1, 2]), (2, 4), (True, True))
+    (array([ 0,  0,  1, -1, -1]), array([ 1,  2, -1,  0,  3]))
+    """
+    lefts, rights = [li], [ri]
+    for side, (rows, size) in enumerate(zip((li, ri), sizes)):
+        if not keep[side]:
+            continue
+        seen = np.zeros(size, dtype=bool)
+        seen[rows] = True
+        alone = np.flatnonzero(~seen).astype(rows.dtype, copy=False)
+        none = np.full(len(alone), -1, dtype=rows.dtype)
+        lefts.append(alone if side == 0 else none)
+        rights.append(none if side == 0 else alone)
+    return np.concatenate(lefts), np.concatenate(rights)
 
 
 def semi_rows(

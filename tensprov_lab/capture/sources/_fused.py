@@ -45,6 +45,7 @@ from tensprov_lab.capture.plan._equijoin import (
     join_pairs,
     key_codes,
     semi_rows,
+    with_unmatched,
 )
 from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import KeyError_
@@ -692,7 +693,7 @@ class Fusion(Grouping, Releasing):
                     li, ri = join_pairs(*codes, False, False, max_pairs=self.max_pairs)
                     ok = residual(li, ri)
                     sizes = (len(left[0]), len(right[0]))
-                    li, ri = _with_unmatched(li[ok], ri[ok], sizes, rule.keep)
+                    li, ri = with_unmatched(li[ok], ri[ok], sizes, rule.keep)
                     residual = None
                 else:
                     li, ri = join_pairs(*codes, *rule.keep, max_pairs=self.max_pairs)
@@ -786,28 +787,6 @@ class Fusion(Grouping, Releasing):
             col, at = self.column(leaf, read), rows[leaf]
             out.append(col if at is None else col.take(pa.array(at, mask=at < 0)))
         return out
-
-
-def _with_unmatched(
-    li: np.ndarray, ri: np.ndarray, sizes: tuple[int, int], keep: tuple[bool, bool]
-) -> tuple[np.ndarray, np.ndarray]:
-    """An outer join's pairs: the matched ``(li, ri)``, and with ``keep`` of a side each of
-    its ``sizes[side]`` records in no pair, paired with -1 (in no order yet).
-
-    >>> _with_unmatched(np.array([0, 0]), np.array([1, 2]), (2, 4), (True, True))
-    (array([ 0,  0,  1, -1, -1]), array([ 1,  2, -1,  0,  3]))
-    """
-    lefts, rights = [li], [ri]
-    for side, (rows, size) in enumerate(zip((li, ri), sizes)):
-        if not keep[side]:
-            continue
-        seen = np.zeros(size, dtype=bool)
-        seen[rows] = True
-        alone = np.flatnonzero(~seen).astype(rows.dtype, copy=False)
-        none = np.full(len(alone), -1, dtype=rows.dtype)
-        lefts.append(alone if side == 0 else none)
-        rights.append(none if side == 0 else alone)
-    return np.concatenate(lefts), np.concatenate(rights)
 
 
 def _to_arrow(df: Any) -> Any:
