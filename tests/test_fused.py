@@ -917,3 +917,21 @@ def test_not_in_subqueries_are_fused(spark: Any, views: None) -> None:
     assert sizes[3] == 0  # (a null among the subquery's values)
     assert sizes[5] == 600  # (NOT IN of nothing: every order, null keys too)
     assert run._log.jobs == 0
+
+
+def test_computed_groups_over_an_outer_joins_missing_side(spark: Any, data: Any) -> None:
+    """A grouping value computed over one table of an outer join: a record without a
+    record of that table is grouped by the value Spark computes of nulls. An
+    expression null goes through (``upper``) is fused; one that turns null into a value
+    (``coalesce``) is captured by its own job; both as the unfused capture groups."""
+    from pyspark.sql import functions as F
+
+    orders, customers = data
+
+    def body() -> None:
+        oc = orders.join(customers, "cust_id", "left")
+        oc.withColumn("r", F.upper("region")).groupBy("r").count()
+        oc.withColumn("r", F.coalesce("region", F.lit("none"))).groupBy("r").count()
+
+    run = _compare(spark, body, ["join", "count"], fewer_jobs=False)
+    assert run.operations[-1].jobs > 0 and not run.operations[-1].fused

@@ -37,6 +37,14 @@ _EXACT_GROUP_TYPES = {
 }  # fmt: skip
 
 
+#: expressions whose value is null when a value they read is (grouping values computed
+#: over one joined table, see Grouping._null_in_null_out)
+_NULL_THROUGH = {
+    "Alias", "Cast", "Extract", "Year", "Month", "DayOfMonth", "Quarter", "Substring",
+    "Upper", "Lower",
+}  # fmt: skip
+
+
 class Grouping:
     """The aggregates and sorts of :class:`._fused.Fusion` (a mixin: the attributes
     below are the fusion's)."""
@@ -87,7 +95,7 @@ class Grouping:
         jvm = self.jvm
         if jvm.cls(expr) == "AttributeReference":
             return self._grouping_leaf(ds, plan, expr)
-        if not bool(expr.deterministic()):
+        if not bool(expr.deterministic()) or not self._null_in_null_out(expr):
             return None
         refs = jvm.lst(expr.references().toSeq())
         at = {self._attr_leaf(ds, int(a.exprId().id())) for a in refs}
@@ -96,6 +104,18 @@ class Grouping:
         (leaf,) = at
         assert leaf is not None
         return leaf, expr
+
+    def _null_in_null_out(self, expr: JObject) -> bool:
+        """Whether ``expr`` is null where a column it reads is (its value is read over a
+        joined table's records, and a record of an outer join without one of that
+        table takes a null: the value Spark gives it only when null goes through)."""
+        jvm = self.jvm
+        cls = jvm.cls(expr)
+        if cls in ("AttributeReference", "Literal"):
+            return True
+        if cls not in _NULL_THROUGH:
+            return False
+        return all(self._null_in_null_out(kid) for kid in jvm.lst(expr.children()))
 
     def _aggregate(self, out: int, src: Any, agg: JObject, plan: JObject) -> None:
         jvm = self.jvm
