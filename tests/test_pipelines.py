@@ -168,7 +168,8 @@ def test_census_dag_is_readable_rolled_up(tracked: Any) -> None:
     flat, rolled = t.run.to_svg(rollup=False), t.run.to_svg()
     assert len(t.run.operations) > 100
     assert width(flat) > 20_000 and width(rolled) < 1_500, (width(flat), width(rolled))
-    from tensprov_lab.notebook._graph_view import build_graph, rollup_chains
+    from tensprov_lab.notebook._graph_view import build_graph
+    from tensprov_lab.notebook._rollup import rollup_chains
 
     full = build_graph(t.run)
     R = rollup_chains(full)

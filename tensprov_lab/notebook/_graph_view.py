@@ -34,8 +34,9 @@ __all__ = [
     "layout_view",
     "matching_nodes",
     "node_style",
+    "node_ref",
     "operation_node",
-    "rollup_chains",
+    "set_kinds",
 ]
 
 # Sizes in pixels; the layout spaces layers and nodes so that these never overlap.
@@ -66,13 +67,6 @@ CATEGORY_COLORS: dict[str, str] = {
     "opaque": "#d1d5db",
     "stage": "#fef3c7",
 }
-#: operation categories that keep their input's records (one record in, one out): a
-#: chain of them is rolled up into one stage node
-ROW_PRESERVING = {"transformation", "vertical_reduction", "vertical_augmentation", "trivial"}
-#: shortest chain of row-preserving steps shown as one stage
-STAGE_STEPS = 3
-#: steps per stage when a longer stage is expanded
-STAGE_CHUNK = 10
 DEFAULT_OP_COLOR = "#fef9c3"
 
 
@@ -267,6 +261,7 @@ def build_graph(source: Any, *, coarse: bool = False, show_trivial: bool = False
                 kind="dataset",
                 ref=ds.id,
                 label=name or _made_by(store, ds_id),
+                named=bool(name),
                 role=ds.role,
                 origin=ds.origin,
                 category="",
@@ -306,6 +301,8 @@ def build_graph(source: Any, *, coarse: bool = False, show_trivial: bool = False
             inputs=ins,
             output=out,
             warnings=list(op.warnings),
+            call=op.call,
+            call_id=op.call_id,
         )
         for k, nid in enumerate(ins):
             if G.has_edge(nid, onid):  # self-join: one edge, drawn once, counted twice
@@ -317,138 +314,10 @@ def build_graph(source: Any, *, coarse: bool = False, show_trivial: bool = False
     for extra in datasets:
         if not extra.hidden or show_trivial:
             add_dataset(resolve(extra.id))
-    _set_kinds(G)
+    set_kinds(G)
     if coarse:
         return coarsen(G)
     return G
-
-
-def rollup_chains(
-    G: nx.DiGraph, expanded: Iterable[str] = (), min_steps: int = STAGE_STEPS
-) -> nx.DiGraph:
-    """Roll each chain of at least ``min_steps`` row-preserving steps (``withColumn``,
-    ``select``, renames, casts: one input, one record out per record in, each dataset
-    between two of them read by the next step only) into one *stage* node.
-
-    A wide feature-engineering pipeline (Census: 113 operations, mostly ``withColumn``)
-    then reads as a handful of stages; a stage expands on demand (``expanded``: stage
-    ids drawn step by step, or, past ``STAGE_CHUNK`` steps, as stages of that many).
-    A whole chain's stage is ``"s<its last operation>"``, a part's ``"s<its first>"``.
-    Stage nodes are operations of category ``"stage"`` with
-    ``members`` (their operation and dataset node ids, in order), ``steps`` and the
-    ``inputs`` / ``output`` of the chain; ``G.graph["stage_of"]`` maps every rolled-up
-    node to its stage.
-
-    Examples
-    --------
-    >>> import networkx as nx
-    >>> G = nx.DiGraph()
-    >>> for i in range(5):
-    ...     G.add_node(f"d{i}", kind="dataset", label=f"d{i}")
-    >>> for i in range(4):
-    ...     G.add_node(f"o{i}", kind="operation", label="withColumn", category="transformation",
-    ...                expression=f"withColumn {i}", inputs=[f"d{i}"], output=f"d{i + 1}")
-    ...     G.add_edge(f"d{i}", f"o{i}")
-    ...     G.add_edge(f"o{i}", f"d{i + 1}")
-    >>> R = rollup_chains(G)
-    >>> sorted(R.nodes), R.nodes["s3"]["label"]
-    (['d0', 'd4', 's3'], '4 steps: withColumn ×4')
-    >>> sorted(rollup_chains(G, expanded=["s3"]).nodes) == sorted(G.nodes)
-    True
-    """
-    keep_open = set(expanded)
-
-    def unary(nid: str) -> bool:
-        a = G.nodes[nid]
-        return (
-            a["kind"] == "operation"
-            and a.get("category") in ROW_PRESERVING
-            and not a.get("opaque")
-            and G.in_degree(nid) == 1
-            and G.out_degree(nid) == 1
-        )
-
-    def inner(ds: str) -> bool:
-        # a dataset inside a chain: made by one step, read by the next step only
-        return G.nodes[ds]["kind"] == "dataset" and G.in_degree(ds) == 1 and G.out_degree(ds) == 1
-
-    chains: list[list[str]] = []
-    seen: set[str] = set()
-    for nid in nx.topological_sort(G):
-        if nid in seen or not unary(nid):
-            continue
-        # start only where the step before is not part of the same chain
-        (src,) = G.predecessors(nid)
-        before = next(iter(G.predecessors(src)), None) if inner(src) else None
-        if before is not None and unary(before):
-            continue
-        chain = [nid]
-        while True:
-            (out,) = G.successors(chain[-1])
-            nxt = next(iter(G.successors(out)), None) if inner(out) else None
-            if nxt is None or not unary(nxt):
-                break
-            chain += [out, nxt]
-        seen.update(chain)
-        steps = chain[0::2]
-        if len(steps) >= min_steps:
-            chains.append(chain)
-    R = G.copy()
-    stage_of: dict[str, str] = {}
-
-    def roll(chain: list[str], sid: str) -> None:
-        steps = chain[0::2]
-        if sid in keep_open:
-            # expanded: a long chain opens into stages of STAGE_CHUNK steps, each of
-            # which expands in turn (a 100-step chain stays readable one level down)
-            if len(steps) > STAGE_CHUNK:
-                for k in range(0, len(steps), STAGE_CHUNK):
-                    part = chain[2 * k : 2 * (k + STAGE_CHUNK) - 1]
-                    if len(part[0::2]) >= min_steps:
-                        roll(part, "s" + part[0][1:])
-            return
-        (src,) = R.predecessors(steps[0])
-        (out,) = R.successors(steps[-1])
-        methods: dict[str, int] = {}
-        for st in steps:
-            methods[str(G.nodes[st]["label"])] = methods.get(str(G.nodes[st]["label"]), 0) + 1
-        label = f"{len(steps)} steps: " + ", ".join(
-            f"{m} ×{n}" if n > 1 else m for m, n in methods.items()
-        )
-        first, last = G.nodes[steps[0]], G.nodes[steps[-1]]
-        R.remove_nodes_from(chain)
-        R.add_node(
-            sid,
-            kind="operation",
-            ref=first.get("ref", int(steps[0][1:])),
-            label=label,
-            category="stage",
-            contextual=False,
-            opaque=False,
-            nondeterministic=any(G.nodes[st].get("nondeterministic") for st in steps),
-            schema=last.get("schema", []),
-            in_columns=first.get("in_columns", []),
-            rows=last.get("rows"),
-            rows_in=first.get("rows_in", []),
-            expression="\n".join(str(G.nodes[st].get("expression", "")) for st in steps),
-            seconds=float(sum(G.nodes[st].get("seconds", 0.0) for st in steps)),
-            inputs=[src],
-            output=out,
-            warnings=[w for st in steps for w in G.nodes[st].get("warnings", [])],
-            members=list(chain),
-            steps=steps,
-        )
-        R.add_edge(src, sid, count=1, position=0)
-        R.add_edge(sid, out, count=1, position=0)
-        for n in chain:
-            stage_of[n] = sid
-
-    for chain in chains:
-        # a whole chain is named after its last step, a part of an expanded one after
-        # its first: the two never share an id
-        roll(chain, "s" + chain[-1][1:])
-    R.graph["stage_of"] = stage_of
-    return R
 
 
 def legend(G: nx.DiGraph) -> list[dict[str, Any]]:
@@ -493,7 +362,9 @@ def _made_by(store: Store, ds_id: int) -> str:
     return f"{op.method}({', '.join(names)})"
 
 
-def _set_kinds(G: nx.DiGraph) -> None:
+def set_kinds(G: nx.DiGraph) -> None:
+    """Mark each dataset node of ``G`` a source, a sink or an intermediate dataset, by
+    its edges in the picture."""
     # Source and sink are relative to the picture: a dataset made by an earlier run is
     # where this run's data comes from, so it is drawn as a source.
     for nid, attrs in G.nodes(data=True):

@@ -87,7 +87,8 @@ class SourcePanel:
         attrs = self._view.graph.nodes[nid]
         store = self._run.store
         steps = [store.operations[node_ref(s)[1]] for s in attrs["steps"]]
-        first, last = steps[0], steps[-1]
+        ins = [node_ref(i)[1] for i in attrs["inputs"]]
+        out = node_ref(attrs["output"])[1]
         return {
             "type": "stage",
             "node": nid,
@@ -97,10 +98,10 @@ class SourcePanel:
                 for op in steps
             ],
             "seconds": float(sum(op.seconds for op in steps)),
-            "rows_in": [store.datasets[i].n_rows for i in first.inputs],
-            "rows_out": store.datasets[last.output].n_rows,
-            "inputs": [self._ds_summary(i) for i in first.inputs],
-            "output": self._ds_summary(last.output),
+            "rows_in": [store.datasets[i].n_rows for i in ins],
+            "rows_out": store.datasets[out].n_rows,
+            "inputs": [self._ds_summary(i) for i in ins],
+            "output": self._ds_summary(out),
             "warnings": [w for op in steps for w in op.warnings],
         }
 

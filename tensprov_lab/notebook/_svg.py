@@ -19,9 +19,9 @@ from tensprov_lab.notebook._graph_view import (
     graph_key,
     layout_view,
     node_style,
-    rollup_chains,
     short,
 )
+from tensprov_lab.notebook._rollup import rollup as rolled_up
 
 __all__ = ["to_svg", "view_to_svg"]
 
@@ -46,7 +46,7 @@ def to_svg(
         Keep trivial operations (repartition, cache ...) and hidden datasets.
     rollup : bool, default True
         Draw each chain of three or more row-preserving steps (``withColumn``, ``select``
-        ...) as one stage node (:func:`~._graph_view.rollup_chains`).
+        ...) as one stage node (:func:`~._rollup.rollup`).
 
     Returns
     -------
@@ -55,7 +55,7 @@ def to_svg(
     """
     G = build_graph(run, coarse=coarse, show_trivial=show_trivial)
     if rollup and not coarse:
-        G = rollup_chains(G)
+        G = rolled_up(G)
     return view_to_svg(layout_view(G, coarse=coarse))
 
 

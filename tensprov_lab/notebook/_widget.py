@@ -46,8 +46,8 @@ from tensprov_lab.notebook._graph_view import (
     matching_nodes,
     node_ref,
     operation_node,
-    rollup_chains,
 )
+from tensprov_lab.notebook._rollup import rollup as rolled_up
 from tensprov_lab.notebook._source_panel import SourcePanel
 from tensprov_lab.notebook._svg import view_to_svg
 from tensprov_lab.notebook._values import (  # noqa: F401 - _convert, _edit_json: tests use them here
@@ -150,7 +150,7 @@ class LineageExplorer(WhatIfPanel, SourcePanel, anywidget.AnyWidget):  # type: i
         self._full = full
         G = full
         if self.rollup and not self.coarse:
-            G = rollup_chains(full, self._expanded)
+            G = rolled_up(full, self._expanded)
         if self.focus:
             fid = self._visible_id(self.focus, G)
             if fid != self.focus:

@@ -101,6 +101,11 @@ class Operation:
     #: the files its tensors are memory-mapped from once spilled past the memory
     #: budget (:mod:`._spill`); None while they are in memory
     spilled: list[str] | None = None
+    #: the front-end call of the user's that made it, named as the user wrote it (the
+    #: pandas API on Spark's ``merge``, ``groupby.sum``, ``[]``), and which call: the
+    #: operations one call made share ``call_id``; ``""`` / None for a DataFrame call
+    call: str = ""
+    call_id: int | None = None
 
     @property
     def localized(self) -> bool:

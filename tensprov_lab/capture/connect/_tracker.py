@@ -375,8 +375,14 @@ class ConnectTracker(Depth, Blocks):
     def _name_bound(self, bound: Any) -> None:
         """Name datasets after the variables (``(name, DataFrame)`` pairs) bound to
         them."""
+        from tensprov_lab.capture.hops._pandas_api import spark_frame_of
+
         for var, value in bound:
-            node = self.node_of(value)
+            try:
+                # a pandas-on-Spark frame names the DataFrame that holds its values
+                node = self.node_of(spark_frame_of(value))
+            except Exception:  # noqa: BLE001 - values not held by a dataset yet
+                continue
             if node is not None and node.name is None:
                 node.name = var
                 if node.ds_id is not None:

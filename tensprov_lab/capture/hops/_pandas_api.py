@@ -18,13 +18,17 @@ block's first ``pandas_api()`` imports it).
 
 from __future__ import annotations
 
+import inspect
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MODULE", "spark_frame_of", "targets"]
+__all__ = ["MODULE", "PACKAGE", "calls", "spark_frame_of", "targets"]
 
-#: where the default index is attached (imported by the block itself on first use)
+#: where the default index is attached, in the package a block imports itself on
+#: first use (``pandas_api()`` does)
 MODULE = "pyspark.pandas.internal"
+PACKAGE = "pyspark.pandas"
 
 #: how a column that only names a column of its frame is held (classic, Connect)
 _PLAIN = {"UnresolvedAttribute", "AttributeReference", "ColumnReference"}
@@ -38,6 +42,94 @@ def targets() -> list[tuple[type, list[str], Any]]:
     if frame is None or not hasattr(frame, "attach_distributed_sequence_column"):
         return []
     return [(frame, ["attach_distributed_sequence_column"], None)]
+
+
+#: operators of pandas-on-Spark frames and series, as the user writes them
+_SYMBOLS = {
+    "__add__": "+", "__radd__": "+", "__sub__": "-", "__rsub__": "-", "__mul__": "*",
+    "__rmul__": "*", "__truediv__": "/", "__rtruediv__": "/", "__floordiv__": "//",
+    "__rfloordiv__": "//", "__mod__": "%", "__rmod__": "%", "__pow__": "**",
+    "__rpow__": "**", "__neg__": "-", "__abs__": "abs", "__invert__": "~", "__and__": "&",
+    "__rand__": "&", "__or__": "|", "__ror__": "|", "__xor__": "^", "__rxor__": "^",
+    "__eq__": "==", "__ne__": "!=", "__lt__": "<", "__le__": "<=", "__gt__": ">",
+    "__ge__": ">=", "__matmul__": "@", "__getitem__": "[]", "__setitem__": "[]=",
+    "__repr__": "repr", "__len__": "len",
+}  # fmt: skip
+#: prefixes of the calls of an object a call returned (``psdf.groupby("k")`` ...)
+_PREFIXES = {
+    "GroupBy": "groupby.", "DataFrameGroupBy": "groupby.", "SeriesGroupBy": "groupby.",
+    "Rolling": "rolling.", "RollingGroupby": "rolling.", "Expanding": "expanding.",
+    "ExpandingGroupby": "expanding.", "ExponentialMoving": "ewm.",
+    "ExponentialMovingGroupby": "ewm.",
+}  # fmt: skip
+
+
+def _named(name: str) -> Callable[[tuple], str]:
+    return lambda args: name
+
+
+def _column(prefix: str) -> Callable[[tuple], str]:
+    """``psdf.v``: the column a ``__getattr__`` reads."""
+    return lambda args: f"{prefix}.{args[1]}" if len(args) > 1 else f"{prefix}getattr"
+
+
+def _indexer(args: tuple) -> str:
+    """``psdf.loc[...]`` / ``psdf.iloc[...]``: one class serves both."""
+    return "iloc[]" if type(args[0]).__name__.startswith("iLoc") else "loc[]"
+
+
+def calls(entry: bool = True) -> list[tuple[Any, str, Callable[[tuple], str]]]:
+    """The calls of the pandas API on Spark a user makes, each with how the operations
+    it makes are named in the DAG: public methods of frames, series, groupings and
+    windows, their operators and indexers, the ``pyspark.pandas`` functions, once the
+    pandas API is imported (it is not imported for this: importing it costs a second);
+    and, with ``entry``, ``DataFrame.pandas_api``, which may import it.
+
+    >>> import pyspark.pandas
+    >>> named = {(o.__name__, n): label((None, "v")) for o, n, label in calls()}
+    >>> named["GroupBy", "sum"], named["DataFrame", "__getattr__"], named["IndexOpsMixin", "__gt__"]
+    ('groupby.sum', '.v', '>')
+    >>> named["pyspark.pandas", "merge"], named["DataFrame", "pandas_api"]
+    ('merge', 'pandas_api')
+    """
+    found: list[tuple[Any, str, Callable[[tuple], str]]] = []
+    if entry:
+        from tensprov_lab.capture.spark._versions import classic_dataframe
+
+        found.append((classic_dataframe(), "pandas_api", _named("pandas_api")))
+    if PACKAGE not in sys.modules or not hasattr(sys.modules[PACKAGE], "merge"):
+        return found  # not imported, or still importing
+    import pyspark.pandas as ps
+    from pyspark.pandas import base, frame, generic, groupby, indexing, namespace, series, window
+
+    owners: list[tuple[type, str]] = [
+        (frame.DataFrame, ""), (series.Series, ""), (generic.Frame, ""),
+        (base.IndexOpsMixin, ""),
+    ]  # fmt: skip
+    for kind, prefix in _PREFIXES.items():
+        for module in (groupby, window):
+            cls = getattr(module, kind, None)
+            if isinstance(cls, type) and (cls, prefix) not in owners:
+                owners.append((cls, prefix))
+    for cls, prefix in owners:
+        for name, value in list(cls.__dict__.items()):
+            if not inspect.isfunction(value):
+                continue
+            if name == "__getattr__":
+                found.append((cls, name, _column(prefix.rstrip("."))))
+            elif name == "__init__" and not prefix:
+                found.append((cls, name, _named(cls.__name__)))
+            elif name in _SYMBOLS:
+                found.append((cls, name, _named(prefix + _SYMBOLS[name])))
+            elif not name.startswith("_"):
+                found.append((cls, name, _named(prefix + name)))
+    for name in ("__getitem__", "__setitem__"):
+        if name in indexing.LocIndexerLike.__dict__:
+            found.append((indexing.LocIndexerLike, name, _indexer))
+    for name in namespace.__all__:
+        if inspect.isfunction(getattr(ps, name, None)):
+            found.append((ps, name, _named(name)))
+    return found
 
 
 def _plain(column: Any) -> bool:

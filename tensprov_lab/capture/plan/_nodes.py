@@ -110,6 +110,9 @@ class Node:
     #: inputs of its operation that are the value of a scalar subquery its condition
     #: compares (one record that Spark computes within the plan, not a child of it)
     context: list[Node] = field(default_factory=list)
+    #: the front-end call (the pandas API on Spark's) inside which its operation was
+    #: made: ``(call id, name)``, see ``capture/recording/_patching.wrap_call``
+    call: tuple[int, str] | None = None
 
 
 @dataclass
@@ -170,8 +173,9 @@ def _describe(value: Any) -> str:
 
 def bound_dataframes(frame: Any) -> list[tuple[str, Any]]:
     """The DataFrames a block's scope binds now, by variable (its locals, then its
-    globals at module level): no Spark call, so a background capture takes them before
-    the block returns and names its datasets later."""
+    globals at module level), pandas-on-Spark frames and series among them: no Spark
+    call, so a background capture takes them before the block returns and names its
+    datasets later."""
     from pyspark.sql import DataFrame
 
     scopes: list[dict[str, Any]] = [frame.f_locals]
@@ -181,7 +185,11 @@ def bound_dataframes(frame: Any) -> list[tuple[str, Any]]:
         (var, value)
         for scope in scopes
         for var, value in list(scope.items())
-        if isinstance(value, DataFrame) and not var.startswith("_")
+        if not var.startswith("_")
+        and (
+            isinstance(value, DataFrame)
+            or type(value).__module__ in ("pyspark.pandas.frame", "pyspark.pandas.series")
+        )
     ]
 
 

@@ -12,13 +12,17 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.machinery
+import itertools
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from tensprov_lab.capture.plan._nodes import _short_error
 
-__all__ = ["AfterImport", "Depth", "patch_methods", "restore", "wrap"]
+__all__ = [
+    "AfterImport", "CallTargets", "Depth", "patch_calls", "patch_methods", "restore", "wrap",
+    "wrap_call",
+]  # fmt: skip
 
 #: (class, method names, transparent(name, obj) or None: calls recorded by their inner calls)
 Targets = list[tuple[Any, list[str], Callable[[str, Any], bool] | None]]
@@ -29,6 +33,8 @@ class Depth:
     DataFrames while the user's thread records)."""
 
     _local: Any
+    #: ids of front-end calls (one process-wide sequence: unique across trackers)
+    _call_ids = itertools.count()
 
     @property
     def _depth(self) -> int:
@@ -37,6 +43,15 @@ class Depth:
     @_depth.setter
     def _depth(self, value: int) -> None:
         self._local.depth = value
+
+    @property
+    def _call(self) -> tuple[int, str] | None:
+        """The front-end call the current thread is in: ``(call id, name)``."""
+        return getattr(self._local, "call", None)
+
+    @_call.setter
+    def _call(self, value: tuple[int, str] | None) -> None:
+        self._local.call = value
 
 
 def wrap(
@@ -68,6 +83,47 @@ def wrap(
         return out
 
     return wrapper
+
+
+def wrap_call(
+    tracker: Any, orig: Callable[..., Any], label: Callable[[tuple], str]
+) -> Callable[..., Any]:
+    """``orig``, a call of a front end over DataFrames (the pandas API on Spark), wrapped
+    so that the DataFrame operations it makes while ``tracker`` has a block are
+    recorded as made by it: named ``label(args)``, one id a call (the outermost call of
+    a thread; the calls it makes itself are its business)."""
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # noqa: F841 - errors show as without tracking
+        if tracker._active is None or tracker._depth or tracker._call is not None:
+            return orig(*args, **kwargs)
+        try:
+            name = label(args)
+        except Exception:  # noqa: BLE001 - naming must never break the user's call
+            name = getattr(orig, "__name__", "call")
+        tracker._call = (next(tracker._call_ids), name)
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            tracker._call = None
+
+    return wrapper
+
+
+#: (owner: a class or module, attribute name, label of a call from its arguments)
+CallTargets = list[tuple[Any, str, Callable[[tuple], str]]]
+
+
+def patch_calls(tracker: Any, targets: CallTargets, patched: list[tuple[type, str, Any]]) -> None:
+    """Wrap the front-end calls ``targets`` name (:func:`wrap_call`), noting in
+    ``patched`` what each owner had."""
+    for owner, name, label in targets:
+        orig = getattr(owner, name, None)
+        if orig is None or not callable(orig):
+            continue
+        patched.append((owner, name, owner.__dict__.get(name)))
+        setattr(owner, name, wrap_call(tracker, orig, label))
 
 
 def patch_methods(tracker: Any, targets: Targets, patched: list[tuple[type, str, Any]]) -> None:

@@ -28,7 +28,13 @@ from tensprov_lab.capture.plan._nodes import (
     named,
 )
 from tensprov_lab.capture.plan._stable import plan_is_stable
-from tensprov_lab.capture.recording._patching import AfterImport, Depth, patch_methods, restore
+from tensprov_lab.capture.recording._patching import (
+    AfterImport,
+    Depth,
+    patch_calls,
+    patch_methods,
+    restore,
+)
 from tensprov_lab.capture.rewrite._annotate import annotate_source
 from tensprov_lab.capture.rules import METHODS
 from tensprov_lab.capture.sources._direct import direct_count
@@ -108,6 +114,9 @@ class Recording(Depth):
     def patch(self) -> None:
         try:
             patch_methods(self, self._classes(), self._patched)
+            from tensprov_lab.capture.hops import _pandas_api
+
+            patch_calls(self, _pandas_api.calls(), self._patched)
             self._patch_on_import()
             from tensprov_lab.capture.hops import _pandas
 
@@ -121,19 +130,21 @@ class Recording(Depth):
             raise
 
     def _patch_on_import(self) -> None:
-        """Wrap the pandas API on Spark's index call if the block imports it."""
+        """Wrap the pandas API on Spark's index call and its user's calls if the block
+        imports it (``pandas_api()`` does, on first use)."""
         from tensprov_lab.capture.hops import _pandas_api
 
-        if _pandas_api.MODULE in sys.modules:
+        if _pandas_api.PACKAGE in sys.modules:
             return  # wrapped by patch() already, when it is used
 
         def then() -> None:
             try:
                 patch_methods(self, _pandas_api.targets(), self._patched)
+                patch_calls(self, _pandas_api.calls(entry=False), self._patched)
             except Exception as exc:  # an import in the user's code must not fail for us
                 self._note(f"the pandas API on Spark is not traced: {_short_error(exc)}")
 
-        self._import_hook: AfterImport | None = AfterImport(_pandas_api.MODULE, then)
+        self._import_hook: AfterImport | None = AfterImport(_pandas_api.PACKAGE, then)
         self._import_hook.install()
 
     def unpatch(self) -> None:
@@ -147,8 +158,12 @@ class Recording(Depth):
     _bound_dataframes = staticmethod(bound_dataframes)
 
     def _name_variables(self, frame: Any, bound: list[tuple[str, Any]] | None = None) -> None:
+        from tensprov_lab.capture.hops._pandas_api import spark_frame_of
+
         for var, value in self._bound_dataframes(frame) if bound is None else bound:
             try:
+                # a pandas-on-Spark frame names the DataFrame that holds its values
+                value = spark_frame_of(value)
                 node = self.nodes.get(self.jvm.ident(self.jvm.plan(value)))
             except Exception:
                 continue
@@ -207,7 +222,7 @@ class Recording(Depth):
         parts = [_describe(a) for a in args]
         parts += [f"{k}={_describe(v)}" for k, v in (kwargs or {}).items()]
         assert self._active is not None
-        node = Node(df=out, plan=plan, ident=ident, run=self._active.id)
+        node = Node(df=out, plan=plan, ident=ident, run=self._active.id, call=self._call)
         self.nodes[ident] = node
         self.pending.append(
             Pending(method, inputs, node, f"{method}({', '.join(parts)})", self._active.id)
@@ -297,6 +312,8 @@ class Recording(Depth):
             return known
         assert self._active is not None, "operations are recorded inside a tracked block"
         out.run = self._active.id
+        if out.call is None:
+            out.call = self._call
         self.nodes[out.ident] = out
         self.pending.append(Pending(method, inputs, out, expression, self._active.id))
         self._index_early(method, inputs)

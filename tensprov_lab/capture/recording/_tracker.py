@@ -667,7 +667,9 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             return
         in_cols = [self._dataset(n).columns for n in occ_nodes]
         category = category_of(rw, [len(c) for c in in_cols], cols, in_cols)
-        nondet, warns, said = _notes.determinism(self, p, rw, occ_nodes, len(cols), in_cols)
+        nondet, warns, said = _notes.determinism(
+            self, p, rw, occ_nodes, len(cols), in_cols, n_out
+        )
         attrs = self._attribute_maps(p, rw.occurrences, len(cols), in_cols)
         if ctx_nodes:
             context_maps(attrs, len(cols), [self._dataset(n).columns for n in ctx_nodes])
@@ -708,6 +710,9 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         """Note a captured operation and its output ``node`` in the run, and warn."""
         assert node.ds_id is not None
         self.by_ds[node.ds_id] = node
+        if node.call is not None:
+            op = self.store.operations[op_id]
+            op.call_id, op.call = node.call
         run.operations.append(op_id)
         run.datasets.append(node.ds_id)
         for note in notes:

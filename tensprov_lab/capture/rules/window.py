@@ -4,7 +4,9 @@ Record rule: every output record is its input record, and each window function's
 comes from the records of its *frame*: ``lag``/``lead`` the offset row, an aggregate the
 rows between its frame's bounds (a running sum: the partition's start up to the record),
 a ranking function (``row_number``, ``rank``, ``ntile``, ...) the whole partition, whose
-order decides the rank.  :meth:`Window.tensors` reads, in one Spark job over the
+order decides the rank, except a ``row_number()`` over all records in the order
+``monotonically_increasing_id()`` gives (the pandas API's "sequence" index): a position,
+made from no value, like :mod:`.sequence`'s, whose frame is the record alone.  :meth:`Window.tensors` reads, in one Spark job over the
 window's input, each record's partition, its position in the partition's order (ties
 broken by input record) and, per function, its frame's bounds as two counts (rows up to
 the frame's end, rows in the frame), and keeps every frame as a range of sorted
@@ -43,6 +45,8 @@ __all__ = ["Window", "frame_tensors"]
 JObject = Any
 #: functions whose value depends on the order of every row of the partition
 _RANKING = {"RowNumber", "Rank", "DenseRank", "PercentRank", "CumeDist", "NTile"}
+#: the frame of a window function that numbers records by position: the record alone
+_SELF = "self"
 #: a frame bound: an int offset, or one of these
 _UNBOUNDED_PRECEDING = "unbounded preceding"
 _UNBOUNDED_FOLLOWING = "unbounded following"
@@ -200,6 +204,33 @@ def _frame_of(jvm: Any, fn_expr: JObject) -> tuple[str, int | str, int | str] | 
     return kind, lower, upper
 
 
+def _position_number(jvm: Any, win: JObject, fn_expr: JObject) -> bool:
+    """Whether ``fn_expr`` of window node ``win`` numbers records by their position:
+    ``row_number()`` over all records ordered by ``monotonically_increasing_id()``,
+    the pandas API on Spark's "sequence" default index.  Like its
+    "distributed-sequence" index (:mod:`.sequence`), the number is made from no value:
+    its frame is the record alone, where a rank's would be its whole partition."""
+    if jvm.lst(win.partitionSpec()) or jvm.cls(fn_expr.windowFunction()) != "RowNumber":
+        return False
+    orders = jvm.lst(win.orderSpec())
+    if len(orders) != 1:
+        return False
+    by = orders[0].child()
+    if jvm.cls(by) == "MonotonicallyIncreasingID":
+        return True
+    child = win.child()
+    if jvm.cls(by) != "AttributeReference" or jvm.cls(child) != "Project":
+        return False
+    # (the analyzer pulls the non-deterministic order out into a projection below)
+    target = int(by.exprId().id())
+    return any(
+        jvm.cls(e) == "Alias"
+        and int(e.exprId().id()) == target
+        and jvm.cls(e.child()) == "MonotonicallyIncreasingID"
+        for e in jvm.lst(child.projectList())
+    )
+
+
 def _window_expression(jvm: Any, expr: JObject) -> JObject | None:
     """The ``WindowExpression`` inside a window node's named expression."""
     stack = [expr]
@@ -293,6 +324,9 @@ def _frames(
         alias_id = int(we.exprId().id())
         w_expr = _window_expression(jvm, we)
         frame = _frame_of(jvm, w_expr) if w_expr is not None else None
+        if w_expr is not None and _position_number(jvm, win, w_expr):
+            plans.append((alias_id, _SELF, _SELF))
+            continue
         if w_expr is not None and frame is None:
             fn = jvm.cls(w_expr.windowFunction())
             if fn not in _RANKING:
@@ -324,14 +358,15 @@ def _frames(
             "a frame counted in rows over tied sort values: Spark picks which tied row is in "
             "it; the lineage takes ties in input order"
         )
+    pos_at = table.column(pos).to_numpy().astype(np.int64)
     bounds = [
-        None if hi is None or size is None else (
+        (pos_at, np.ones(n, dtype=np.int64)) if hi == _SELF  # the record alone
+        else None if hi is None or size is None else (
             table.column(hi).to_numpy().astype(np.int64),
             table.column(size).to_numpy().astype(np.int64),
         )
         for _, hi, size in plans
     ]  # fmt: skip
-    pos_at = table.column(pos).to_numpy().astype(np.int64)
     frames = frame_tensors(rows, part_of, pos_at, n, bounds)
     out = [(alias_id, f) for (alias_id, _, _), f in zip(plans, frames)]
     for note in dict.fromkeys(notes):
