@@ -14,10 +14,14 @@ import sys
 import warnings
 from typing import Any
 
+import networkx as nx
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 import tensprov_lab
+from tensprov_lab.notebook._graph_view import build_graph
+from tensprov_lab.notebook._rollup import rollup
 
 pytestmark = pytest.mark.spark
 
@@ -159,9 +163,9 @@ def test_the_natural_order_column_is_not_a_warning_over_a_stable_plan(
     got = run.rows(out)
     assert sorted(got["rid"]) == [rid for rid, _, v, _ in ROWS if v > 5]
 
-    # numbers by position over an order that is not stable are said, once a block:
-    # the numbers of a shuffled DataFrame differ between executions (its records and
-    # their provenance do not)
+    # numbers by position over an order that is not stable are noted on their steps
+    # (the numbers of a shuffled DataFrame differ between executions; its records and
+    # their provenance do not), and not said: they are the pandas API's own columns
     def shuffled() -> Any:
         psdf = orders.pandas_api()
         merged = psdf.merge(psdf[["rid", "name"]], on="rid")
@@ -170,13 +174,70 @@ def test_the_natural_order_column_is_not_a_warning_over_a_stable_plan(
     out, run, said = _tracked(spark, shuffled)
     renumbered = [op for op in run.operations if any("by their position" in w for w in op.warnings)]
     assert len(renumbered) >= 2, [(op.expression, op.warnings) for op in run.operations]
-    assert [s for s in said if "by their position" in s] == [renumbered[0].warnings[-1]], said
+    assert all(op.call for op in renumbered)
+    assert said == [], said
     assert all(op.nondeterministic for op in renumbered)  # kept as the block saw them
     assert not any("is not deterministic" in s for s in said), said
     got = run.rows(out)
     for _, rec in got.iterrows():
         expect = [i for i, (_, k, _, _) in enumerate(ROWS) if k == rec["k"]]
         assert _backward(run, out, int(rec["_row"]), orders) == expect
+
+    # the user's own numbering by position after a shuffle is said, once a block
+    def own() -> Any:
+        grouped = orders.groupBy("k").count()
+        numbered = grouped.withColumn("pos", F.monotonically_increasing_id())
+        return numbered.withColumn("again", F.monotonically_increasing_id())
+
+    out, run, said = _tracked(spark, own)
+    assert len([s for s in said if "by their position" in s]) == 1, said
+
+
+def test_the_dag_draws_the_pandas_calls(spark: Any, frames: Any) -> None:
+    """Each pandas call is one node of the DAG, named as the user wrote it; the frames
+    pandas-on-Spark makes for itself and never uses (the series of ``psdf.v > 5``) are
+    not drawn; its steps are there on expanding."""
+    orders, labels = frames
+
+    def body() -> Any:
+        psdf = orders.pandas_api()
+        kept = psdf[psdf.v > 5].groupby("k").sum().reset_index()
+        return kept.merge(labels.pandas_api(), on="k").sort_values("rid")
+
+    out, run, said = _tracked(spark, body)
+    assert said == [], said
+    assert {op.call for op in run.operations} == {
+        "pandas_api",
+        ">",
+        "[]",
+        "groupby.sum",
+        "reset_index",
+        "merge",
+        "sort_values",
+    }
+    G = rollup(build_graph(run))
+    order = [n for n in nx.topological_sort(G) if G.nodes[n]["kind"] == "operation"]
+    drawn = [G.nodes[n]["label"] for n in order]
+    assert sorted(drawn) == sorted(
+        ["pandas_api", "pandas_api", "[]", "groupby.sum", "reset_index", "merge", "sort_values"]
+    ), drawn
+    assert drawn.index("[]") < drawn.index("groupby.sum") < drawn.index("reset_index")
+    assert drawn.index("reset_index") < drawn.index("merge") < drawn.index("sort_values")
+    sinks = [n for n in G if G.nodes[n]["kind"] == "sink"]
+    assert [G.nodes[n]["ref"] for n in sinks] == [run.dataset(out).id]
+    merge = next(n for n in order if G.nodes[n]["label"] == "merge")
+    assert len(G.nodes[merge]["inputs"]) == 2
+    # the explorer: the call's details list its steps and both inputs; expanding it
+    # draws them one by one
+    from tensprov_lab.notebook._widget import LineageExplorer
+
+    ex = LineageExplorer(run)
+    ex.selected = merge
+    assert ex.details["type"] == "stage" and ex.details["label"] == "merge"
+    assert len(ex.details["inputs"]) == 2 and len(ex.details["steps"]) >= 2
+    ex.expand_stage(merge)
+    shown = {n for n in ex._view.graph if ex._view.graph.nodes[n]["kind"] == "operation"}
+    assert {f"o{s[1:]}" for s in [merge]} <= shown
 
 
 #: a new interpreter whose block imports the pandas API on Spark itself
@@ -198,6 +259,8 @@ for frame, rids in ((out, list(range(6))), (kept, [1, 4])):
         back = run.backward(frame, rows=[int(rec["_row"])], to=orders).to_dict()
         assert [v for rows in back.values() for v in rows] == [int(rec["rid"])], back
 assert not [op for op in run.operations if op.category == "opaque"]
+# the calls of a pandas API the block imported itself are named too
+assert {"pandas_api", "[]"} <= {op.call for op in run.operations}, run.operations
 print("first use ok")
 """
 

@@ -30,9 +30,7 @@ pytestmark = pytest.mark.spark
 INDEX_KINDS = ["distributed-sequence", "sequence", "distributed"]
 LABELS = [(0, "zero"), (1, "one"), (3, "three")]
 
-orders_rows = st.lists(
-    st.tuples(st.integers(0, 3), st.integers(-3, 9)), min_size=1, max_size=12
-)
+orders_rows = st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 9)), min_size=1, max_size=12)
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("filter"), st.integers(-2, 8)),
@@ -74,7 +72,7 @@ def _apply(kind: str, arg: int, psdf: Any, pdf: pd.DataFrame, labels: tuple[Any,
 
 
 @pytest.mark.parametrize("index", INDEX_KINDS)
-@spark_examples("TENSPROV_PANDAS_EXAMPLES", 8)
+@spark_examples("TENSPROV_PANDAS_EXAMPLES", 10)
 @given(rows=orders_rows, plan=steps)
 def test_pandas_on_spark_lineage_matches_the_oracle(
     spark: Any, index: str, rows: list[tuple[int, int]], plan: list[tuple[str, int]]

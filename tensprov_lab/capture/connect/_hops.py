@@ -29,6 +29,7 @@ from tensprov_lab.capture.hops._pandas import (
     hop_lineage,
 )
 from tensprov_lab.capture.plan import _proto as P
+from tensprov_lab.capture.recording._patching import stamp_call
 from tensprov_lab.capture.spark._versions import to_arrow
 
 __all__ = ["HOP", "REASON", "capture_hop", "record_hop"]
@@ -108,5 +109,6 @@ def capture_hop(
         influencing=[np.zeros_like(contributing)], attributes_exact=exact, warnings=notes,
         jobs=2, replay_blocker=REPLAY_BLOCKER,
     )  # fmt: skip
+    stamp_call(op, p.out.call)
     run.operations.append(op.id)
     return True

@@ -76,7 +76,14 @@ from tensprov_lab.capture.plan._nodes import (
     named,
 )
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
-from tensprov_lab.capture.recording._patching import Depth, patch_methods, restore
+from tensprov_lab.capture.recording._patching import (
+    AfterImport,
+    Depth,
+    patch_methods,
+    patch_pandas_api,
+    restore,
+    stamp_call,
+)
 from tensprov_lab.store import AllTensor, IdentityTensor, Store, make_tensor, tensor_from_pairs
 
 __all__ = ["ConnectTracker", "is_connect"]
@@ -125,6 +132,8 @@ class CNode:
     #: a source read from its files by the client: the files and their stamps at capture
     #: (:func:`._direct.read_direct`); replays on the client read records from them
     files: Any = None
+    #: the front-end call (the pandas API on Spark's) that made it: ``(id, name)``
+    call: tuple[int, str] | None = None
 
 
 @dataclass
@@ -169,6 +178,7 @@ class ConnectTracker(Depth, Blocks):
         self._layout_cache: dict[str, Any] = {}
         self._active: RunLog | None = None
         self._patched: list[tuple[type, str, Any]] = []
+        self._import_hook: AfterImport | None = None
         self._local = threading.local()
         #: the capture running in the background (``track(..., background=True)``)
         self._background: BackgroundCapture | None = None
@@ -310,11 +320,16 @@ class ConnectTracker(Depth, Blocks):
         ]
         try:
             patch_methods(self, targets, self._patched)
+            self._import_hook = patch_pandas_api(self, DataFrame, self._patched)
         except BaseException:
             self.abort()
             raise
 
     def unpatch(self) -> None:
+        hook = getattr(self, "_import_hook", None)
+        if hook is not None:
+            hook.remove()
+            self._import_hook = None
         restore(self._patched)
 
     def _record(self, method: str, obj: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -340,7 +355,7 @@ class ConnectTracker(Depth, Blocks):
     def add_pending(self, method: str, inputs: list[CNode], out: Any, expression: str) -> None:
         """Note an operation of the block, to capture at its end."""
         assert self._active is not None
-        node = CNode(df=out, ident=out._plan._plan_id, run=self._active.id)
+        node = CNode(df=out, ident=out._plan._plan_id, run=self._active.id, call=self._call)
         self.nodes[node.ident] = node
         self.pending.append(CPending(method, inputs, node, expression, self._active.id))
 
@@ -585,6 +600,7 @@ class ConnectTracker(Depth, Blocks):
             and len(in_cols) == 1 else None,
             drops_vanish=drops_vanish(rel, set(ids)),
         )  # fmt: skip
+        stamp_call(op, p.out.call)
         run.operations.append(op.id)
 
     def _trace_window(
@@ -781,6 +797,7 @@ class ConnectTracker(Depth, Blocks):
             seconds=time.perf_counter() - t0, contributing=contributing,
             influencing=influencing, attributes_exact=exact,
         )  # fmt: skip
+        stamp_call(op, p.out.call)
         run.operations.append(op.id)
 
     # -- reading records -------------------------------------------------------------------

@@ -78,25 +78,26 @@ def _indexer(args: tuple) -> str:
     return "iloc[]" if type(args[0]).__name__.startswith("iLoc") else "loc[]"
 
 
-def calls(entry: bool = True) -> list[tuple[Any, str, Callable[[tuple], str]]]:
+def calls(dataframe: type | None = None) -> list[tuple[Any, str, Callable[[tuple], str]]]:
     """The calls of the pandas API on Spark a user makes, each with how the operations
     it makes are named in the DAG: public methods of frames, series, groupings and
     windows, their operators and indexers, the ``pyspark.pandas`` functions, once the
     pandas API is imported (it is not imported for this: importing it costs a second);
-    and, with ``entry``, ``DataFrame.pandas_api``, which may import it.
+    and ``dataframe.pandas_api`` (a classic or Connect DataFrame class), which may
+    import it.
 
     >>> import pyspark.pandas
     >>> named = {(o.__name__, n): label((None, "v")) for o, n, label in calls()}
     >>> named["GroupBy", "sum"], named["DataFrame", "__getattr__"], named["IndexOpsMixin", "__gt__"]
     ('groupby.sum', '.v', '>')
-    >>> named["pyspark.pandas", "merge"], named["DataFrame", "pandas_api"]
-    ('merge', 'pandas_api')
+    >>> named["pyspark.pandas", "merge"]
+    'merge'
+    >>> calls(object)[0][1:2]
+    ('pandas_api',)
     """
     found: list[tuple[Any, str, Callable[[tuple], str]]] = []
-    if entry:
-        from tensprov_lab.capture.spark._versions import classic_dataframe
-
-        found.append((classic_dataframe(), "pandas_api", _named("pandas_api")))
+    if dataframe is not None:
+        found.append((dataframe, "pandas_api", _named("pandas_api")))
     if PACKAGE not in sys.modules or not hasattr(sys.modules[PACKAGE], "merge"):
         return found  # not imported, or still importing
     import pyspark.pandas as ps

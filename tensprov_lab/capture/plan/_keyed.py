@@ -107,6 +107,8 @@ class Rewrite:
     #: a caller reads to find ties when the input's keys are not in its canonical order
     sort_node: JObject = None
     sort_exprs: list[JObject] = field(default_factory=list)
+    #: a key of that sort is unique among its records: the sort has no ties
+    sort_total: bool = False
     semi: Semi | None = None
     #: the last (for a plan with one join at its top: the top) join rewritten, and how
     #: many of the output's blocks come from its left side

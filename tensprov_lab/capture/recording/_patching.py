@@ -20,8 +20,8 @@ from typing import Any
 from tensprov_lab.capture.plan._nodes import _short_error
 
 __all__ = [
-    "AfterImport", "CallTargets", "Depth", "patch_calls", "patch_methods", "restore", "wrap",
-    "wrap_call",
+    "AfterImport", "CallTargets", "Depth", "patch_calls", "patch_methods", "patch_pandas_api",
+    "restore", "stamp_call", "wrap", "wrap_call",
 ]  # fmt: skip
 
 #: (class, method names, transparent(name, obj) or None: calls recorded by their inner calls)
@@ -124,6 +124,40 @@ def patch_calls(tracker: Any, targets: CallTargets, patched: list[tuple[type, st
             continue
         patched.append((owner, name, owner.__dict__.get(name)))
         setattr(owner, name, wrap_call(tracker, orig, label))
+
+
+def patch_pandas_api(
+    tracker: Any,
+    dataframe: type,
+    patched: list[tuple[type, str, Any]],
+    also: Callable[[], Targets] = list,
+) -> AfterImport | None:
+    """Wrap the pandas API on Spark's calls for ``tracker`` (:func:`wrap_call`):
+    ``dataframe.pandas_api`` and, once the pandas API is imported, the rest (with the
+    methods ``also`` names then); the import hook installed when the block may import
+    it itself, or None."""
+    from tensprov_lab.capture.hops import _pandas_api
+
+    patch_calls(tracker, _pandas_api.calls(dataframe), patched)
+    if _pandas_api.PACKAGE in sys.modules:
+        return None
+
+    def then() -> None:
+        try:
+            patch_methods(tracker, also(), patched)
+            patch_calls(tracker, _pandas_api.calls(), patched)
+        except Exception as exc:  # an import in the user's code must not fail for us
+            tracker._note(f"the pandas API on Spark is not traced: {_short_error(exc)}")
+
+    hook = AfterImport(_pandas_api.PACKAGE, then)
+    hook.install()
+    return hook
+
+
+def stamp_call(op: Any, call: tuple[int, str] | None) -> None:
+    """Note on store operation ``op`` the front-end call (``(id, name)``) that made it."""
+    if call is not None:
+        op.call_id, op.call = call
 
 
 def patch_methods(tracker: Any, targets: Targets, patched: list[tuple[type, str, Any]]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -22,7 +21,6 @@ from tensprov_lab.capture.plan._nodes import (
     Pending,
     RunLog,
     _describe,
-    _short_error,
     bound_dataframes,
     call_inputs,
     named,
@@ -31,8 +29,8 @@ from tensprov_lab.capture.plan._stable import plan_is_stable
 from tensprov_lab.capture.recording._patching import (
     AfterImport,
     Depth,
-    patch_calls,
     patch_methods,
+    patch_pandas_api,
     restore,
 )
 from tensprov_lab.capture.rewrite._annotate import annotate_source
@@ -78,6 +76,7 @@ class Recording(Depth):
     pending: list[Pending | Node]
     _local: threading.local
     _patched: list[tuple[type, str, Any]]
+    _import_hook: AfterImport | None = None
     _active: RunLog | None
     _plan_idents: weakref.WeakKeyDictionary[Any, int]
     _fresh: set[int]
@@ -115,9 +114,11 @@ class Recording(Depth):
         try:
             patch_methods(self, self._classes(), self._patched)
             from tensprov_lab.capture.hops import _pandas_api
+            from tensprov_lab.capture.spark._versions import classic_dataframe
 
-            patch_calls(self, _pandas_api.calls(), self._patched)
-            self._patch_on_import()
+            self._import_hook = patch_pandas_api(
+                self, classic_dataframe(), self._patched, also=_pandas_api.targets
+            )
             from tensprov_lab.capture.hops import _pandas
 
             for cls, name, make in _pandas.properties():
@@ -128,24 +129,6 @@ class Recording(Depth):
         except BaseException:
             self.abort()  # leave nothing half patched, and no block running
             raise
-
-    def _patch_on_import(self) -> None:
-        """Wrap the pandas API on Spark's index call and its user's calls if the block
-        imports it (``pandas_api()`` does, on first use)."""
-        from tensprov_lab.capture.hops import _pandas_api
-
-        if _pandas_api.PACKAGE in sys.modules:
-            return  # wrapped by patch() already, when it is used
-
-        def then() -> None:
-            try:
-                patch_methods(self, _pandas_api.targets(), self._patched)
-                patch_calls(self, _pandas_api.calls(entry=False), self._patched)
-            except Exception as exc:  # an import in the user's code must not fail for us
-                self._note(f"the pandas API on Spark is not traced: {_short_error(exc)}")
-
-        self._import_hook: AfterImport | None = AfterImport(_pandas_api.PACKAGE, then)
-        self._import_hook.install()
 
     def unpatch(self) -> None:
         hook = getattr(self, "_import_hook", None)

@@ -50,6 +50,7 @@ from tensprov_lab.capture.plan._stable import plan_is_stable
 from tensprov_lab.capture.recording import _context, _guard, _notes
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
 from tensprov_lab.capture.recording._context import context_maps, context_tensors
+from tensprov_lab.capture.recording._patching import stamp_call
 from tensprov_lab.capture.recording._record_rules import RecordRules
 from tensprov_lab.capture.recording._recording import (
     DATAFRAME_METHODS,
@@ -667,9 +668,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             return
         in_cols = [self._dataset(n).columns for n in occ_nodes]
         category = category_of(rw, [len(c) for c in in_cols], cols, in_cols)
-        nondet, warns, said = _notes.determinism(
-            self, p, rw, occ_nodes, len(cols), in_cols, n_out
-        )
+        nondet, warns, said = _notes.determinism(self, p, rw, occ_nodes, len(cols), in_cols, n_out)
         attrs = self._attribute_maps(p, rw.occurrences, len(cols), in_cols)
         if ctx_nodes:
             context_maps(attrs, len(cols), [self._dataset(n).columns for n in ctx_nodes])
@@ -710,9 +709,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         """Note a captured operation and its output ``node`` in the run, and warn."""
         assert node.ds_id is not None
         self.by_ds[node.ds_id] = node
-        if node.call is not None:
-            op = self.store.operations[op_id]
-            op.call_id, op.call = node.call
+        stamp_call(self.store.operations[op_id], node.call)
         run.operations.append(op_id)
         run.datasets.append(node.ds_id)
         for note in notes:
@@ -783,7 +780,10 @@ def _same_result(a: Any, b: Any) -> bool:
 def _ties_exact(rw: Rewrite, inputs: list[Node]) -> bool:
     """Whether Spark returns the output of ``rw`` in canonical order where a sort ties:
     a sort needs key-ordered inputs (it breaks ties by raw keys), anything else keeps
-    its inputs' order."""
+    its inputs' order; a sort without ties gives the canonical order whatever its
+    inputs' (the pandas API's ``sort_values`` breaks ties by a unique number)."""
+    if rw.sort and rw.sort_total:
+        return True
     return all(n.key_ordered if rw.sort else n.ties_exact for n in inputs)
 
 

@@ -59,6 +59,7 @@ class Sort(Rule):
         new = rw.jvm.copy(node, order=rw.jvm.seq([*user, *extra]), child=child)
         rw.info.sort_node = new
         rw.info.sort_exprs = [o.child() for o in user]
+        rw.info.sort_total = any(_unique(rw.jvm, o.child(), node.child()) for o in user)
         return new, blocks
 
     def tensors(self, reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured | None:
@@ -152,3 +153,38 @@ def _equal_to_previous(col: Any) -> np.ndarray:
         both_nan = pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)
         out = pc.or_(out, both_nan)
     return np.asarray(out.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+#: nodes that keep each record of their child at most once (so a value unique among
+#: the child's records stays unique)
+_ONCE = {
+    "Project", "Filter", "Sort", "GlobalLimit", "LocalLimit", "SubqueryAlias", "Window",
+    "Repartition", "RepartitionByExpression", "ResolvedHint", "Offset",
+}  # fmt: skip
+
+
+def _unique(jvm: Any, expr: Any, plan: Any) -> bool:
+    """Whether sort key ``expr`` over ``plan`` holds a value no two records share: a
+    ``monotonically_increasing_id()`` made below through nodes that never repeat a
+    record (pandas-on-Spark's ``__natural_order__``, which its ``sort_values`` sorts
+    by last), so that the sort has no ties to break."""
+    if jvm.cls(expr) == "MonotonicallyIncreasingID":
+        return True
+    if jvm.cls(expr) != "AttributeReference":
+        return False
+    target = int(expr.exprId().id())
+    for _ in range(256):
+        kind = jvm.cls(plan)
+        if kind not in _ONCE:
+            return False
+        if kind == "Project":
+            for e in jvm.lst(plan.projectList()):
+                if jvm.cls(e) == "Alias" and int(e.exprId().id()) == target:
+                    made = e.child()
+                    if jvm.cls(made) == "MonotonicallyIncreasingID":
+                        return True
+                    if jvm.cls(made) != "AttributeReference":
+                        return False
+                    target = int(made.exprId().id())  # a rename: follow it down
+        plan = plan.child()
+    return False

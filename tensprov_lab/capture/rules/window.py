@@ -6,11 +6,12 @@ rows between its frame's bounds (a running sum: the partition's start up to the 
 a ranking function (``row_number``, ``rank``, ``ntile``, ...) the whole partition, whose
 order decides the rank, except a ``row_number()`` over all records in the order
 ``monotonically_increasing_id()`` gives (the pandas API's "sequence" index): a position,
-made from no value, like :mod:`.sequence`'s, whose frame is the record alone.  :meth:`Window.tensors` reads, in one Spark job over the
-window's input, each record's partition, its position in the partition's order (ties
-broken by input record) and, per function, its frame's bounds as two counts (rows up to
-the frame's end, rows in the frame), and keeps every frame as a range of sorted
-positions (:class:`~tensprov_lab.store.WindowTensor`: two ints a record and function).
+made from no value, like :mod:`.sequence`'s, whose frame is the record alone.
+:meth:`Window.tensors` reads, in one Spark job over the window's input, each record's
+partition, its position in the partition's order (ties broken by input record) and, per
+function, its frame's bounds as two counts (rows up to the frame's end, rows in the
+frame), and keeps every frame as a range of sorted positions
+(:class:`~tensprov_lab.store.WindowTensor`: two ints a record and function).
 ``localized=True`` in a query gives the record alone (the paper's localized view).  A
 frame it cannot read exactly (a range over an interval, ``lag`` skipping nulls, an
 unknown function) is taken as the whole partition (a superset), with a note.
