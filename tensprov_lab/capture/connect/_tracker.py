@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from tensprov_lab.capture.connect._index import (
     key_array,
     scan_keys,
 )
+from tensprov_lab.capture.connect._nodes import CNode, CPending
 from tensprov_lab.capture.connect._operation import (
     SAME_RECORDS,
     category_of,
@@ -107,44 +107,6 @@ _TRANSPARENT = {"transform"}
 def is_connect(spark: Any) -> bool:
     """Whether ``spark`` is a Spark Connect session."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-@dataclass
-class CNode:
-    """A DataFrame of a tracked block (a source or an operation's output)."""
-
-    df: Any
-    ident: int
-    run: int | None
-    name: str | None = None
-    ds_id: int | None = None
-    index: Index | None = None
-    cached: Any = None
-    #: the relation keyed as a source (a pinned copy when its order is not stable)
-    source: Any = None
-    #: that keyed source, persisted on the server by the first replay that reads it
-    #: (tensprov_lab.replay._connect): later replays read the batches of their keys
-    kept: Any = None
-    #: a small dataset's records read whole once for replays, and their rows
-    records: Any = None
-    #: the key columns and Arrow types of its replays' records (asked once)
-    arrow_schema: Any = None
-    #: a source read from its files by the client: the files and their stamps at capture
-    #: (:func:`._direct.read_direct`); replays on the client read records from them
-    files: Any = None
-    #: the front-end call (the pandas API on Spark's) that made it: ``(id, name)``
-    call: tuple[int, str] | None = None
-
-
-@dataclass
-class CPending:
-    method: str
-    inputs: list[CNode]
-    out: CNode
-    expression: str
-    run: int
-    #: a SQL statement: the tracked views by name when it was made (._sql)
-    views: dict[str, CNode] | None = None
 
 
 class ConnectTracker(Depth, Blocks):
