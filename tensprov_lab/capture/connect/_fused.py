@@ -15,7 +15,7 @@ reads those columns too, and:
   types Spark and Arrow compare alike) of two such datasets of different sources
   pairs their key columns in NumPy (:func:`~tensprov_lab.capture.plan._equijoin.join_pairs`),
   in canonical (left, right) order;
-- an aggregate whose grouping values ride along that join (:mod:`._rides`) takes them
+- an aggregate whose grouping values ride along that join (:class:`._groups.Ride`) takes them
   from the sources' columns.
 
 Anything else is traced by its own job as before; the lineage is the same (the Connect

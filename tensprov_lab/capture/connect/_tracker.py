@@ -26,7 +26,13 @@ from tensprov_lab.capture.connect._ahead import read_ahead, read_source
 from tensprov_lab.capture.connect._arrow import read_all, read_pieces
 from tensprov_lab.capture.connect._attributes import attribute_maps, decomposition
 from tensprov_lab.capture.connect._direct import read_direct
-from tensprov_lab.capture.connect._groups import EXACT_GROUP_TYPES, plain_grouping, trace_groups
+from tensprov_lab.capture.connect._groups import (
+    EXACT_GROUP_TYPES,
+    Ride,
+    plain_grouping,
+    plan_rides,
+    trace_groups,
+)
 from tensprov_lab.capture.connect._hops import HOP, capture_hop, record_hop
 from tensprov_lab.capture.connect._hops import REASON as HOP_REASON
 from tensprov_lab.capture.connect._index import (
@@ -53,7 +59,6 @@ from tensprov_lab.capture.connect._operation import (
 )
 from tensprov_lab.capture.connect._records import read_records
 from tensprov_lab.capture.connect._rewrite import Annotator
-from tensprov_lab.capture.connect._rides import Ride, plan_rides
 from tensprov_lab.capture.connect._sql import SQL, VIEW_METHODS, capture_sql, record_sql
 from tensprov_lab.capture.connect._windows import Unframed, trace_windows
 from tensprov_lab.capture.memory._budget import Budget
@@ -405,7 +410,7 @@ class ConnectTracker(Depth, Blocks):
         return key_array(table, names), [table.column(c) for c in along]
 
     def _along(self, p: CPending) -> tuple[list[Ride], list[str]]:
-        """The rides (:mod:`._rides`) whose grouping values are read with the keys of
+        """The rides (:class:`._groups.Ride`) whose grouping values are read with the keys of
         ``p``'s output, and the columns to read: each of an exact type, one column of
         that name."""
         rides = [r for r in self._rides if r.root == p.out.ident]
