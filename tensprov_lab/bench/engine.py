@@ -496,7 +496,7 @@ def _parse_rows(text: str) -> list[int]:
 
 
 #: the benchmarks ``tensprov-lab bench --suite`` runs
-SUITES = ["engine", "paper", "notebook", "tpch", "pandas"]
+SUITES = ["engine", "paper", "notebook", "tpch", "pandas", "examples"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -519,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
         from tensprov_lab.bench.pandas_api import main as pandas_api
 
         return pandas_api(rest)
+    if chosen.suite == "examples":
+        from tensprov_lab.bench.examples import main as examples
+
+        return examples(rest)
     parser = argparse.ArgumentParser(prog="tensprov-lab bench", description=__doc__)
     parser.add_argument(
         "--suite",
@@ -527,8 +531,9 @@ def main(argv: list[str] | None = None) -> int:
         help="engine (this benchmark, default), paper (the TensProv paper's evaluation; "
         "see --suite paper --help), notebook (cells timed in a kernel: the first "
         "capture, and a tracked cell ending with an action), tpch (the 22 TPC-H "
-        "queries, one a process; see --suite tpch --help) or pandas (five pandas API "
-        "on Spark pipelines: what capture records of them, and its cost)",
+        "queries, one a process; see --suite tpch --help), pandas (five pandas API "
+        "on Spark pipelines: what capture records of them, and its cost) or examples "
+        "(pyspark's documented examples, untracked then tracked)",
     )
     parser.add_argument("--rows", default="1M,5M", help="order rows, e.g. 1M,5M (default)")
     parser.add_argument("--queries", type=int, default=1000, help="queries per latency figure")
