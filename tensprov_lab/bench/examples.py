@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         if o.errors_tracked > o.errors_untracked:
             print(f"ERROR lines     {o.name}: {o.error_sample}")
     opaque = collections.Counter(m for o in ran for m in o.opaque)
-    first = {}
+    first: dict[str, str] = {}
     for o in ran:
         for m in o.opaque:
             first.setdefault(m, o.name)
