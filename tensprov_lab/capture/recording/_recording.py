@@ -38,6 +38,7 @@ from tensprov_lab.capture.rules import METHODS
 from tensprov_lab.capture.sources._direct import direct_count
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.spark._jvm import Jvm
+from tensprov_lab.capture.spark._quiet import mark, silence, unmark
 
 if TYPE_CHECKING:
     from tensprov_lab.store import Store
@@ -340,12 +341,13 @@ class Recording(Depth):
                 pass
         # its own job group: a count the block's fused reads make useless is cancelled
         sc = self.spark.sparkContext
-        sc.setLocalProperty("spark.jobGroup.id", group)
+        silence(self.jvm)  # (a source the block removes meanwhile fails its tasks)
+        previous = mark(sc, group)
         try:
             with self.quiet():  # the worker's DataFrames are capture's own, not the user's
                 return self._scan_index(ann)
         finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            unmark(sc, previous)
 
     def quiet(self) -> Any:
         """A context manager in which wrapped calls are not recorded (for the DataFrames

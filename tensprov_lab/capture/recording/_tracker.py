@@ -65,6 +65,7 @@ from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.spark._jobs import JobGroup, cancel_running
 from tensprov_lab.capture.spark._jvm import Jvm
+from tensprov_lab.capture.spark._quiet import silence
 from tensprov_lab.capture.spark._versions import sigint_noted, to_arrow
 from tensprov_lab.store import Store
 
@@ -195,6 +196,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             if frame is not None:
                 self._name_variables(frame)
             t0 = time.perf_counter()
+            silence(self.jvm)  # capture's jobs over what the block removed fail: silently
             pending, self.pending = self.pending, []
             # annotated results read again by later captures are cached for the
             # duration of this capture when recomputing them is costly (Python code)

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tensprov_lab.capture.spark._quiet import mark, unmark
+
 __all__ = ["JobGroup", "cancel_running"]
 
 #: numbers of the job groups capture counts its Spark jobs with
@@ -67,8 +69,7 @@ class JobGroup:
         sc = self.spark.sparkContext
         group = f"tensprov-lab-capture-{next(_NUMBERS)}"
         try:
-            previous = sc.getLocalProperty("spark.jobGroup.id")
-            sc.setLocalProperty("spark.jobGroup.id", group)
+            previous = mark(sc, group)  # (its tasks' log lines are silent: _quiet.py)
             self._status = sc.statusTracker()
             self._count = self._counter(sc)
         except Exception:  # noqa: BLE001 - counting is extra: never fail capture for it
@@ -85,7 +86,7 @@ class JobGroup:
             raise
         finally:
             self.name = None
-            sc.setLocalProperty("spark.jobGroup.id", previous)  # type: ignore[arg-type]
+            unmark(sc, previous)
 
     def _late_jobs(self, sc: Any, group: str) -> None:
         """Cancel, for :data:`LATE_S` seconds, jobs of ``group`` that start after it was

@@ -110,7 +110,7 @@ class Jvm:
         """Capture's helper object in the JVM, compiled on first use; None when it cannot
         be compiled here (then every fact is read with plain py4j calls, more of them)."""
         if self._helper is _MISS:
-            self._helper = self._once(_HELPER, None)
+            self._helper = self.once(_HELPER, None)
         return self._helper
 
     @property
@@ -119,12 +119,13 @@ class Jvm:
         ``replay._replay._local``), compiled on first use; None when it cannot be here."""
         if self._replayer is _MISS:
             helper = self.helper
-            self._replayer = None if helper is None else self._once(_REPLAYER, helper)
+            self._replayer = None if helper is None else self.once(_REPLAYER, helper)
         return self._replayer
 
-    def _once(self, name: str, parent: JObject | None) -> JObject | None:
-        # one per JVM: py4j finds a method by its class's name, so a second class of
-        # the same name (another compilation) would be called with the first's methods
+    def once(self, name: str, parent: JObject | None) -> JObject | None:
+        """The object of Java class ``name`` (``name.java`` beside this module) in this
+        JVM, compiled on first use; None when it cannot be here.  One per JVM: py4j
+        finds a method by its class's name, so another compilation's would be called."""
         with _HELPER_LOCK:  # the worker thread may ask while the block runs
             helper = _compiled(self.gateway, name)
             if helper is _MISS:
