@@ -400,24 +400,17 @@ def test_a_nan_leaves_the_read_to_spark(spark: Any) -> None:
     assert plain is not None and math.isnan(plain().column("x")[0].as_py())
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize(
-    ("n", "files", "block", "split", "first", "shape"),
-    [
-        (3000, 2, 2048, 3000, "k", "many"),  # parts of several row groups
-        (3000, 1, 2048, 9000, "s", "many"),  # a dictionary page before the first data page
-        (2500, 3, 8192, 3000, "s", "empty"),  # parts that hold no row group
-        (1200, 2, 1 << 20, 3000, "x", "empty"),  # one row group a file, split anyway
-        (40, 3, 2048, 1 << 27, "k", "whole"),  # whole files
-    ],
-)
-def test_files_spark_splits_are_read_as_spark_reads_them(
-    spark: Any, n: int, files: int, block: int, split: int, first: str, shape: str
-) -> None:
-    """A file Spark splits between partitions is read by the row groups Spark's reader
-    picks for each part: the same records in the same order as Spark's read."""
-    from pyspark.sql import functions as F
+#: (records, files, row group bytes, split bytes, first column, what the parts are)
+SPLITS = [
+    (3000, 2, 2048, 3000, "k", "many"),  # parts of several row groups
+    (3000, 1, 2048, 9000, "s", "many"),  # a dictionary page before the first data page
+    (2500, 3, 8192, 3000, "s", "empty"),  # parts that hold no row group
+    (1200, 2, 1 << 20, 3000, "x", "empty"),  # one row group a file, split anyway
+    (40, 3, 2048, 1 << 27, "k", "whole"),  # whole files
+]
 
+
+def _split_files(spark: Any, n: int, files: int, block: int, first: str) -> str:
     folder = tempfile.mkdtemp(prefix="tensprov-direct-")
     path = os.path.join(folder, "t")
     rows = [(i, i % 7, float(i % 11), f"s{i % 5}", i % 3 == 0) for i in range(n)]
@@ -430,6 +423,19 @@ def test_files_spark_splits_are_read_as_spark_reads_them(
         .option("parquet.page.size", 1024)
         .parquet(path)
     )
+    return path
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("n", "files", "block", "split", "first", "shape"), SPLITS)
+def test_files_spark_splits_are_read_as_spark_reads_them(
+    spark: Any, n: int, files: int, block: int, split: int, first: str, shape: str
+) -> None:
+    """A file Spark splits between partitions is read by the row groups Spark's reader
+    picks for each part: the same records in the same order as Spark's read."""
+    from pyspark.sql import functions as F
+
+    path = _split_files(spark, n, files, block, first)
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
     try:
@@ -450,6 +456,76 @@ def test_files_spark_splits_are_read_as_spark_reads_them(
         assert any(g == () for g in groups) and any(g for g in groups), parts
     else:
         assert all(g is None for g in groups), parts
+
+
+def _spark_partition_rows(df: Any) -> list[int]:
+    """The records of each of ``df``'s partitions, as Spark counts them (a job)."""
+    from pyspark.sql import functions as F
+
+    counts = dict(df.groupBy(F.spark_partition_id().alias("p")).count().collect())
+    return [counts.get(i, 0) for i in range(df.rdd.getNumPartitions())]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("n", "files", "block", "split", "first", "shape"), SPLITS)
+@pytest.mark.parametrize("writer", ["spark", "pyarrow"])
+def test_partition_sizes_are_counted_from_footers_as_spark_counts_them(
+    spark: Any, n: int, files: int, block: int, split: int, first: str, shape: str, writer: str
+) -> None:
+    """Each partition's record count, read from the files' footers without a job (the
+    row groups Spark's reader picks for each part of a file), is Spark's own count: for
+    files of Spark's Parquet writer and of pyarrow's (their row groups start and end
+    differently), under a projection (a source's record key), at every split."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.sources._direct import partition_rows
+    from tensprov_lab.capture.spark._jvm import Jvm
+
+    path = _split_files(spark, n, files, block, first)
+    if writer == "pyarrow":  # the same records in files of pyarrow's, row groups of 300
+        again = tempfile.mkdtemp(prefix="tensprov-direct-")
+        for i, name in enumerate(sorted(f for f in os.listdir(path) if f.endswith(".parquet"))):
+            table = pq.read_table(os.path.join(path, name))
+            pq.write_table(table, os.path.join(again, f"part-{i}.parquet"), row_group_size=300)
+        path = again
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
+    try:
+        df = spark.read.parquet(path)
+        keyed = df.select(F.monotonically_increasing_id().alias("key"), "*")
+        jvm = Jvm(spark)
+        got = [partition_rows(jvm, d._jdf.queryExecution().analyzed()) for d in (df, keyed)]
+        want = _spark_partition_rows(df)
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    assert got[0] is not None and got[1] is not None
+    assert got[0].tolist() == want == got[1].tolist()
+    assert sum(want) == n
+    if shape != "whole":
+        assert len(want) > files  # the files were split
+
+
+@pytest.mark.spark
+def test_partition_sizes_of_other_plans_are_left_to_spark(spark: Any, tmp_path: Any) -> None:
+    """A scan that filters (its row groups may be skipped), one of CSV files, and a plan
+    that is no scan of files get no count from footers: Spark counts them."""
+    from tensprov_lab.capture.sources._direct import partition_rows
+    from tensprov_lab.capture.spark._jvm import Jvm
+
+    jvm = Jvm(spark)
+    parquet, csv = str(tmp_path / "p"), str(tmp_path / "c")
+    spark.range(100).write.parquet(parquet)
+    spark.range(100).write.csv(csv)
+    for df in (
+        spark.read.parquet(parquet).filter("id > 50"),
+        spark.read.csv(csv),
+        spark.range(10),
+        spark.read.parquet(parquet).groupBy("id").count(),
+    ):
+        assert partition_rows(jvm, df._jdf.queryExecution().analyzed()) is None
+    plain = spark.read.parquet(parquet)._jdf.queryExecution().analyzed()
+    assert partition_rows(jvm, plain) is not None
 
 
 @pytest.mark.spark

@@ -796,8 +796,38 @@ def test_a_table_a_statement_reads_twice_is_fused(spark: Any, views: None) -> No
         )
 
     # (the self-join of one dataset with itself is not fused yet: its own job)
-    run = _compare(spark, body, ["sql:Filter", "sql:Join", "sql:Filter"])
+    run = _compare(spark, body, ["sql:Filter", "sql:Join", "sql:Filter", "sql:Filter"])
     assert [op.jobs for op in run.operations[:2]] == [0, 0]  # (read from the files)
+
+
+def test_filters_with_an_uncorrelated_scalar_subquery_are_fused(spark: Any, views: None) -> None:
+    """A filter comparing with an uncorrelated scalar subquery's value (Spark computes
+    it before the query, the records' order kept) is fused over a source, over an
+    aggregate's output (a HAVING: TPC-H Q11), and over a CTE's aggregate read twice
+    whose grouping attribute is renamed (TPC-H Q15's ``l_suppkey AS supplier_no``); the
+    steps above it too.  The value's own record is every output record's context."""
+
+    def body() -> None:
+        spark.sql(
+            "SELECT cust_id, sum(amount) AS total FROM fused_orders GROUP BY cust_id "
+            "HAVING sum(amount) > (SELECT avg(amount) * 10 FROM fused_orders) ORDER BY total"
+        )
+        spark.sql(
+            "WITH t AS (SELECT cust_id AS who, sum(amount) AS total FROM fused_orders "
+            "WHERE day <> 'd0' GROUP BY cust_id) "
+            "SELECT c.region, t.total FROM fused_customers c, t "
+            "WHERE c.cust_id = t.who AND t.total = (SELECT max(total) FROM t) ORDER BY c.region"
+        )
+
+    run = _compare(
+        spark,
+        body,
+        ["sql:Aggregate", "sql:Filter", "sql:Sort", "sql:Filter", "sql:Aggregate",
+         "sql:Filter", "sql:Aggregate", "sql:Filter", "sql:Join", "sql:Sort"],
+    )  # fmt: skip
+    having = next(op for op in run.operations if "scalar-subquery" in str(op.expression))
+    assert len(having.inputs) == 2  # its input, and the subquery's value (one record)
+    assert run.store.datasets[having.inputs[1]].n_rows == 1
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "full"])

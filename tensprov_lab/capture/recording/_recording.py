@@ -331,12 +331,12 @@ class Recording(Depth):
             self._early[node.ident] = (ann, job)
 
     def _count_quietly(
-        self, ann: Annotated, group: str, count: Callable[[], int] | None = None
+        self, ann: Annotated, group: str, count: Callable[[], np.ndarray] | None = None
     ) -> ScanKeyIndex:
         if count is not None:
-            # one file read whole: one partition, counted from the file without a job
+            # counted from the files without a job (Parquet footers, a plain CSV file)
             try:
-                return ScanKeyIndex(np.array([count()], dtype=np.int64))
+                return ScanKeyIndex(count())
             except Exception:  # noqa: BLE001 - Unreadable, pyarrow's own: Spark counts
                 pass
         # its own job group: a count the block's fused reads make useless is cancelled

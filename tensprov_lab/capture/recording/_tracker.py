@@ -62,6 +62,7 @@ from tensprov_lab.capture.rewrite._annotate import annotate_source, rewrite
 from tensprov_lab.capture.rewrite._attributes import attribute_maps
 from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.sources import _fused
+from tensprov_lab.capture.sources._direct import partition_rows
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
 from tensprov_lab.capture.spark._jobs import JobGroup, cancel_running
 from tensprov_lab.capture.spark._jvm import Jvm
@@ -592,8 +593,13 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             remember(node.plan, ki.n)  # its consumers' reads need not count it again
 
     def _scan_index(self, ann: Annotated) -> ScanKeyIndex:
-        """Partition sizes of a keyed source: one small aggregate instead of every key."""
+        """Partition sizes of a keyed source: from its Parquet files' footers, else one
+        small aggregate instead of every key."""
         from pyspark.sql import functions as F
+
+        rows = partition_rows(self.jvm, ann.plan)
+        if rows is not None:
+            return ScanKeyIndex(rows)
 
         key = F.col(ann.key_names()[0])
         sizes = to_arrow(

@@ -69,8 +69,8 @@ from tensprov_lab.capture.sources._fused_sort import (
 from tensprov_lab.capture.sources._shapes import (
     below,
     copy_of,
-    has_subquery,
     renames_of,
+    reordering_subquery,
     scan_ordered,
     under_projections,
 )
@@ -235,7 +235,7 @@ class Fusion(Fetching, Grouping, Releasing):
     def _add_operation(self, out: int, inputs: list[Any], plan: JObject) -> None:
         jvm = self.jvm
         idents = [n.ident for n in inputs]
-        if len(set(idents)) != len(idents) or has_subquery(jvm, plan):
+        if len(set(idents)) != len(idents) or reordering_subquery(jvm, plan):
             return
         if len(inputs) == 2 and all(i in self.scans or i in self.composite for i in idents):
             self._join(out, inputs, plan)
@@ -713,7 +713,10 @@ def plan(jvm: Jvm, pending: list[Any], pending_cls: Any) -> Fusion:
                 known = node.ds_id is not None and node.ki is not None and not node.pinned
                 if known and node.ident not in fusion.scans and node.plan is not None:
                     fusion.add_source(node.ident, node.plan)
-            fusion.add_operation(item.out.ident, item.inputs, item.out.plan)
+            # (a scalar subquery's value is no input of the fused rules: the tracker
+            # adds its tensor, every output record from its one record)
+            inputs = [n for n in item.inputs if not any(n is c for c in item.out.context)]
+            fusion.add_operation(item.out.ident, inputs, item.out.plan)
         elif item.plan is not None and item.ann is None:
             fusion.add_source(item.ident, item.plan)
     return fusion

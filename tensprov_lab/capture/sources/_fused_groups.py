@@ -138,13 +138,33 @@ class Grouping:
             columns.append(self._read(leaf, over, value, out))
             leaves.append(leaf)
         self.rules[out] = Rule("group", [src.ident], [columns], [leaves])
-        self.grouping[out] = grouping
-        ids = self._out_ids(out, plan)
-        if all(int(g.exprId().id()) in ids for g in grouping):
+        named = self._grouped_outputs(agg, grouping, self._out_ids(out, plan))
+        self.grouping[out] = grouping if named is None else named
+        if named is not None:
             # its groups are its records: a dataset the steps over it read (see _order)
             self.scans[out] = Scan(out)
             self.plans[out] = plan
             self._group_reads[out] = None
+
+    def _grouped_outputs(
+        self, agg: JObject, grouping: list[JObject], ids: set[int]
+    ) -> list[JObject] | None:
+        """The output attribute of each grouping attribute of ``agg``: itself, or an
+        alias of it (TPC-H Q15's ``l_suppkey AS supplier_no``); None when one is not
+        among the output ``ids``."""
+        jvm = self.jvm
+        aliases: dict[int, JObject] = {}
+        for e in jvm.lst(agg.aggregateExpressions()):
+            if jvm.cls(e) == "Alias" and jvm.cls(e.child()) == "AttributeReference":
+                aliases.setdefault(int(e.child().exprId().id()), e.toAttribute())
+        named = []
+        for g in grouping:
+            gid = int(g.exprId().id())
+            attr = g if gid in ids else aliases.get(gid)
+            if attr is None or int(attr.exprId().id()) not in ids:
+                return None
+            named.append(attr)
+        return named
 
     def groups(self, ident: int) -> tuple[np.ndarray, int]:
         """An aggregate's group of every input record, numbered by smallest member."""

@@ -13,8 +13,8 @@ from tensprov_lab.capture.plan._stable import STABLE_LEAVES
 from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = [
-    "KEEPS_ROWS", "below", "copy_of", "has_subquery", "renames_of", "scan_ordered",
-    "under_projections",
+    "KEEPS_ROWS", "below", "copy_of", "has_subquery", "renames_of", "reordering_subquery",
+    "scan_ordered", "under_projections",
 ]  # fmt: skip
 
 JObject = Any
@@ -67,9 +67,10 @@ def copy_of(jvm: Jvm, plan: JObject, source: JObject) -> bool:
 
 
 def under_projections(jvm: Jvm, plan: JObject) -> JObject:
-    """The node below the projections at the top of ``plan``."""
+    """The node below the projections at the top of ``plan`` (and the aliases: a CTE
+    that a statement reads twice, TPC-H Q15's, is an alias of its plan the second time)."""
     node = plan
-    while jvm.cls(node) == "Project":
+    while jvm.cls(node) in ("Project", "SubqueryAlias"):
         kids = jvm.children(node)
         if len(kids) != 1:
             break
@@ -84,6 +85,21 @@ def has_subquery(jvm: Jvm, plan: JObject) -> bool:
     pattern bits; True (not fused) when they cannot be read."""
     try:
         return bool(plan.containsPattern(jvm.plan_expression))
+    except Exception:  # noqa: BLE001 - another Spark build: assume the worst
+        return True
+
+
+def reordering_subquery(jvm: Jvm, plan: JObject) -> bool:
+    """Whether an expression of ``plan`` (or of its subtree) holds a subquery other than
+    an uncorrelated scalar one (:func:`has_subquery`, but a scalar subquery's value, which
+    Spark computes before the query and reads as a constant, keeps the records' order:
+    TPC-H Q11's, Q15's and Q22's filters).  One round trip with the helper; without it,
+    :func:`has_subquery`."""
+    helper = jvm.helper
+    if helper is None:
+        return has_subquery(jvm, plan)
+    try:
+        return bool(helper.reorderingSubquery(plan))
     except Exception:  # noqa: BLE001 - another Spark build: assume the worst
         return True
 

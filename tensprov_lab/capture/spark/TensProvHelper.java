@@ -541,22 +541,10 @@ public class TensProvHelper {
      *  is not a partition of files, or a file belongs to a partition directory (its
      *  partition values are not in the file). */
     public String scanFiles(org.apache.spark.sql.Dataset ds) throws java.io.IOException {
-        // down a chain of one-child nodes (whole-stage code, columns to rows) to the scan;
-        // its RDD's partitions are read in order (not toRdd(): that compiles the code)
-        org.apache.spark.sql.execution.SparkPlan node = ds.queryExecution().executedPlan();
-        while (node.children().size() == 1) {
-            String name = node.getClass().getSimpleName();
-            if (!name.equals("WholeStageCodegenExec") && !name.equals("ColumnarToRowExec")
-                && !name.equals("InputAdapter")) {
-                return null;
-            }
-            node = (org.apache.spark.sql.execution.SparkPlan) node.children().apply(0);
-        }
-        if (!(node instanceof org.apache.spark.sql.execution.FileSourceScanExec)) {
+        org.apache.spark.sql.execution.FileSourceScanExec scan = scanOf(ds, false);
+        if (scan == null) {
             return null;
         }
-        org.apache.spark.sql.execution.FileSourceScanExec scan =
-            (org.apache.spark.sql.execution.FileSourceScanExec) node;
         boolean parquet = scan.relation().fileFormat()
             instanceof org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
         org.apache.spark.Partition[] parts = scan.inputRDD().partitions();
@@ -589,6 +577,85 @@ public class TensProvHelper {
         return reply(b.toString());
     }
 
+    /** The scan of files a Dataset is, down a chain of one-child nodes that keep its
+     *  partitions and their records (whole-stage code, columns to rows and, with
+     *  {@code projections}, projections); null for any other plan.  Its RDD's partitions
+     *  are then those of the Dataset (asked of {@code inputRDD}, not of toRdd(): that
+     *  compiles the code). */
+    private static org.apache.spark.sql.execution.FileSourceScanExec scanOf(
+            org.apache.spark.sql.Dataset ds, boolean projections) {
+        org.apache.spark.sql.execution.SparkPlan node = ds.queryExecution().executedPlan();
+        while (node.children().size() == 1) {
+            String name = node.getClass().getSimpleName();
+            if (!name.equals("WholeStageCodegenExec") && !name.equals("ColumnarToRowExec")
+                && !name.equals("InputAdapter")
+                && !(projections && name.equals("ProjectExec"))) {
+                return null;
+            }
+            node = (org.apache.spark.sql.execution.SparkPlan) node.children().apply(0);
+        }
+        if (!(node instanceof org.apache.spark.sql.execution.FileSourceScanExec)) {
+            return null;
+        }
+        return (org.apache.spark.sql.execution.FileSourceScanExec) node;
+    }
+
+    /** The number of records in each partition of a Dataset that is a scan of Parquet
+     *  files under projections, comma-separated: counted from the files' footers, of each
+     *  part of a file the row groups Spark's Parquet reader picks for its byte range (see
+     *  {@link #rowGroups}), without a job.  Null for another plan, a scan that filters
+     *  (its row groups may be skipped by their statistics) or a partition not of files.
+     *  A footer that cannot be read raises: Spark's own count then says what it does
+     *  with that file. */
+    public String partitionRows(org.apache.spark.sql.Dataset ds) throws java.io.IOException {
+        org.apache.spark.sql.execution.FileSourceScanExec scan = scanOf(ds, true);
+        if (scan == null || !(scan.relation().fileFormat()
+                instanceof org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat)
+            || scan.dataFilters().nonEmpty() || scan.partitionFilters().nonEmpty()) {
+            return null;
+        }
+        org.apache.hadoop.conf.Configuration conf = ds.sparkSession().sessionState().newHadoopConf();
+        org.apache.spark.Partition[] parts = scan.inputRDD().partitions();
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < parts.length; i++) {
+            if (!(parts[i] instanceof org.apache.spark.sql.execution.datasources.FilePartition)) {
+                return null;
+            }
+            org.apache.spark.sql.execution.datasources.PartitionedFile[] files =
+                ((org.apache.spark.sql.execution.datasources.FilePartition) parts[i]).files();
+            long rows = 0;
+            for (int j = 0; j < files.length; j++) {
+                rows += partRows(conf, files[j]);
+            }
+            b.append(i == 0 ? "" : ",").append(rows);
+        }
+        return reply(b.toString());
+    }
+
+    /** The records of the row groups Spark's Parquet reader reads of part {@code f}. */
+    private static long partRows(org.apache.hadoop.conf.Configuration conf,
+            org.apache.spark.sql.execution.datasources.PartitionedFile f)
+            throws java.io.IOException {
+        org.apache.hadoop.fs.Path path = f.toPath();
+        org.apache.parquet.ParquetReadOptions options =
+            org.apache.parquet.HadoopReadOptions.builder(conf, path)
+                .withRange(f.start(), f.start() + f.length()).build();
+        org.apache.parquet.hadoop.ParquetFileReader reader =
+            new org.apache.parquet.hadoop.ParquetFileReader(
+                org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf), options);
+        try {
+            long rows = 0;
+            java.util.List groups = reader.getRowGroups();
+            for (int k = 0; k < groups.size(); k++) {
+                rows += ((org.apache.parquet.hadoop.metadata.BlockMetaData) groups.get(k))
+                    .getRowCount();
+            }
+            return rows;
+        } finally {
+            reader.close();
+        }
+    }
+
     /** The ordinal and starting position of each row group of a part of a Parquet file,
      *  as Spark's Parquet reader picks them: parquet-mr's reader given the part's byte range (a row group
      *  whose middle lies in the range). */
@@ -618,6 +685,51 @@ public class TensProvHelper {
         } finally {
             reader.close();
         }
+    }
+
+    /** Whether an expression of {@code plan} or of its subtree holds a subquery other
+     *  than an uncorrelated scalar one.  Spark computes such a subquery's value before
+     *  the query and reads it as a constant, the records' order kept; any other becomes
+     *  a join (an existence join for {@code IN} in a projection), which need not keep it. */
+    public boolean reorderingSubquery(LogicalPlan plan) {
+        if (!((TreePatternBits) plan).containsPattern(planExpression)) {
+            return false;
+        }
+        java.util.ArrayDeque nodes = new java.util.ArrayDeque();
+        nodes.push(plan);
+        while (!nodes.isEmpty()) {
+            LogicalPlan node = (LogicalPlan) nodes.pop();
+            java.util.ArrayDeque exprs = new java.util.ArrayDeque();
+            scala.collection.Iterator it = node.expressions().iterator();
+            while (it.hasNext()) {
+                exprs.push(it.next());
+            }
+            while (!exprs.isEmpty()) {
+                Expression e = (Expression) exprs.pop();
+                if (!((TreePatternBits) e).containsPattern(planExpression)) {
+                    continue;
+                }
+                if (e instanceof org.apache.spark.sql.catalyst.expressions.ScalarSubquery) {
+                    if (((org.apache.spark.sql.catalyst.expressions.ScalarSubquery) e)
+                            .outerAttrs().isEmpty()) {
+                        continue;  // (its plan is not among its children)
+                    }
+                    return true;
+                }
+                if (e instanceof org.apache.spark.sql.catalyst.expressions.PlanExpression) {
+                    return true;
+                }
+                scala.collection.Iterator kids = e.children().iterator();
+                while (kids.hasNext()) {
+                    exprs.push(kids.next());
+                }
+            }
+            scala.collection.Iterator kids = node.children().iterator();
+            while (kids.hasNext()) {
+                nodes.push(kids.next());
+            }
+        }
+        return false;
     }
 
     /** Child {@code i} of a plan node. */
