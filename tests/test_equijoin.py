@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import tensprov_lab
 from tensprov_lab.capture.plan import _equijoin
 from tensprov_lab.capture.plan._equijoin import (
+    TooManyPairs,
     arrow_codes,
     dense_pairs,
     first_appearance,
@@ -430,3 +431,45 @@ def test_null_aware_anti_rows_are_not_in_as_sql_says() -> None:
                 want.append(i)
         kept, matches = _equijoin.semi_rows(left, right, anti=True, null_aware=True)
         assert kept.tolist() == want and matches is None
+
+
+@settings(deadline=None)
+@given(keys, keys, st.integers(1, 6), st.integers(0, 3))
+def test_semi_and_anti_rows_with_a_condition_match_in_ranges_as_whole(
+    left,
+    right,
+    max_pairs,
+    drop,  # noqa: ANN001
+) -> None:
+    """A semi or anti join with a condition beyond its keys matches a range of left
+    records at a time (at most ``max_pairs`` pairs each): the records kept and a semi
+    join's matches are brute force's, where the condition holds; a single record
+    pairing more than ``max_pairs`` (or a semi join matching more) says so."""
+    codes = key_codes([pa.array(left, pa.int64())], [pa.array(right, pa.int64())])
+
+    def holds(li: np.ndarray, ri: np.ndarray) -> np.ndarray:
+        return (li + ri) % 4 != drop  # (a condition over both records of a pair)
+
+    pairs = [
+        (i, j)
+        for i, j in brute_pairs([(x,) for x in left], [(y,) for y in right], False, False)
+        if (i + j) % 4 != drop
+    ]
+    want = sorted({i for i, _ in pairs})
+    per = [sum(1 for y in right if x is not None and x == y) for x in left]
+    for anti in (False, True):
+        too_many = max(per, default=0) > max_pairs or (not anti and len(pairs) > max_pairs)
+        try:
+            kept, matched = semi_rows(*codes, anti=anti, max_pairs=max_pairs, holds=holds)
+        except TooManyPairs:
+            assert too_many
+            continue
+        assert not too_many
+        if anti:
+            assert kept.tolist() == [i for i in range(len(left)) if i not in want]
+            assert matched is None
+        else:
+            assert kept.tolist() == want
+            assert matched is not None
+            outs, ri = matched
+            assert [(want[o], j) for o, j in zip(outs.tolist(), ri.tolist())] == pairs
