@@ -458,7 +458,9 @@ def test_semi_and_anti_rows_with_a_condition_match_in_ranges_as_whole(
     want = sorted({i for i, _ in pairs})
     per = [sum(1 for y in right if x is not None and x == y) for x in left]
     for anti in (False, True):
-        too_many = max(per, default=0) > max_pairs or (not anti and len(pairs) > max_pairs)
+        too_many = max(per, default=0) > max_pairs or (
+            not anti and len(pairs) > _equijoin.MATCHES_PER_PAIR * max_pairs
+        )
         try:
             kept, matched = semi_rows(*codes, anti=anti, max_pairs=max_pairs, holds=holds)
         except TooManyPairs:
