@@ -547,14 +547,13 @@ public class TensProvHelper {
         }
         boolean parquet = scan.relation().fileFormat()
             instanceof org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
-        org.apache.spark.Partition[] parts = scan.inputRDD().partitions();
+        org.apache.spark.sql.execution.datasources.PartitionedFile[][] parts = filesOf(scan);
+        if (parts == null) {
+            return null;
+        }
         StringBuilder b = new StringBuilder();
         for (int i = 0; i < parts.length; i++) {
-            if (!(parts[i] instanceof org.apache.spark.sql.execution.datasources.FilePartition)) {
-                return null;
-            }
-            org.apache.spark.sql.execution.datasources.PartitionedFile[] files =
-                ((org.apache.spark.sql.execution.datasources.FilePartition) parts[i]).files();
+            org.apache.spark.sql.execution.datasources.PartitionedFile[] files = parts[i];
             for (int j = 0; j < files.length; j++) {
                 org.apache.spark.sql.execution.datasources.PartitionedFile f = files[j];
                 if (f.partitionValues().numFields() != 0) {
@@ -600,6 +599,22 @@ public class TensProvHelper {
         return (org.apache.spark.sql.execution.FileSourceScanExec) node;
     }
 
+    /** The parts of files each partition of a scan reads, in order; null when a
+     *  partition is not a partition of files. */
+    private static org.apache.spark.sql.execution.datasources.PartitionedFile[][] filesOf(
+            org.apache.spark.sql.execution.FileSourceScanExec scan) {
+        org.apache.spark.Partition[] parts = scan.inputRDD().partitions();
+        org.apache.spark.sql.execution.datasources.PartitionedFile[][] files =
+            new org.apache.spark.sql.execution.datasources.PartitionedFile[parts.length][];
+        for (int i = 0; i < parts.length; i++) {
+            if (!(parts[i] instanceof org.apache.spark.sql.execution.datasources.FilePartition)) {
+                return null;
+            }
+            files[i] = ((org.apache.spark.sql.execution.datasources.FilePartition) parts[i]).files();
+        }
+        return files;
+    }
+
     /** The number of records in each partition of a Dataset that is a scan of Parquet
      *  files under projections, comma-separated: counted from the files' footers, of each
      *  part of a file the row groups Spark's Parquet reader picks for its byte range (see
@@ -615,14 +630,13 @@ public class TensProvHelper {
             return null;
         }
         org.apache.hadoop.conf.Configuration conf = ds.sparkSession().sessionState().newHadoopConf();
-        org.apache.spark.Partition[] parts = scan.inputRDD().partitions();
+        org.apache.spark.sql.execution.datasources.PartitionedFile[][] parts = filesOf(scan);
+        if (parts == null) {
+            return null;
+        }
         StringBuilder b = new StringBuilder();
         for (int i = 0; i < parts.length; i++) {
-            if (!(parts[i] instanceof org.apache.spark.sql.execution.datasources.FilePartition)) {
-                return null;
-            }
-            org.apache.spark.sql.execution.datasources.PartitionedFile[] files =
-                ((org.apache.spark.sql.execution.datasources.FilePartition) parts[i]).files();
+            org.apache.spark.sql.execution.datasources.PartitionedFile[] files = parts[i];
             long rows = 0;
             for (int j = 0; j < files.length; j++) {
                 rows += partRows(conf, files[j]);
