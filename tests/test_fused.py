@@ -659,8 +659,10 @@ def test_a_sort_of_fused_groups_is_fused(spark: Any, data: Any, zones: Any) -> N
 
     run = _compare(spark, body, ["agg", "orderBy", "orderBy", "join", "join", "agg",
                                  "orderBy", "limit", "orderBy", "limit"])  # fmt: skip
-    # by grouping values only: sorted from the values the reads gave (no job)
-    assert run.operations[2].jobs == 0 and run.operations[1].jobs > 0
+    # by grouping values, or by a count (known from the groups' sizes): sorted without a
+    # job; by a sum, one job of the plan below the sort
+    assert run.operations[2].jobs == 0 and run.operations[1].jobs == 0
+    assert run.operations[6].jobs > 0
 
 
 def test_a_statements_order_by_over_its_groups_is_fused(spark: Any, views: None) -> None:
@@ -678,6 +680,31 @@ def test_a_statements_order_by_over_its_groups_is_fused(spark: Any, views: None)
     # broadcasts are jobs of their own), nothing counted
     assert [op.jobs for op in run.operations][:3] == [0, 0, 0]
     assert run.operations[-1].jobs == 0  # (the limit: the first 7 sorted records)
+
+
+def test_groups_of_counts_and_sorts_by_counts_are_fused(spark: Any, data: Any, views: None) -> None:
+    """TPC-H Q13's shape: a grouping by a count of a left outer join's records (the
+    subquery's columns renamed by its alias; a count of a column skips its nulls and
+    the customers without orders), then a sort by a count: both known from the groups,
+    fused without a job, as the unfused capture numbers them."""
+    from pyspark.sql import functions as F
+
+    orders, _ = data
+
+    def body() -> None:
+        spark.sql(
+            "SELECT c_count, count(*) AS custdist FROM (SELECT c.cust_id, count(o.amount) "
+            "FROM fused_customers c LEFT OUTER JOIN fused_orders o ON c.cust_id = o.cust_id "
+            "AND o.day <> 'd1' GROUP BY c.cust_id) AS co (cust_id, c_count) "
+            "GROUP BY c_count ORDER BY custdist DESC, c_count DESC"
+        )
+        per = orders.groupBy("cust_id").agg(F.count("day").alias("days"), F.count("*").alias("n"))
+        per.groupBy("days").agg(F.count("*").alias("k")).orderBy(F.desc("k"), "days")
+        per.orderBy("n", F.desc("days"), "cust_id")  # a count, another, a grouping value
+
+    run = _compare(spark, body, ["sql:Join", "sql:Aggregate", "sql:Aggregate", "sql:Sort",
+                                 "agg", "agg", "orderBy", "orderBy"])  # fmt: skip
+    assert [op.jobs for op in run.operations] == [0] * len(run.operations)
 
 
 def test_a_join_pairing_more_than_numpy_may_takes_its_own_job(

@@ -140,6 +140,12 @@ class Fusion(Fetching, Grouping, Releasing):
         self._group_reads: dict[int, list[tuple[int, str]] | None] = {}
         self._group_values: dict[int, list[Any]] = {}
         self._group_rows: dict[int, np.ndarray] = {}
+        #: such an aggregate's input (ident and plan), and the columns of it that its
+        #: capture computes from its groups instead (see _computed_read): by name their
+        #: kind and reads, then the columns themselves, groups in canonical order
+        self._aggregated: dict[int, tuple[int, JObject]] = {}
+        self._specs: dict[int, dict[str, tuple[Any, ...]]] = {}
+        self._computed: dict[int, dict[str, Any]] = {}
         #: the fused anti joins of NOT IN (see _equijoin.semi_rows)
         self.null_aware: set[int] = set()
         #: a fused limit's number of records
@@ -190,6 +196,12 @@ class Fusion(Fetching, Grouping, Releasing):
             known = self._attr_names.get((target, int(expr.exprId().id())))
             if known is not None:
                 return target, known
+        if grouped and attr and target in self._aggregated:
+            # a grouping value or a count: known from the groups, not read through Spark
+            computed = self._computed_read(target, int(expr.exprId().id()))
+            if computed is not None:
+                self._attr_names[(target, int(expr.exprId().id()))] = computed
+                return target, computed
         if grouped and self._group_reads[target] is None:
             # the grouping values its records are put in canonical order by
             self._group_reads[target] = []
@@ -282,7 +294,12 @@ class Fusion(Fetching, Grouping, Releasing):
                 self.composite[out] = out
         elif cls == "Aggregate":
             self._aggregate(out, src, main, plan)
-        elif cls == "Sort" and bool(getattr(main, "global")()) and src.ident in self.grouping:
+        elif (
+            cls == "Sort"
+            and bool(getattr(main, "global")())
+            and src.ident in self.grouping
+            and not self._sorted_by_counts(main, src.ident)
+        ):
             grouped = set(self._out_ids(src.ident, src.plan))
             keys = self.grouping[src.ident]
             if all(int(g.exprId().id()) in grouped for g in keys) and sortable(jvm, main):
@@ -515,9 +532,14 @@ class Fusion(Fetching, Grouping, Releasing):
         it (ascending; None: all of them): :meth:`column` without the copy, for
         :func:`dense_pairs`."""
         target, name = read
-        col = self.tables[target].column(name)
-        if target in self._group_reads:
-            col = col.take(self._order(target))
+        if name in self._specs.get(target, {}):
+            col = self._computed.get(target, {}).get(name)
+            if col is None:
+                raise KeyError_("a fused aggregate's values were not computed")
+        else:
+            col = self.tables[target].column(name)
+            if target in self._group_reads:
+                col = col.take(self._order(target))
         pos = self.positions(ds) if target != ds else None
         expected = self.size_of(ds)
         got = len(col) if pos is None else len(pos)

@@ -26,6 +26,7 @@ class Releasing:
     _kept: dict[int, np.ndarray]
     _matches: dict[int, tuple[np.ndarray, np.ndarray]]
     _done: set[int]
+    _specs: dict[int, dict[str, tuple[Any, ...]]]
 
     def release(self, done: int) -> None:
         """Note that the capture of rule ``done`` is over and drop the tables, positions
@@ -96,6 +97,10 @@ class Releasing:
                 self._needs(join, got)
             for read, leaf in zip(rule.columns[0], rule.over[0]):
                 self._column_needs(leaf, read, got)
+            for spec in self._specs.get(out, {}).values():
+                if spec[0] == "count":  # (a count's arguments, see _computed_read)
+                    for read, leaf in zip(spec[1], spec[2]):
+                        self._column_needs(leaf, read, got)
 
     def _column_needs(self, ds: int, read: tuple[int, str], got: set[tuple[str, int]]) -> None:
         got.add(("table", read[0]))
