@@ -146,6 +146,7 @@ class Fusion(Fetching, Grouping, Releasing):
         self._aggregated: dict[int, tuple[int, JObject]] = {}
         self._specs: dict[int, dict[str, tuple[Any, ...]]] = {}
         self._computed: dict[int, dict[str, Any]] = {}
+        self._computed_names: dict[tuple[int, int], str] = {}
         #: the fused anti joins of NOT IN (see _equijoin.semi_rows)
         self.null_aware: set[int] = set()
         #: a fused limit's number of records
@@ -172,10 +173,14 @@ class Fusion(Fetching, Grouping, Releasing):
             ids = self._ids[ident] = set(self.jvm.expr_ids(plan))
         return ids
 
-    def _read(self, ds: int, plan: JObject, expr: JObject, owner: int) -> tuple[int, str]:
+    def _read(
+        self, ds: int, plan: JObject, expr: JObject, owner: int, *, spark: bool = False
+    ) -> tuple[int, str]:
         """Ask for ``expr`` over dataset ``ds``'s records: read from the source ``ds``
         filters when it is an attribute the source has (so the source and its filters
-        take one scan), else from ``ds`` itself."""
+        take one scan), else from ``ds`` itself; a fused aggregate's value its groups
+        give is computed from them unless ``spark`` (the grouping values that put its
+        records read through Spark in canonical order)."""
         jvm = self.jvm
         target, target_plan = ds, plan
         attr = jvm.cls(expr) == "AttributeReference"
@@ -196,17 +201,21 @@ class Fusion(Fetching, Grouping, Releasing):
             known = self._attr_names.get((target, int(expr.exprId().id())))
             if known is not None:
                 return target, known
-        if grouped and attr and target in self._aggregated:
+        if grouped and attr and not spark and target in self._aggregated:
             # a grouping value or a count: known from the groups, not read through Spark
-            computed = self._computed_read(target, int(expr.exprId().id()))
+            key = (target, int(expr.exprId().id()))
+            computed = self._computed_names.get(key)
+            if computed is None:
+                computed = self._computed_read(*key)
             if computed is not None:
-                self._attr_names[(target, int(expr.exprId().id()))] = computed
+                self._computed_names[key] = computed
                 return target, computed
         if grouped and self._group_reads[target] is None:
             # the grouping values its records are put in canonical order by
             self._group_reads[target] = []
             self._group_reads[target] = [
-                self._read(target, target_plan, g, owner) for g in self.grouping[target]
+                self._read(target, target_plan, g, owner, spark=True)
+                for g in self.grouping[target]
             ]
         name = key_name("f")
         self.plans.setdefault(target, target_plan)
