@@ -214,8 +214,7 @@ class Fusion(Fetching, Grouping, Releasing):
             # the grouping values its records are put in canonical order by
             self._group_reads[target] = []
             self._group_reads[target] = [
-                self._read(target, target_plan, g, owner, spark=True)
-                for g in self.grouping[target]
+                self._read(target, target_plan, g, owner, spark=True) for g in self.grouping[target]
             ]
         name = key_name("f")
         self.plans.setdefault(target, target_plan)
