@@ -12,12 +12,12 @@ import datetime as dt
 import math
 import os
 import tempfile
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tensprov_lab.capture.sources._direct import Unreadable, compile_expr, direct_read, evaluate
@@ -252,6 +252,96 @@ def test_dates_and_decimals_read_from_files_equal_sparks(
         assert got.column(name).type == expected.column(name).type, name
 
 
+def _digits(n: int) -> tuple[int, int]:
+    return -(10**n) + 1, 10**n - 1
+
+
+_BIGINT = (-(2**63), 2**63 - 1)
+
+#: + - * of decimals and integers, and an oracle of each over Python's exact numbers
+#: (its type's bounds: a value past them is Spark's own to compute)
+_ARITH = {
+    "mul": ("m * n", lambda r: _times(r["m"], r["n"]), _digits(27)),
+    "revenue": ("m * (1 - n)", lambda r: _times(r["m"], _minus(1, r["n"])), _digits(28)),
+    "sub": ("m - n", lambda r: _minus(r["m"], r["n"]), _digits(14)),
+    "twice": ("k + k", lambda r: None if r["k"] is None else 2 * r["k"], _BIGINT),
+    "thrice": ("k * 3", lambda r: None if r["k"] is None else 3 * r["k"], _BIGINT),
+    "minus": ("k - 1", lambda r: None if r["k"] is None else r["k"] - 1, _BIGINT),
+}
+
+
+def _times(a: Any, b: Any) -> Any:
+    with localcontext(prec=80):  # (exact: the default context keeps 28 digits)
+        return None if a is None or b is None else a * b
+
+
+def _minus(a: Any, b: Any) -> Any:
+    with localcontext(prec=80):
+        return None if a is None or b is None else a - b
+
+
+@pytest.mark.spark
+@spark_examples("TENSPROV_DIRECT_EXAMPLES", 25)
+@given(
+    data=st.lists(st.tuples(*(TYPED_VALUES[c] for c in TYPED)), max_size=12),
+    threshold=st.sampled_from([Decimal("0"), Decimal("5.5"), Decimal("-1")]),
+)
+@example(  # a bigint past its type (k * 3): Spark's to compute
+    data=[(-(2**62), None, None, Decimal("9999999999999.99"), Decimal("-2.25"))],
+    threshold=Decimal("0"),
+)
+@example(  # the widest decimals, nulls and bigints that fit
+    data=[
+        (2**40, None, None, Decimal("9999999999999.99"), Decimal("9999999999999.99")),
+        (None, None, None, None, Decimal("1.50")),
+        (2, None, None, Decimal("-0.01"), Decimal("24")),
+    ],
+    threshold=Decimal("5.5"),
+)
+def test_arithmetic_read_from_files_equals_sparks_or_is_left_to_it(
+    spark: Any, data: list[tuple], threshold: Decimal
+) -> None:
+    """``+``, ``-`` and ``*`` of decimals and integers (TPC-H's ``l_extendedprice * (1 -
+    l_discount)``), and a comparison of one: read from the files exactly as Spark
+    computes them; where a value would pass its type (a bigint overflow: Spark's
+    wrap, or its error under ANSI) the read steps aside, and nowhere else."""
+    from pyspark.sql import functions as F
+
+    path = _write(spark, data, 1, TYPED_SCHEMA)
+    exprs = {name: F.expr(text) for name, (text, _, _) in _ARITH.items()}
+    exprs["cond"] = F.expr("m * (1 - n)") > F.lit(threshold)
+    from tensprov_lab.capture.spark._jvm import Jvm
+
+    source = spark.read.parquet(path)
+    df = source.select(*[e.alias(n) for n, e in exprs.items()])
+    projected = df._jdf.queryExecution().analyzed()
+    jvm = Jvm(spark)
+    jexprs = {str(e.name()): e.child() for e in jvm.lst(projected.projectList())}
+    reader = direct_read(jvm, source._jdf.queryExecution().analyzed(), jexprs)
+    assert reader is not None
+    try:
+        expected = to_arrow(df)
+    except Exception:  # noqa: BLE001 - Spark's error on an overflow under ANSI
+        expected = None
+    rows = [dict(zip(TYPED, r)) for r in data]
+    fits = all(
+        value is None or bound[0] <= value <= bound[1]
+        for _, oracle, bound in _ARITH.values()
+        for value in map(oracle, rows)
+    )
+    try:
+        got = reader()
+    except Unreadable:
+        assert not fits, "the direct read stepped aside on values it computes"
+        return
+    assert fits and expected is not None  # (a value past its type is never computed here)
+    for name in exprs:
+        assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
+        assert got.column(name).type == expected.column(name).type, name
+    for name, (_, oracle, _) in _ARITH.items():
+        assert got.column(name).to_pylist() == [oracle(r) for r in rows], name
+
+
 @pytest.mark.spark
 def test_a_date_spark_would_shift_leaves_the_read_to_it(spark: Any) -> None:
     """A file of the legacy hybrid calendar with a date before 1582-10-15: Spark shifts
@@ -309,6 +399,9 @@ def _special(F: Any) -> list[Any]:  # noqa: N803 - pyspark's functions, as usual
         F.year(F.col("s")) == F.lit(2024),  # (a string cast to a date: left to Spark)
         F.col("s").like("a\\%%"),
         F.expr("s LIKE 'a#%' ESCAPE '#'"),  # (an escape of its own: left to Spark)
+        F.col("k") + 1 > 1,
+        F.col("x") * 2 > 1,  # (floating-point arithmetic: left to Spark)
+        F.col("i") * F.col("i") < F.col("k"),  # (an int product, cast to a bigint)
     ]
 
 
@@ -381,6 +474,23 @@ def test_constants_and_refusals_compile_alike_with_and_without_the_helper(spark:
         "unreadable",  # the year of a string (cast to a date)
         ("like", ("col", "s", "string"), "a\\%%"),
         "unreadable",  # LIKE with an escape of its own
+        (
+            "cmp",
+            "greater",
+            ("arith", "add_checked", ("col", "k", "bigint"), ("lit", 1, "bigint"), "bigint"),
+            ("lit", 1, "bigint"),
+        ),
+        "unreadable",  # a double's product
+        (  # an int product (an int's overflow is Spark's), widened to a bigint
+            "cmp",
+            "less",
+            (
+                "cast",
+                ("arith", "multiply_checked", ("col", "i", "int"), ("col", "i", "int"), "int"),
+                "bigint",
+            ),
+            ("col", "k", "bigint"),
+        ),  # fmt: skip
     ]
     assert want[7] in ("unreadable", ("cmp", "equal", ("col", "i", "int"), ("lit", None, "int")))
 
@@ -573,7 +683,7 @@ def test_what_spark_reads_differently_is_left_to_it(spark: Any, tmp_path: Any) -
     plan = source._jdf.queryExecution().analyzed()
     assert direct_read(jvm, plan, {"k": jvm.output(plan)[0]}) is None
     path = _write(spark, [(1, 1, 1.0, "a", True)], 1)
-    for expr in (F.upper("s") == "A", F.col("k") + 1 > 1, F.col("x").cast("int") > 0):
+    for expr in (F.upper("s") == "A", F.col("x") * 2 > 1, F.col("x").cast("int") > 0):
         _, reader = _read_both(spark, path, {"f": expr})
         assert reader is None
     if spark_version() >= (4, 0):  # Spark 3.5 has no collations

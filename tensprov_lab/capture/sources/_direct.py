@@ -55,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tensprov_lab.capture.sources._direct_arith import arith_node, evaluate_arith
 from tensprov_lab.capture.sources._direct_csv import (
     CSV_TYPES,
     CheckedFiles,
@@ -63,6 +64,8 @@ from tensprov_lab.capture.sources._direct_csv import (
     read_csv_files,
 )
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
+from tensprov_lab.capture.sources._direct_nodes import Node
+from tensprov_lab.capture.sources._direct_nodes import node_type as _type
 from tensprov_lab.capture.sources._direct_sql import coerce
 from tensprov_lab.capture.spark._jvm import FileRelation, Jvm
 
@@ -119,11 +122,6 @@ _COMPARISONS = {
     "LessThanOrEqual": "less_equal",
 }
 _LOGIC = {"And": "and_kleene", "Or": "or_kleene"}
-
-#: an expression, compiled: ("col", name, type), ("lit", value, type), ("cmp", op, a, b),
-#: ("and_kleene"|"or_kleene", a, b), ("not", a), ("isnull"|"isnotnull", a),
-#: ("in", a, values, type), ("atleast", n, values), ("cast", a, type) (an exact widening)
-Node = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -465,6 +463,10 @@ def _from_tokens(tokens: Iterator[str], columns: _Scope | dict[int, Node]) -> No
     if tag == "C":  # a cast to another type
         target = next(tokens)
         return _cast(_from_tokens(tokens, columns), target)
+    if tag == "O":  # + - * with the type Spark's analyzer gave it
+        out, cls = next(tokens), next(tokens)
+        left, right = _from_tokens(tokens, columns), _from_tokens(tokens, columns)
+        return arith_node(cls, left, right, (_type(left), _type(right), out))
     if tag == "E":
         cls, n, count = next(tokens), int(next(tokens)), int(next(tokens))
         kids = [_from_tokens(tokens, columns) for _ in range(n)]
@@ -516,6 +518,9 @@ def _compile_walk(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) ->
     if cls == "Like" and str(expr.escapeChar()) != "\\":
         raise Unreadable("LIKE with an escape of its own")
     kids = [_compile_walk(jvm, k, columns) for k in jvm.lst(expr.children())]
+    if cls in ("Add", "Subtract", "Multiply"):
+        out = str(expr.dataType().simpleString())
+        return arith_node(cls, kids[0], kids[1], (_type(kids[0]), _type(kids[1]), out))
     return _combine(cls, kids, int(expr.n()) if cls == "AtLeastNNonNulls" else 0)
 
 
@@ -664,13 +669,6 @@ def _literal(type_name: str, value: Any) -> Node:
     return ("lit", value, type_name)
 
 
-def _type(node: Node) -> str:
-    """The Spark type of a compiled value (a column or a constant)."""
-    if node[0] in ("col", "lit", "cast", "year", "substr"):
-        return str(node[2])
-    return "boolean"
-
-
 def _columns_of(node: Node, used: dict[str, str]) -> None:
     """Note the file columns a compiled expression reads, with their Spark type."""
     kind = node[0]
@@ -682,6 +680,9 @@ def _columns_of(node: Node, used: dict[str, str]) -> None:
     elif kind in ("and_kleene", "or_kleene"):
         _columns_of(node[1], used)
         _columns_of(node[2], used)
+    elif kind == "arith":
+        _columns_of(node[2], used)
+        _columns_of(node[3], used)
     elif kind in ("not", "isnull", "isnotnull", "in", "cast", "year", "substr", "like"):
         _columns_of(node[1], used)
     elif kind == "atleast":
@@ -721,6 +722,9 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         return pc.utf8_slice_codeunits(evaluate(node[1], table), node[3], node[4])
     if kind == "like":
         return pc.match_like(evaluate(node[1], table), pattern=node[2])
+    if kind == "arith":
+        left, right = evaluate(node[2], table), evaluate(node[3], table)
+        return evaluate_arith(node, left, right, _arrow(node[4]))
     raise Unreadable(f"cannot evaluate {kind}")
 
 

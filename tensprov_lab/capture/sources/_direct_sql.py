@@ -23,10 +23,11 @@ from decimal import Decimal
 from typing import Any
 
 from tensprov_lab.capture.sources._direct_files import Unreadable
+from tensprov_lab.capture.sources._direct_nodes import Node
+from tensprov_lab.capture.sources._direct_nodes import node_type as _type
 
 __all__ = ["boolean", "coerce", "compare", "in_list", "parse_condition"]
 
-Node = tuple[Any, ...]
 
 #: numeric types in Spark's order of precedence (the wider of two is the later)
 _NUMERIC = ["tinyint", "smallint", "int", "bigint", "float", "double"]
@@ -42,10 +43,6 @@ _OPS = {
     "=": "equal", "==": "equal", "<": "less", "<=": "less_equal", ">": "greater",
     ">=": "greater_equal",
 }  # fmt: skip
-
-
-def _type(node: Node) -> str:
-    return str(node[2]) if node[0] in ("col", "lit", "cast") else "boolean"
 
 
 def _literal_as(node: Node, target: str) -> Node:

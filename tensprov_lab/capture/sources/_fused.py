@@ -54,6 +54,7 @@ from tensprov_lab.capture.plan._pieces import (
 )
 from tensprov_lab.capture.sources._direct import direct_read
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.sources._fused_computed import Computing
 from tensprov_lab.capture.sources._fused_fetch import Fetching
 from tensprov_lab.capture.sources._fused_groups import Grouping
 from tensprov_lab.capture.sources._fused_model import NO_RULE, Refused, Rule, Scan, parts_of
@@ -82,7 +83,7 @@ __all__ = ["Fusion", "plan"]
 JObject = Any
 
 
-class Fusion(Fetching, Grouping, Releasing):
+class Fusion(Fetching, Grouping, Computing, Releasing):
     """The columns one tracked block reads, and the record indices derived from them."""
 
     def __init__(self, jvm: Jvm) -> None:
@@ -201,14 +202,11 @@ class Fusion(Fetching, Grouping, Releasing):
             known = self._attr_names.get((target, int(expr.exprId().id())))
             if known is not None:
                 return target, known
-        if grouped and attr and not spark and target in self._aggregated:
-            # a grouping value or a count: known from the groups, not read through Spark
-            key = (target, int(expr.exprId().id()))
-            computed = self._computed_names.get(key)
-            if computed is None:
-                computed = self._computed_read(*key)
+        if grouped and not spark and target in self._aggregated:
+            # a grouping value, a count, a sum or a condition over them: known from the
+            # groups, not read through Spark
+            computed = self._computed_value(target, expr)
             if computed is not None:
-                self._computed_names[key] = computed
                 return target, computed
         if grouped and self._group_reads[target] is None:
             # the grouping values its records are put in canonical order by
@@ -306,7 +304,7 @@ class Fusion(Fetching, Grouping, Releasing):
             cls == "Sort"
             and bool(getattr(main, "global")())
             and src.ident in self.grouping
-            and not self._sorted_by_counts(main, src.ident)
+            and not self._sorted_by_computed(main, src.ident)
         ):
             grouped = set(self._out_ids(src.ident, src.plan))
             keys = self.grouping[src.ident]

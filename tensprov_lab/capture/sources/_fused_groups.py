@@ -5,11 +5,10 @@ over the aggregate's output reads, and those sorts.
 
 An aggregate's output is a dataset the steps over it read (a correlated scalar
 subquery's join and comparison, a ``HAVING``, a grouping or a sort by a count).  Its
-grouping values and its counts (``count(*)``, ``count(x)``: members whose ``x`` is not
-null) are known from its groups and computed in NumPy; any other column is read
-through Spark, which returns the records in an order of its own, and put in canonical
-order by their grouping values (a group *is* its values:
-:func:`._fused_sort.group_rows`).
+grouping values, counts and exact sums are known from its groups and computed in NumPy
+(:mod:`._fused_computed`); any other column is read through Spark, which returns the
+records in an order of its own, and put in canonical order by their grouping values (a
+group *is* its values: :func:`._fused_sort.group_rows`).
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from tensprov_lab.capture.plan._equijoin import arrow_codes, combine_codes, groups_through
-from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import KeyError_, row_dtype
+from tensprov_lab.capture.sources._fused_computed import traced_value
 from tensprov_lab.capture.sources._fused_model import Rule, Scan
 from tensprov_lab.capture.sources._fused_residual import values_of
 from tensprov_lab.capture.sources._fused_sort import (
@@ -31,7 +30,7 @@ from tensprov_lab.capture.sources._fused_sort import (
     sorted_records,
 )
 
-__all__ = ["Grouping", "traced_value"]
+__all__ = ["Grouping"]
 
 JObject = Any
 
@@ -47,31 +46,6 @@ _NULL_THROUGH = {
     "Alias", "Cast", "Extract", "Year", "Month", "DayOfMonth", "Quarter", "Substring",
     "Upper", "Lower",
 }  # fmt: skip
-
-
-def traced_value(jvm: Any, plan: JObject, eid: int) -> tuple[JObject, JObject] | None:
-    """What output attribute ``eid`` of ``plan`` (projections, aliases and views over an
-    aggregate) is: the aggregate, and the grouping attribute or aggregate expression of
-    it that the attribute names (None: a value computed above the aggregate, or no
-    aggregate below).  TPC-H Q13's ``c_orders (c_custkey, c_count)`` renames both.
-    """
-    while jvm.cls(plan) in ("Project", "SubqueryAlias", "View"):
-        if jvm.cls(plan) == "Project":
-            item = next(
-                (e for e in jvm.lst(plan.projectList()) if int(e.exprId().id()) == eid), None
-            )
-            if item is not None and jvm.cls(item) == "Alias":
-                item = item.child()
-            if item is None or jvm.cls(item) != "AttributeReference":
-                return None
-            eid = int(item.exprId().id())
-        plan = jvm.children(plan)[0]
-    if jvm.cls(plan) != "Aggregate":
-        return None
-    for e in jvm.lst(plan.aggregateExpressions()):
-        if int(e.exprId().id()) == eid:
-            return plan, (e.child() if jvm.cls(e) == "Alias" else e)
-    return None
 
 
 class Grouping:
@@ -102,6 +76,7 @@ class Grouping:
     column: Any
     _rows_by_leaf: Any
     _over: Any
+    _compute: Any
     _out_ids: Any
 
     def _grouping_leaf(self, ds: int, plan: JObject, attr: JObject) -> tuple[int, JObject] | None:
@@ -198,107 +173,6 @@ class Grouping:
         if len(named) != len(grouping):
             return None
         return [named[i] for i in range(len(grouping))]
-
-    def _value_kind(self, ident: int, eid: int) -> tuple[str, JObject] | None:
-        """Whether output ``eid`` of the fused aggregate ``ident`` (a dataset the steps
-        over it read) is known from its groups without a read through Spark:
-        ``("key", i)`` for its ``i``-th grouping value, ``("count", function)`` for a
-        ``count`` of its members; None for any other value."""
-        jvm = self.jvm
-        found = traced_value(jvm, self.plans[ident], eid)
-        if found is None:
-            return None
-        agg, expr = found
-        if jvm.cls(expr) == "AttributeReference":
-            ids = [int(g.exprId().id()) for g in jvm.lst(agg.groupingExpressions())]
-            at = int(expr.exprId().id())
-            return ("key", ids.index(at)) if at in ids else None
-        if jvm.cls(expr) != "AggregateExpression" or bool(expr.isDistinct()):
-            return None
-        if bool(expr.filter().isDefined()) or jvm.cls(expr.aggregateFunction()) != "Count":
-            return None
-        return "count", expr.aggregateFunction()
-
-    def _computed_read(self, ident: int, eid: int) -> str | None:
-        """The name of a column of the fused aggregate ``ident`` that its capture
-        computes from its groups (:meth:`_value_kind`; a count's arguments are read over
-        the aggregate's input, by its capture): its grouping values, or how many
-        members have no null argument; None when it is not such a column or an
-        argument cannot be read."""
-        kind = self._value_kind(ident, eid)
-        if kind is None:
-            return None
-        spec: tuple[Any, ...] = kind
-        if kind[0] == "count":
-            jvm = self.jvm
-            src, src_plan = self._aggregated[ident]
-            found = traced_value(jvm, self.plans[ident], eid)
-            assert found is not None  # (as _value_kind found it)
-            below = jvm.children(found[0])[0]
-            reads, leaves = [], []
-            for arg in jvm.lst(kind[1].children()):
-                if jvm.cls(arg) == "Literal":
-                    if arg.value() is None:
-                        return None  # (count(NULL): rare enough for Spark to read)
-                    continue
-                if jvm.cls(arg) != "AttributeReference":
-                    return None
-                at = self._grouping_leaf(src, below, arg)
-                if at is None:
-                    return None
-                leaf, value = at
-                over = src_plan if leaf == src else self.plans[leaf]
-                reads.append(self._read(leaf, over, value, ident))
-                leaves.append(leaf)
-            spec = ("count", reads, leaves)
-        name = key_name("c")
-        self._specs.setdefault(ident, {})[name] = spec
-        return name
-
-    def _sorted_by_counts(self, sort: JObject, ident: int) -> bool:
-        """Whether a global ``sort`` of fused aggregate ``ident``'s groups (a dataset
-        the steps over it read) sorts by values its capture computes, a count among
-        them (TPC-H Q13's ``ORDER BY custdist DESC, c_count DESC``, Q21's): then it is
-        a sort of records by values read, without a job."""
-        jvm = self.jvm
-        if ident not in self._aggregated:
-            return False
-        kinds = []
-        for o in jvm.lst(sort.order()):
-            child = o.child()
-            if jvm.cls(child) != "AttributeReference":
-                return False
-            kind = self._value_kind(ident, int(child.exprId().id()))
-            if kind is None:
-                return False
-            kinds.append(kind[0])
-        return "count" in kinds
-
-    def _compute(self, ident: int, parent: np.ndarray, n_groups: int, values: list[Any]) -> None:
-        """The columns of :meth:`_computed_read` of aggregate ``ident``, groups in
-        canonical order (``parent``: each member's group; ``values``: the groups'
-        grouping values)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        specs = self._specs.get(ident)
-        if not specs:
-            return
-        (src,) = self.rules[ident].inputs
-        got = {}
-        for name, spec in specs.items():
-            if spec[0] == "key":
-                got[name] = values[spec[1]]
-                continue
-            _, reads, leaves = spec
-            members = parent
-            if reads:
-                valid = np.ones(len(parent), dtype=bool)
-                for col in self._over(src, leaves, reads):
-                    valid &= np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False))
-                members = parent[valid]
-            got[name] = pa.array(np.bincount(members, minlength=n_groups).astype(np.int64))
-        self._computed[ident] = got
 
     def groups(self, ident: int) -> tuple[np.ndarray, int]:
         """An aggregate's group of every input record, numbered by smallest member."""

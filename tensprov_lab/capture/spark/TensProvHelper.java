@@ -412,6 +412,15 @@ public class TensProvHelper {
             b.append(" E LikeEscape 0 0");  // (an escape of the user's own: not read)
             return;
         }
+        String name = e.getClass().getSimpleName();
+        if (name.equals("Add") || name.equals("Subtract") || name.equals("Multiply")) {
+            // arithmetic: the result type the analyzer gave it, then both operands
+            b.append(" O ").append(e.dataType().simpleString().replace(' ', '_'))
+                .append(' ').append(name);
+            exprNode((Expression) e.children().apply(0), b);
+            exprNode((Expression) e.children().apply(1), b);
+            return;
+        }
         scala.collection.Seq kids = e.children();
         int n = kids.size();
         int count = 0;

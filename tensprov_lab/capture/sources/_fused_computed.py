@@ -1,0 +1,330 @@
+"""The values of a fused aggregate's output that its capture computes from its groups
+(see :mod:`._fused_groups`), not read through Spark.
+
+An aggregate whose output the steps over it read (a ``HAVING``, a grouping, join or
+sort of its groups) is a dataset of its own.  Of its columns these are known from the
+groups the capture built, exactly as Spark computes them:
+
+- a grouping value (the group *is* its values);
+- ``count(*)`` and ``count(x)``: how many members there are, or have ``x`` not null
+  (TPC-H Q13's ``c_count``);
+- ``sum(e)`` of an integer or decimal expression ``e`` that a direct read evaluates
+  (:mod:`._direct`: ``l_extendedprice * (1 - l_discount)``, TPC-H Q3, Q5, Q10, Q18's
+  ``sum(l_quantity)``): summed as the exact integers behind the values, null for a
+  group with no value; a sum whose total could pass 63 bits, or the result type's
+  precision, is read through Spark (where Spark's own sum would overflow).
+
+A sort of the groups by such values, one of them not a grouping value, sorts records
+by values read (no job).  Any other column (an average, a sum of floats, whose value
+depends on the order Spark adds them in) is read through Spark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from tensprov_lab.capture.plan._keyed import key_name
+from tensprov_lab.capture.plan._keys import KeyError_
+from tensprov_lab.capture.sources._direct import Unreadable, arrow_type, compile_expr, evaluate
+
+__all__ = ["Computing", "group_sums", "traced_value"]
+
+JObject = Any
+
+
+def traced_value(jvm: Any, plan: JObject, eid: int) -> tuple[JObject, JObject] | None:
+    """What output attribute ``eid`` of ``plan`` (projections, aliases and views over an
+    aggregate) is: the aggregate, and the grouping attribute or aggregate expression of
+    it that the attribute names (None: a value computed above the aggregate, or no
+    aggregate below).  TPC-H Q13's ``c_orders (c_custkey, c_count)`` renames both.
+    """
+    while jvm.cls(plan) in ("Project", "SubqueryAlias", "View"):
+        if jvm.cls(plan) == "Project":
+            item = next(
+                (e for e in jvm.lst(plan.projectList()) if int(e.exprId().id()) == eid), None
+            )
+            if item is not None and jvm.cls(item) == "Alias":
+                item = item.child()
+            if item is None or jvm.cls(item) != "AttributeReference":
+                return None
+            eid = int(item.exprId().id())
+        plan = jvm.children(plan)[0]
+    if jvm.cls(plan) != "Aggregate":
+        return None
+    for e in jvm.lst(plan.aggregateExpressions()):
+        if int(e.exprId().id()) == eid:
+            return plan, (e.child() if jvm.cls(e) == "Alias" else e)
+    return None
+
+
+def group_sums(values: Any, parent: np.ndarray, n_groups: int, result: str) -> Any:
+    """Each group's sum of ``values`` (an Arrow integer or decimal array, one value per
+    member; ``parent``: each member's group) as Spark's ``sum`` of type ``result``
+    gives it: exact, null for a group whose every value is null; :class:`KeyError_`
+    where an exact total does not fit in 63 bits or in ``result``.
+
+    >>> import pyarrow as pa, decimal
+    >>> v = pa.array([decimal.Decimal("1.25"), None, decimal.Decimal("-0.05")],
+    ...              pa.decimal128(15, 2))
+    >>> group_sums(v, np.array([0, 1, 0]), 2, "decimal(25,2)").to_pylist()
+    [Decimal('1.20'), None]
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    kind = arrow_type(result)
+    if kind is None:
+        raise KeyError_(f"a sum of type {result}")
+    valid = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+    units = _units(values)
+    members, units = parent[valid], units[valid]
+    # (a bound on every partial sum, in floats with room to spare: int64 sums exact)
+    if len(units) and float(np.abs(units.astype(np.float64)).sum()) >= 2.0**62:
+        raise KeyError_("a sum that may not fit in 63 bits")
+    totals = np.zeros(n_groups, dtype=np.int64)
+    np.add.at(totals, members, units)
+    present = np.bincount(members, minlength=n_groups) > 0
+    mask = pa.array(~present)
+    if not isinstance(kind, pa.Decimal128Type):
+        if not pa.types.is_int64(kind):
+            raise KeyError_(f"a sum of type {result}")
+        return pa.array(totals, type=kind, mask=mask)
+    if len(totals) and int(np.abs(totals).max()) >= 10**kind.precision:
+        raise KeyError_("a sum past its type's precision (Spark's own would overflow)")
+    words = np.empty((n_groups, 2), dtype=np.int64)  # decimal128: low, then high word
+    words[:, 0], words[:, 1] = totals, totals >> 63
+    dense = pa.Array.from_buffers(kind, n_groups, [None, pa.py_buffer(words.tobytes())])
+    return pc.if_else(mask, pa.scalar(None, kind), dense)
+
+
+def _units(values: Any) -> np.ndarray:
+    """The integers behind an Arrow integer or decimal array's values (a decimal's
+    unscaled value; nulls as 0), as int64; :class:`KeyError_` past 64 bits."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if pa.types.is_integer(values.type):
+        return np.asarray(pc.fill_null(values, 0).cast(pa.int64()).to_numpy(), dtype=np.int64)
+    if not isinstance(values.type, pa.Decimal128Type):
+        raise KeyError_(f"a sum of {values.type}")
+    raw = np.frombuffer(values.buffers()[1], dtype=np.int64)
+    words = raw[2 * values.offset : 2 * (values.offset + len(values))].reshape(-1, 2)
+    low, high = words[:, 0], words[:, 1]
+    valid = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+    if np.any((high != (low >> 63)) & valid):
+        raise KeyError_("a decimal past 64 bits")
+    return np.where(valid, low, 0)
+
+
+def _whole(value: Any, n: int) -> Any:
+    """An evaluated expression as an array of ``n`` values (a constant repeated)."""
+    import pyarrow as pa
+
+    return pa.repeat(value, n) if isinstance(value, pa.Scalar) else value
+
+
+class Computing:
+    """The computed values of :class:`._fused.Fusion`'s aggregates (a mixin: the
+    attributes below are the fusion's)."""
+
+    jvm: Any
+    plans: dict[int, JObject]
+    rules: dict[int, Any]
+    _aggregated: dict[int, tuple[int, JObject]]
+    _specs: dict[int, dict[str, tuple[Any, ...]]]
+    _computed: dict[int, dict[str, Any]]
+    _computed_names: dict[tuple[int, int], str]
+    _grouping_leaf: Any
+    _read: Any
+    _over: Any
+
+    def _value_kind(self, ident: int, eid: int) -> tuple[str, JObject] | None:
+        """Whether output ``eid`` of the fused aggregate ``ident`` (a dataset the steps
+        over it read) is known from its groups without a read through Spark:
+        ``("key", i)`` for its ``i``-th grouping value, ``("count", function)`` or
+        ``("sum", aggregate expression)``; None for any other value."""
+        jvm = self.jvm
+        found = traced_value(jvm, self.plans[ident], eid)
+        if found is None:
+            return None
+        agg, expr = found
+        if jvm.cls(expr) == "AttributeReference":
+            ids = [int(g.exprId().id()) for g in jvm.lst(agg.groupingExpressions())]
+            at = int(expr.exprId().id())
+            return ("key", ids.index(at)) if at in ids else None
+        if jvm.cls(expr) != "AggregateExpression" or bool(expr.isDistinct()):
+            return None
+        if bool(expr.filter().isDefined()):
+            return None
+        function = expr.aggregateFunction()
+        if jvm.cls(function) == "Count":
+            return "count", function
+        if jvm.cls(function) == "Sum" and len(jvm.lst(function.children())) == 1:
+            result = str(expr.dataType().simpleString())
+            # (a sum of floats depends on the order Spark adds them in)
+            return ("sum", expr) if result == "bigint" or result.startswith("decimal(") else None
+        return None
+
+    def _computed_value(self, ident: int, expr: JObject) -> str | None:
+        """The name of ``expr`` over fused aggregate ``ident``'s records as a column its
+        capture computes: an attribute :meth:`_computed_read` gives, or an expression
+        over such attributes that a direct read evaluates (TPC-H Q18's ``HAVING
+        sum(l_quantity) > 300``); None for anything else."""
+        jvm = self.jvm
+        if jvm.cls(expr) == "AttributeReference":
+            key = (ident, int(expr.exprId().id()))
+            name = self._computed_names.get(key)
+            if name is None:
+                name = self._computed_read(*key)
+            if name is not None:
+                self._computed_names[key] = name
+            return name
+        if not bool(expr.deterministic()):
+            return None
+        scope: dict[int, Any] = {}
+        names = []
+        for attr in jvm.lst(expr.references().toSeq()):
+            type_name = str(attr.dataType().simpleString())
+            name = self._computed_value(ident, attr)
+            if name is None or arrow_type(type_name) is None:
+                return None
+            scope[int(attr.exprId().id())] = ("col", name, type_name)
+            names.append(name)
+        try:
+            node = compile_expr(jvm, expr, scope)
+        except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
+            return None
+        name = key_name("c")
+        self._specs.setdefault(ident, {})[name] = ("expr", names, node)
+        return name
+
+    def _computed_read(self, ident: int, eid: int) -> str | None:
+        """The name of a column of the fused aggregate ``ident`` that its capture
+        computes from its groups (:meth:`_value_kind`; the columns a count or a sum
+        reads are read over the aggregate's input, by its capture); None when it is
+        not such a column or what it reads cannot be read or evaluated here."""
+        kind = self._value_kind(ident, eid)
+        if kind is None:
+            return None
+        spec: tuple[Any, ...] = kind
+        if kind[0] != "key":
+            jvm = self.jvm
+            found = traced_value(jvm, self.plans[ident], eid)
+            assert found is not None  # (as _value_kind found it)
+            function = kind[1] if kind[0] == "count" else kind[1].aggregateFunction()
+            got = self._member_reads(ident, jvm.children(found[0])[0], function)
+            if got is None:
+                return None
+            reads, leaves, node = got
+            if kind[0] == "count":
+                spec = ("count", reads, leaves)
+            else:
+                spec = ("sum", reads, leaves, node, str(kind[1].dataType().simpleString()))
+        name = key_name("c")
+        self._specs.setdefault(ident, {})[name] = spec
+        return name
+
+    def _member_reads(
+        self, ident: int, below: JObject, function: JObject
+    ) -> tuple[list[Any], list[int], Any] | None:
+        """What a count or sum of aggregate ``ident`` (``below``: the aggregate's child)
+        reads of its members: the reads of the attributes its arguments name, their
+        leaves, and for a sum its argument compiled over them (:mod:`._direct`)."""
+        jvm = self.jvm
+        src, src_plan = self._aggregated[ident]
+        args = jvm.lst(function.children())
+        summed = jvm.cls(function) == "Sum"
+        if not summed and any(jvm.cls(a) not in ("Literal", "AttributeReference") for a in args):
+            return None
+        if not summed and any(jvm.cls(a) == "Literal" and a.value() is None for a in args):
+            return None  # (count(NULL): rare enough for Spark to read)
+        reads: list[Any] = []
+        leaves: list[int] = []
+        scope: dict[int, Any] = {}
+        for arg in args:
+            for attr in jvm.lst(arg.references().toSeq()):
+                eid = int(attr.exprId().id())
+                if eid in scope:
+                    continue
+                type_name = str(attr.dataType().simpleString())
+                if summed and arrow_type(type_name) is None:
+                    return None
+                at = self._grouping_leaf(src, below, attr)
+                if at is None:
+                    return None
+                leaf, value = at
+                over = src_plan if leaf == src else self.plans[leaf]
+                scope[eid] = ("col", f"m{len(reads)}", type_name)
+                reads.append(self._read(leaf, over, value, ident))
+                leaves.append(leaf)
+        if not summed:
+            return reads, leaves, None
+        try:
+            node = compile_expr(jvm, args[0], scope)
+        except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
+            return None
+        return reads, leaves, node
+
+    def _sorted_by_computed(self, sort: JObject, ident: int) -> bool:
+        """Whether a global ``sort`` of fused aggregate ``ident``'s groups (a dataset
+        the steps over it read) sorts by values its capture computes, a count or a sum
+        among them (TPC-H Q13's ``ORDER BY custdist DESC, c_count DESC``, Q3's
+        ``ORDER BY revenue DESC, o_orderdate``): then it is a sort of records by
+        values read, without a job."""
+        jvm = self.jvm
+        if ident not in self._aggregated:
+            return False
+        kinds = []
+        for o in jvm.lst(sort.order()):
+            child = o.child()
+            if jvm.cls(child) != "AttributeReference":
+                return False
+            kind = self._value_kind(ident, int(child.exprId().id()))
+            if kind is None or self._computed_value(ident, child) is None:
+                return False
+            kinds.append(kind[0])
+        return any(k != "key" for k in kinds)
+
+    def _compute(self, ident: int, parent: np.ndarray, n_groups: int, values: list[Any]) -> None:
+        """The columns of :meth:`_computed_read` of aggregate ``ident``, groups in
+        canonical order (``parent``: each member's group; ``values``: the groups'
+        grouping values).  A column that cannot be computed exactly is left out: the
+        step that reads it takes a job of its own (see ``Fusion._raw``)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        specs = self._specs.get(ident)
+        if not specs:
+            return
+        (src,) = self.rules[ident].inputs
+        got = {}
+        for name, spec in specs.items():
+            if spec[0] == "key":
+                got[name] = values[spec[1]]
+                continue
+            if spec[0] == "expr":  # (over the columns computed before it)
+                if all(n in got for n in spec[1]):
+                    with contextlib.suppress(Unreadable):
+                        got[name] = _whole(evaluate(spec[2], pa.table(got)), n_groups)
+                continue
+            kind, reads, leaves = spec[:3]
+            columns = self._over(src, leaves, reads) if reads else []
+            if kind == "count":
+                valid = np.ones(len(parent), dtype=bool)
+                for col in columns:
+                    valid &= np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False))
+                counts = np.bincount(parent[valid], minlength=n_groups)
+                got[name] = pa.array(counts.astype(np.int64))
+                continue
+            table = pa.table({f"m{i}": col for i, col in enumerate(columns)})
+            try:
+                value = _whole(evaluate(spec[3], table), len(parent))
+                got[name] = group_sums(value, parent, n_groups, spec[4])
+            except (Unreadable, KeyError_):
+                continue  # (an overflow, say: Spark reads it)
+        self._computed[ident] = got
