@@ -71,6 +71,8 @@ def group_sums(values: Any, parent: np.ndarray, n_groups: int, result: str) -> A
     ...              pa.decimal128(15, 2))
     >>> group_sums(v, np.array([0, 1, 0]), 2, "decimal(25,2)").to_pylist()
     [Decimal('1.20'), None]
+    >>> group_sums(pa.array([4, None, -1]), np.array([0, 1, 0]), 2, "bigint").to_pylist()
+    [3, None]
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -88,17 +90,16 @@ def group_sums(values: Any, parent: np.ndarray, n_groups: int, result: str) -> A
     totals = np.zeros(n_groups, dtype=np.int64)
     np.add.at(totals, members, units)
     present = np.bincount(members, minlength=n_groups) > 0
-    mask = pa.array(~present)
     if not isinstance(kind, pa.Decimal128Type):
         if not pa.types.is_int64(kind):
             raise KeyError_(f"a sum of type {result}")
-        return pa.array(totals, type=kind, mask=mask)
+        return pa.array(totals, type=kind, mask=~present)
     if len(totals) and int(np.abs(totals).max()) >= 10**kind.precision:
         raise KeyError_("a sum past its type's precision (Spark's own would overflow)")
     words = np.empty((n_groups, 2), dtype=np.int64)  # decimal128: low, then high word
     words[:, 0], words[:, 1] = totals, totals >> 63
     dense = pa.Array.from_buffers(kind, n_groups, [None, pa.py_buffer(words.tobytes())])
-    return pc.if_else(mask, pa.scalar(None, kind), dense)
+    return pc.if_else(pa.array(~present), pa.scalar(None, kind), dense)
 
 
 def _units(values: Any) -> np.ndarray:
