@@ -659,8 +659,10 @@ def test_a_sort_of_fused_groups_is_fused(spark: Any, data: Any, zones: Any) -> N
 
     run = _compare(spark, body, ["agg", "orderBy", "orderBy", "join", "join", "agg",
                                  "orderBy", "limit", "orderBy", "limit"])  # fmt: skip
-    # by grouping values, or by a count (known from the groups' sizes): sorted without a
-    # job; by a sum, one job of the plan below the sort
+    # by grouping values, by a count (known from the groups' sizes) or by an exact sum
+    # (see test_exact_sums_of_fused_groups_are_computed_from_them): sorted without a job;
+    # by a sum of doubles (its value depends on Spark's order of adding) or of doubles
+    # cast to decimals (Spark rounds them), one job of the plan below
     assert run.operations[2].jobs == 0 and run.operations[1].jobs == 0
     assert run.operations[6].jobs > 0
 
@@ -993,3 +995,43 @@ def test_computed_groups_over_an_outer_joins_missing_side(spark: Any, data: Any)
 
     run = _compare(spark, body, ["join", "count"], fewer_jobs=False)
     assert run.operations[-1].jobs > 0 and not run.operations[-1].fused
+
+
+def test_exact_sums_of_fused_groups_are_computed_from_them(
+    spark: Any, views: None, tmp_path: Any
+) -> None:
+    """Sums of decimals and integers (of products and differences of them: TPC-H Q3's
+    ``sum(l_extendedprice * (1 - l_discount))``) computed from a fused aggregate's
+    groups: a sort by one with a limit, a ``HAVING`` over one (Q18's), groups whose
+    every value is null, all without a job; a decimal sum that may pass 63 bits is read
+    through Spark, the same tensors either way."""
+    spark.sql(
+        "SELECT order_id, cust_id, day, CAST(amount AS decimal(12,2)) AS price, "
+        "CAST(cust_id / 100 AS decimal(12,2)) AS discount FROM fused_orders"
+    ).repartition(2).write.parquet(str(tmp_path / "lines"))
+    spark.read.parquet(str(tmp_path / "lines")).createOrReplaceTempView("fused_lines")
+
+    def body() -> None:
+        spark.sql(
+            "SELECT cust_id, day, sum(price * (1 - discount)) AS revenue FROM fused_lines "
+            "GROUP BY cust_id, day ORDER BY revenue DESC NULLS LAST, day LIMIT 25"
+        )
+        spark.sql(
+            "SELECT order_id FROM fused_lines WHERE cust_id IN (SELECT cust_id FROM "
+            "fused_lines GROUP BY cust_id HAVING sum(price) > 900)"
+        )
+        spark.sql(
+            "SELECT cust_id, sum(order_id - 300) AS s, sum(CAST(NULL AS bigint)) AS none "
+            "FROM fused_lines GROUP BY cust_id ORDER BY s, cust_id"
+        )
+        spark.sql(
+            "SELECT day, sum(CAST(order_id AS decimal(38,0)) * 100000000000000000) AS big "
+            "FROM fused_lines GROUP BY day ORDER BY big"
+        )
+
+    run = _compare(spark, body, ["sql:Aggregate", "sql:Sort", "sql:GlobalLimit",
+                                 "sql:Aggregate", "sql:Filter", "sql:Join",
+                                 "sql:Aggregate", "sql:Sort", "sql:Aggregate"])  # fmt: skip
+    jobs = [op.jobs for op in run.operations]
+    assert jobs[:8] == [0] * 8, jobs
+    assert jobs[9] > 0  # (the sum that may pass 63 bits: Spark's)
