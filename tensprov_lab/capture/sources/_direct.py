@@ -28,11 +28,13 @@ holds:
   token has one reading (:mod:`._direct_csv`);
 - every expression asked for over them (and every projection's expression they read) is
   a comparison, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN`` or ``dropna``'s
-  ``AtLeastNNonNulls`` over such columns and constants, or a date's ``year`` or a
-  ``substring`` at constant bounds of one (grouping values), evaluated with Spark's
-  three-valued logic; a float column compared with anything must hold no NaN (Spark
-  orders NaN above every number, Arrow does not), which is checked when the files are
-  read.
+  ``AtLeastNNonNulls`` over such columns and constants, a date's ``year`` or a
+  ``substring`` at constant bounds of one (grouping values), or ``+ - *`` of integers
+  and decimals (Arrow's checked kernels, then a safe cast to the type Spark's analyzer
+  gave the result: an overflow or a rounding is :class:`Unreadable`, left to Spark;
+  :mod:`._direct_arith`), evaluated with Spark's three-valued logic; a float column
+  compared with anything must hold no NaN (Spark orders NaN above every number, Arrow
+  does not), which is checked when the files are read.
 
 A read that finds anything else when it runs (a file changed size since Spark listed it,
 a type that differs in one file, a NaN, a CSV token with two readings) raises
