@@ -1035,3 +1035,26 @@ def test_exact_sums_of_fused_groups_are_computed_from_them(
     jobs = [op.jobs for op in run.operations]
     assert jobs[:8] == [0] * 8, jobs
     assert jobs[9] > 0  # (the sum that may pass 63 bits: Spark's)
+
+
+def test_a_scalar_subquerys_comma_join_is_joined_on_its_conditions(spark: Any, views: None) -> None:
+    """An uncorrelated scalar subquery over a comma join of its own (TPC-H Q11's
+    ``HAVING``): its plan is rewritten as the statement's is, so its join has its
+    condition and its filter is a filter of one table, fused; no dataset is the cross
+    product of its tables, and the tensors are those of the unfused capture."""
+
+    def body() -> None:
+        spark.sql(
+            "SELECT order_id, amount FROM fused_orders WHERE amount > (SELECT "
+            "avg(o.amount) FROM fused_orders o, fused_customers c "
+            "WHERE o.cust_id = c.cust_id AND c.region = 'r1')"
+        )
+
+    run = _compare(spark, body, ["sql:Filter", "sql:Join", "sql:Filter"])
+    assert [op.method for op in run.operations] == [
+        "sql:Filter", "sql:Join", "sql:Aggregate", "sql:Filter",
+    ]  # fmt: skip
+    assert "(cust_id = cust_id)" in str(run.operations[1].expression)
+    assert [run.store.datasets[i].n_rows for i in run.operations[1].inputs] == [600, 11]
+    sizes = [run.store.datasets[i].n_rows for op in run.operations for i in op.inputs]
+    assert max(sizes) < 600 * 45  # (the product of the subquery's tables: never made)

@@ -189,7 +189,43 @@ def _joins_with_conditions(jvm: Jvm, plan: JObject) -> JObject:
         plan = pushed(plan)
         if plan.fastEquals(before):
             break
-    return plan
+    return _subquery_plans_rewritten(jvm, plan)
+
+
+def _subquery_plans_rewritten(jvm: Jvm, plan: JObject) -> JObject:
+    """``plan`` with the plan of each uncorrelated scalar subquery that a filter of it
+    compares with rewritten as a statement's is (:func:`_joins_with_conditions`): the
+    rules rewrite a plan's nodes, not the plans inside their expressions, and TPC-H
+    Q11's ``HAVING`` compares with a comma join of its own, whose filter would
+    otherwise run as the join Spark makes of it.  The same plan object when nothing
+    changes."""
+
+    def same(new: list[JObject], old: list[JObject]) -> bool:
+        return all(jvm.ident(a) == jvm.ident(b) for a, b in zip(new, old))
+
+    def in_expression(expr: JObject) -> JObject:
+        if jvm.cls(expr) == "ScalarSubquery" and not jvm.lst(expr.outerAttrs()):
+            inner = expr.plan()
+            new = _views_kept(jvm, inner, _joins_with_conditions(jvm, inner))
+            return expr if jvm.ident(new) == jvm.ident(inner) else expr.withNewPlan(new)
+        kids = jvm.lst(expr.children())
+        new_kids = [in_expression(k) for k in kids]
+        return expr if same(new_kids, kids) else expr.withNewChildren(jvm.seq(new_kids))
+
+    def in_plan(node: JObject) -> JObject:
+        if jvm.cls(node) == "View":
+            return node
+        kids = jvm.children(node)
+        new_kids = [in_plan(k) for k in kids]
+        if not same(new_kids, kids):
+            node = node.withNewChildren(jvm.seq(new_kids))
+        if jvm.cls(node) == "Filter":
+            condition = in_expression(node.condition())
+            if jvm.ident(condition) != jvm.ident(node.condition()):
+                node = node.copy(condition, node.child())
+        return node
+
+    return in_plan(plan)
 
 
 def _conditionless_join(jvm: Jvm, plan: JObject) -> bool:
