@@ -200,10 +200,14 @@ def _subquery_plans_rewritten(jvm: Jvm, plan: JObject) -> JObject:
     otherwise run as the join Spark makes of it.  The same plan object when nothing
     changes."""
 
+    scalar = _tree_pattern(jvm, "SCALAR_SUBQUERY")  # (a plan's bits hold its expressions')
+
     def same(new: list[JObject], old: list[JObject]) -> bool:
         return all(jvm.ident(a) == jvm.ident(b) for a, b in zip(new, old))
 
     def in_expression(expr: JObject) -> JObject:
+        if not bool(expr.containsPattern(scalar)):
+            return expr
         if jvm.cls(expr) == "ScalarSubquery" and not jvm.lst(expr.outerAttrs()):
             inner = expr.plan()
             new = _views_kept(jvm, inner, _joins_with_conditions(jvm, inner))
@@ -213,7 +217,7 @@ def _subquery_plans_rewritten(jvm: Jvm, plan: JObject) -> JObject:
         return expr if same(new_kids, kids) else expr.withNewChildren(jvm.seq(new_kids))
 
     def in_plan(node: JObject) -> JObject:
-        if jvm.cls(node) == "View":
+        if not bool(node.containsPattern(scalar)) or jvm.cls(node) == "View":
             return node
         kids = jvm.children(node)
         new_kids = [in_plan(k) for k in kids]
