@@ -342,6 +342,91 @@ def test_arithmetic_read_from_files_equals_sparks_or_is_left_to_it(
         assert got.column(name).to_pylist() == [oracle(r) for r in rows], name
 
 
+#: decimals whose products and casts Spark rounds (half away from zero: ties below)
+_ROUNDED_SCHEMA = "w decimal(36,2), v decimal(38,6)"
+_WIDE = ["1.00", "-1.00", "3.00", "12345.67", "0.00", "9999999999999999999999999999999999.99"]
+_FINE = [
+    "1.234550", "-1.234550", "0.000049", "-0.000050", "12.000000",
+    "99999999999999999999999999999999.999999",
+]  # fmt: skip
+
+
+def _rounded(value: Any, places: int, digits: int) -> Any:
+    """Spark's rounding of an exact ``value`` to ``places`` decimals (Java's HALF_UP),
+    and whether it fits ``digits`` digits before the point."""
+    from decimal import ROUND_HALF_UP
+
+    if value is None:
+        return None, True
+    with localcontext(prec=80):
+        got = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return got, abs(got) < Decimal(10) ** digits
+
+
+@pytest.mark.spark
+@spark_examples("TENSPROV_DIRECT_EXAMPLES", 25)
+@given(
+    data=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from([Decimal(a) for a in _WIDE])),
+            st.one_of(st.none(), st.sampled_from([Decimal(a) for a in _FINE])),
+        ),
+        max_size=8,
+    )
+)
+@example(data=[(Decimal("1.00"), Decimal("1.234550")), (Decimal("-1.00"), Decimal("-0.000050"))])
+@example(data=[(None, Decimal(_FINE[-1])), (None, Decimal("1.234550"))])  # (rounds past 36,4)
+@example(data=[(Decimal(_WIDE[-1]), None)])  # (an exact product of 40 digits)
+def test_decimals_spark_rounds_read_from_files_equal_sparks(spark: Any, data: list[tuple]) -> None:
+    """A product whose exact scale Spark's analyzer cuts (TPC-H Q11's ``sum(...) *
+    0.0001``: decimal(38,6)) and casts of decimals to a smaller scale (Q11's
+    comparison as decimal(38,4)) are rounded half away from zero as Spark rounds them,
+    ties included; where a rounded value passes its type (Spark's null, or its error
+    under ANSI) or an exact product passes 38 digits (Spark rounds it to 38 digits
+    first) the read steps aside, and nowhere else."""
+    from pyspark.sql import functions as F
+
+    path = _write(spark, data, 1, _ROUNDED_SCHEMA)
+    exprs = {
+        "p": F.expr("w * CAST(0.0000005 AS decimal(10,10))"),
+        "r": F.expr("CAST(v AS decimal(38,4))"),
+        "o": F.expr("CAST(v AS decimal(36,4))"),
+    }
+    from tensprov_lab.capture.spark._jvm import Jvm
+
+    source = spark.read.parquet(path)
+    df = source.select(*[e.alias(n) for n, e in exprs.items()])
+    jvm = Jvm(spark)
+    projected = df._jdf.queryExecution().analyzed()
+    jexprs = {str(e.name()): e.child() for e in jvm.lst(projected.projectList())}
+    assert [str(e.dataType().simpleString()) for e in jexprs.values()] == [
+        "decimal(38,6)", "decimal(38,4)", "decimal(36,4)",
+    ]  # fmt: skip
+    reader = direct_read(jvm, source._jdf.queryExecution().analyzed(), jexprs)
+    assert reader is not None
+    oracle = {
+        "p": [_rounded(None if w is None else w * Decimal("0.0000005"), 6, 32) for w, _ in data],
+        "r": [_rounded(v, 4, 34) for _, v in data],
+        "o": [_rounded(v, 4, 32) for _, v in data],
+    }
+    # (an exact product past 38 digits Spark rounds to 38 digits first: left to it)
+    wide = [w is not None and abs(w * Decimal("0.0000005")).scaleb(12) >= 10**38 for w, _ in data]
+    fits = all(ok for values in oracle.values() for _, ok in values) and not any(wide)
+    try:
+        expected = to_arrow(df)
+    except Exception:  # noqa: BLE001 - Spark's error on an overflow under ANSI
+        expected = None
+    try:
+        got = reader()
+    except Unreadable:
+        assert not fits, "the direct read stepped aside on values it computes"
+        return
+    assert fits and expected is not None
+    for name in exprs:
+        assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
+        assert got.column(name).to_pylist() == [v for v, _ in oracle[name]], name
+
+
 @pytest.mark.spark
 def test_a_date_spark_would_shift_leaves_the_read_to_it(spark: Any) -> None:
     """A file of the legacy hybrid calendar with a date before 1582-10-15: Spark shifts

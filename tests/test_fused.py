@@ -997,19 +997,24 @@ def test_computed_groups_over_an_outer_joins_missing_side(spark: Any, data: Any)
     assert run.operations[-1].jobs > 0 and not run.operations[-1].fused
 
 
-def test_exact_sums_of_fused_groups_are_computed_from_them(
-    spark: Any, views: None, tmp_path: Any
-) -> None:
+@pytest.fixture
+def lines(spark: Any, views: None, tmp_path: Any) -> None:
+    """A view ``fused_lines`` of the orders with decimal prices and discounts, and an
+    integer quantity (TPC-H's lineitem, in small)."""
+    spark.sql(
+        "SELECT order_id, cust_id, day, CAST(amount AS decimal(12,2)) AS price, "
+        "CAST(cust_id / 100 AS decimal(12,2)) AS discount, CAST(order_id % 7 AS int) AS qty "
+        "FROM fused_orders"
+    ).repartition(2).write.parquet(str(tmp_path / "lines"))
+    spark.read.parquet(str(tmp_path / "lines")).createOrReplaceTempView("fused_lines")
+
+
+def test_exact_sums_of_fused_groups_are_computed_from_them(spark: Any, lines: None) -> None:
     """Sums of decimals and integers (of products and differences of them: TPC-H Q3's
     ``sum(l_extendedprice * (1 - l_discount))``) computed from a fused aggregate's
     groups: a sort by one with a limit, a ``HAVING`` over one (Q18's), groups whose
     every value is null, all without a job; a decimal sum that may pass 63 bits is read
     through Spark, the same tensors either way."""
-    spark.sql(
-        "SELECT order_id, cust_id, day, CAST(amount AS decimal(12,2)) AS price, "
-        "CAST(cust_id / 100 AS decimal(12,2)) AS discount FROM fused_orders"
-    ).repartition(2).write.parquet(str(tmp_path / "lines"))
-    spark.read.parquet(str(tmp_path / "lines")).createOrReplaceTempView("fused_lines")
 
     def body() -> None:
         spark.sql(
@@ -1035,6 +1040,54 @@ def test_exact_sums_of_fused_groups_are_computed_from_them(
     jobs = [op.jobs for op in run.operations]
     assert jobs[:8] == [0] * 8, jobs
     assert jobs[9] > 0  # (the sum that may pass 63 bits: Spark's)
+
+
+def test_minima_maxima_and_scalar_subquery_values_are_computed_from_groups(
+    spark: Any, lines: None
+) -> None:
+    """The values that decide TPC-H Q2's, Q11's, Q15's and Q20's filters, computed from
+    fused groups without a job: a correlated ``min`` (Q2) and ``0.5 * sum`` (Q20), a
+    ``max`` of strings, an uncorrelated scalar subquery's ``max`` over an aggregate's
+    output (Q15) and its ``sum(...) * 0.0001`` over a join, rounded as Spark rounds
+    decimals (Q11); the tensors are those of the unfused capture."""
+
+    def body() -> None:
+        spark.sql(
+            "SELECT a.order_id FROM fused_lines a, fused_customers c WHERE a.cust_id = "
+            "c.cust_id AND a.price = (SELECT min(b.price) FROM fused_lines b WHERE "
+            "b.cust_id = a.cust_id)"
+        )
+        spark.sql(
+            "SELECT a.order_id FROM fused_lines a WHERE a.price > (SELECT 0.02 * "
+            "sum(b.price) FROM fused_lines b WHERE b.cust_id = a.cust_id)"
+        )
+        spark.sql("SELECT cust_id FROM fused_lines GROUP BY cust_id HAVING max(day) = 'd4'")
+        spark.sql(
+            "WITH r AS (SELECT cust_id, sum(price) AS t FROM fused_lines GROUP BY cust_id) "
+            "SELECT cust_id, t FROM r WHERE t = (SELECT max(t) FROM r)"
+        )
+        spark.sql(
+            "SELECT l.cust_id, sum(price * qty) AS v FROM fused_lines l, fused_customers c "
+            "WHERE l.cust_id = c.cust_id GROUP BY l.cust_id HAVING sum(price * qty) > ("
+            "SELECT sum(price * qty) * 0.0412345678 FROM fused_lines l, fused_customers c "
+            "WHERE l.cust_id = c.cust_id AND c.region <> 'r0') ORDER BY v DESC"
+        )
+
+    run = _compare(spark, body, [
+        "sql:Aggregate", "sql:Join", "sql:Filter", "sql:Join",
+        "sql:Aggregate", "sql:Join", "sql:Filter",
+        "sql:Aggregate", "sql:Filter",
+        "sql:Aggregate", "sql:Aggregate", "sql:Filter",  # (and the global max: no rule)
+        "sql:Join", "sql:Aggregate", "sql:Filter", "sql:Join", "sql:Filter", "sql:Sort",
+    ])  # fmt: skip
+    assert [op.jobs for op in run.operations] == [0] * len(run.operations)
+    sizes = run.store.datasets
+    kept = [
+        (sizes[op.inputs[0]].n_rows, sizes[op.output].n_rows)
+        for op in run.operations
+        if op.method == "sql:Filter"
+    ]
+    assert all(0 < out < n for n, out in kept), kept  # (each keeps some, drops some)
 
 
 def test_a_scalar_subquerys_comma_join_is_joined_on_its_conditions(spark: Any, views: None) -> None:

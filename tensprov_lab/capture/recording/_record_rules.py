@@ -110,6 +110,16 @@ class RecordRules:
     def _fused_rule(
         self, rw: Rewrite, occ: list[Node], out_ident: int, fusion: _fused.Fusion, rule: Any
     ) -> tuple[int, list[Any], KeyIndex] | None:
+        if rule.kind == "global":
+            # its tensor needs no read; the values a later step compares are computed
+            # now, before its records' reads are released
+            try:
+                fusion.compute_global(out_ident)
+            except (KeyError, KeyError_, TooManyPairs):
+                pass  # (the step that compares them takes a job of its own)
+            except Exception as exc:  # noqa: BLE001 - inconsistent reads: the same
+                self._note(f"fused capture not used ({_short_error(exc)}); captured on its own")
+            return None
         if rule.kind == "sort":
             return self._fused_sort(rw, occ, out_ident, fusion)
         if rule.kind in ("semi", "anti"):

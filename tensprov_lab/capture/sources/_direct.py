@@ -57,7 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tensprov_lab.capture.sources._direct_arith import arith_node, evaluate_arith
+from tensprov_lab.capture.sources._direct_arith import arith_node, evaluate_arith, round_decimal
 from tensprov_lab.capture.sources._direct_csv import (
     CSV_TYPES,
     CheckedFiles,
@@ -502,6 +502,13 @@ def _compile_walk(jvm: Jvm, expr: JObject, columns: _Scope | dict[int, Node]) ->
         if known is None:
             raise Unreadable(f"column {expr.name()} is read through Spark")
         return known
+    if cls in ("AggregateExpression", "ScalarSubquery"):
+        # (a value the caller may know by its id, as the helper spells it)
+        at = expr.resultId() if cls == "AggregateExpression" else expr.exprId()
+        known = columns.get(int(at.id()))
+        if known is None:
+            raise Unreadable(f"{cls} is read through Spark")
+        return known
     if cls == "Alias":
         return _compile_walk(jvm, expr.child(), columns)
     if bool(expr.foldable()):
@@ -582,6 +589,10 @@ def _cast(value: Node, target: str) -> Node:
             exact = source in _DIGITS and _DIGITS[source] <= kind.precision - kind.scale
         if exact:
             return ("cast", value, target)
+        if room and isinstance(was, pa.Decimal128Type):
+            # a smaller scale: rounded as Spark rounds (TPC-H Q11's comparison of
+            # decimal(38,6) values as decimal(38,4))
+            return ("round", value, target)
     return coerce(value, target)
 
 
@@ -685,7 +696,7 @@ def _columns_of(node: Node, used: dict[str, str]) -> None:
     elif kind == "arith":
         _columns_of(node[2], used)
         _columns_of(node[3], used)
-    elif kind in ("not", "isnull", "isnotnull", "in", "cast", "year", "substr", "like"):
+    elif kind in ("not", "isnull", "isnotnull", "in", "cast", "round", "year", "substr", "like"):
         _columns_of(node[1], used)
     elif kind == "atleast":
         for kid in node[2]:
@@ -710,6 +721,8 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         return pc.invert(evaluate(node[1], table))
     if kind == "cast":  # a widening without loss (see _direct_sql.coerce)
         return pc.cast(evaluate(node[1], table), _arrow(node[2]))
+    if kind == "round":
+        return round_decimal(evaluate(node[1], table), _arrow(node[2]))
     if kind == "isnull":
         return pc.is_null(evaluate(node[1], table))
     if kind == "isnotnull":

@@ -10,12 +10,13 @@ __all__ = ["Node", "node_type"]
 #: an expression, compiled: ("col", name, type), ("lit", value, type), ("cmp", op, a, b),
 #: ("and_kleene"|"or_kleene", a, b), ("not", a), ("isnull"|"isnotnull", a),
 #: ("in", a, values, type), ("atleast", n, values), ("cast", a, type) (an exact widening),
+#: ("round", a, type) (a decimal to a smaller scale, see _direct_arith.round_decimal),
 #: ("year", a, "int"), ("substr", a, "string", start, stop), ("like", a, pattern),
 #: ("arith", kernel, a, b, type) (see _direct_arith); evaluated by _direct.evaluate
 Node = tuple[Any, ...]
 
 #: the nodes whose type is their third item; ``arith`` gives its type last
-_TYPED = ("col", "lit", "cast", "year", "substr")
+_TYPED = ("col", "lit", "cast", "round", "year", "substr")
 
 
 def node_type(node: Node) -> str:

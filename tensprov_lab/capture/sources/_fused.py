@@ -148,6 +148,9 @@ class Fusion(Fetching, Grouping, Computing, Releasing):
         self._specs: dict[int, dict[str, tuple[Any, ...]]] = {}
         self._computed: dict[int, dict[str, Any]] = {}
         self._computed_names: dict[tuple[int, int], str] = {}
+        #: the global aggregates of fused records (rule kind "global"): the value of a
+        #: scalar subquery over one, which a filter compares, is computed too
+        self._globals: set[int] = set()
         #: the fused anti joins of NOT IN (see _equijoin.semi_rows)
         self.null_aware: set[int] = set()
         #: a fused limit's number of records
@@ -539,9 +542,11 @@ class Fusion(Fetching, Grouping, Computing, Releasing):
         :func:`dense_pairs`."""
         target, name = read
         if name in self._specs.get(target, {}):
+            if target in self._globals:
+                self.compute_global(target)
             col = self._computed.get(target, {}).get(name)
-            if col is None:
-                raise KeyError_("a fused aggregate's values were not computed")
+            if col is None:  # (one over a scalar subquery's value, or not computed)
+                col = self._late_value(target, name)
         else:
             col = self.tables[target].column(name)
             if target in self._group_reads:

@@ -12,7 +12,16 @@ groups the capture built, exactly as Spark computes them:
   (:mod:`._direct`: ``l_extendedprice * (1 - l_discount)``, TPC-H Q3, Q5, Q10, Q18's
   ``sum(l_quantity)``): summed as the exact integers behind the values, null for a
   group with no value; a sum whose total could pass 63 bits, or the result type's
-  precision, is read through Spark (where Spark's own sum would overflow).
+  precision, is read through Spark (where Spark's own sum would overflow);
+- ``min(e)`` and ``max(e)`` of integers, decimals, dates and strings (TPC-H Q2's
+  ``min(ps_supplycost)``, Q15's ``max(total_revenue)``);
+- an expression over such values that a direct read evaluates (Q20's ``0.5 *
+  sum(l_quantity)``, Q11's ``sum(...) * 0.0001``, rounded as Spark rounds decimals).
+
+A global aggregate of fused records (one group) is computed the same way when a step
+compares its value as an uncorrelated scalar subquery's (Q11's and Q15's ``HAVING`` /
+``WHERE ... = (SELECT max(...) ...)``): its operation, a context input of that step,
+is captured first, and the comparison is evaluated when the step reads it.
 
 A sort of the groups by such values, one of them not a grouping value, sorts records
 by values read (no job).  Any other column (an average, a sum of floats, whose value
@@ -30,7 +39,7 @@ from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import KeyError_
 from tensprov_lab.capture.sources._direct import Unreadable, arrow_type, compile_expr, evaluate
 
-__all__ = ["Computing", "group_sums", "traced_value"]
+__all__ = ["Computing", "group_extremes", "group_sums", "traced_value"]
 
 JObject = Any
 
@@ -122,11 +131,53 @@ def _units(values: Any) -> np.ndarray:
     return np.where(valid, low, 0)
 
 
+def group_extremes(values: Any, parent: np.ndarray, n_groups: int, largest: bool) -> Any:
+    """Each group's ``min`` (``max`` when ``largest``) of ``values`` (an Arrow array of
+    integers, decimals, dates or strings, one value per member; ``parent``: each
+    member's group) as Spark's gives it: nulls skipped, null for a group without a
+    value.  Arrow orders these types as Spark does (strings by their bytes).
+
+    >>> import pyarrow as pa
+    >>> v = pa.array(["b", None, "a", "c"])
+    >>> group_extremes(v, np.array([0, 1, 0, 0]), 2, False).to_pylist()
+    ['a', None]
+    >>> group_extremes(pa.array([3, 9, None]), np.array([0, 0, 1]), 2, True).to_pylist()
+    [9, None]
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    valid = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+    members = parent[valid].astype(np.int64, copy=False)
+    kept = values.filter(pa.array(valid))
+    order = np.asarray(
+        pc.sort_indices(
+            pa.table({"g": members, "v": kept}),
+            sort_keys=[("g", "ascending"), ("v", "descending" if largest else "ascending")],
+        )
+    )
+    grouped = members[order]
+    first = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(order) else order
+    at = np.full(n_groups, -1, dtype=np.int64)
+    at[grouped[first]] = order[first]
+    return kept.take(pa.array(at, mask=at < 0))
+
+
 def _whole(value: Any, n: int) -> Any:
     """An evaluated expression as an array of ``n`` values (a constant repeated)."""
     import pyarrow as pa
 
     return pa.repeat(value, n) if isinstance(value, pa.Scalar) else value
+
+
+#: the aggregate functions whose values are computed from the groups
+_FUNCTIONS = {"Count": "count", "Sum": "sum", "Min": "min", "Max": "max"}
+#: the kinds of computed column read over an aggregate's members (see _computed_read)
+MEMBER_KINDS = ("count", "sum", "min", "max")
+#: the types whose min and max are taken here (with decimals: Arrow orders them as
+#: Spark does)
+_EXTREME_TYPES = {"tinyint", "smallint", "int", "bigint", "date", "string"}
 
 
 class Computing:
@@ -136,46 +187,77 @@ class Computing:
     jvm: Any
     plans: dict[int, JObject]
     rules: dict[int, Any]
+    size_of: Any
     _aggregated: dict[int, tuple[int, JObject]]
+    _globals: set[int]
     _specs: dict[int, dict[str, tuple[Any, ...]]]
     _computed: dict[int, dict[str, Any]]
     _computed_names: dict[tuple[int, int], str]
     _grouping_leaf: Any
     _read: Any
+    _raw: Any
     _over: Any
 
     def _value_kind(self, ident: int, eid: int) -> tuple[str, JObject] | None:
         """Whether output ``eid`` of the fused aggregate ``ident`` (a dataset the steps
-        over it read) is known from its groups without a read through Spark:
-        ``("key", i)`` for its ``i``-th grouping value, ``("count", function)`` or
-        ``("sum", aggregate expression)``; None for any other value."""
+        over it read) is known from its groups without a read through Spark (see
+        :meth:`_expr_kind`); None for any other value."""
+        found = traced_value(self.jvm, self.plans[ident], eid)
+        return None if found is None else self._expr_kind(*found)
+
+    def _expr_kind(self, agg: JObject, expr: JObject) -> tuple[str, JObject] | None:
+        """What result expression ``expr`` of aggregate ``agg`` is, when its groups give
+        it: ``("key", i)`` for its ``i``-th grouping value, ``("count", function)``,
+        ``("sum" | "min" | "max", aggregate expression)``, or ``("expr", expr)`` for a
+        value computed over such values (TPC-H Q20's ``0.5 * sum(l_quantity)``)."""
         jvm = self.jvm
-        found = traced_value(jvm, self.plans[ident], eid)
-        if found is None:
-            return None
-        agg, expr = found
-        if jvm.cls(expr) == "AttributeReference":
+        cls = jvm.cls(expr)
+        if cls == "AttributeReference":
             ids = [int(g.exprId().id()) for g in jvm.lst(agg.groupingExpressions())]
             at = int(expr.exprId().id())
             return ("key", ids.index(at)) if at in ids else None
-        if jvm.cls(expr) != "AggregateExpression" or bool(expr.isDistinct()):
-            return None
-        if bool(expr.filter().isDefined()):
+        if cls != "AggregateExpression":
+            parts = self._parts(expr)
+            if not parts or any(self._expr_kind(agg, p) is None for p in parts):
+                return None
+            return "expr", expr
+        if bool(expr.isDistinct()) or bool(expr.filter().isDefined()):
             return None
         function = expr.aggregateFunction()
-        if jvm.cls(function) == "Count":
-            return "count", function
-        if jvm.cls(function) == "Sum" and len(jvm.lst(function.children())) == 1:
-            result = str(expr.dataType().simpleString())
-            # (a sum of floats depends on the order Spark adds them in)
-            return ("sum", expr) if result == "bigint" or result.startswith("decimal(") else None
-        return None
+        kind = _FUNCTIONS.get(jvm.cls(function))
+        if kind == "count":
+            return kind, function
+        if kind is None or len(jvm.lst(function.children())) != 1:
+            return None
+        result = str(expr.dataType().simpleString())
+        if kind == "sum":  # (a sum of floats depends on the order Spark adds them in)
+            exact = result == "bigint"
+        else:
+            exact = result in _EXTREME_TYPES
+        return (kind, expr) if exact or result.startswith("decimal(") else None
+
+    def _parts(self, expr: JObject) -> list[JObject] | None:
+        """The grouping attributes and aggregate expressions a deterministic result
+        expression is computed from; None for a non-deterministic one."""
+        jvm = self.jvm
+        if not bool(expr.deterministic()):
+            return None
+        found, stack = [], [expr]
+        while stack:
+            e = stack.pop()
+            if jvm.cls(e) in ("AttributeReference", "AggregateExpression"):
+                found.append(e)
+            else:
+                stack.extend(jvm.lst(e.children()))
+        return found
 
     def _computed_value(self, ident: int, expr: JObject) -> str | None:
         """The name of ``expr`` over fused aggregate ``ident``'s records as a column its
         capture computes: an attribute :meth:`_computed_read` gives, or an expression
-        over such attributes that a direct read evaluates (TPC-H Q18's ``HAVING
-        sum(l_quantity) > 300``); None for anything else."""
+        over such attributes (TPC-H Q18's ``HAVING sum(l_quantity) > 300``) and the
+        values of uncorrelated scalar subqueries over a global aggregate of fused
+        records (Q11's ``HAVING ... > (SELECT sum(...) * 0.0001 ...)``) that a direct
+        read evaluates; None for anything else."""
         jvm = self.jvm
         if jvm.cls(expr) == "AttributeReference":
             key = (ident, int(expr.exprId().id()))
@@ -196,36 +278,90 @@ class Computing:
                 return None
             scope[int(attr.exprId().id())] = ("col", name, type_name)
             names.append(name)
+        scalars: dict[str, tuple[int, str]] = {}
+        for sub in self._scalar_subqueries(expr):
+            type_name = str(sub.dataType().simpleString())
+            value = self._scalar_value(sub)
+            if value is None or arrow_type(type_name) is None:
+                return None
+            name = key_name("v")
+            scalars[name] = value
+            scope[int(sub.exprId().id())] = ("col", name, type_name)
         try:
             node = compile_expr(jvm, expr, scope)
         except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
             return None
         name = key_name("c")
-        self._specs.setdefault(ident, {})[name] = ("expr", names, node)
+        self._specs.setdefault(ident, {})[name] = ("expr", names, node, scalars)
         return name
+
+    def _scalar_subqueries(self, expr: JObject) -> list[JObject]:
+        """The scalar subqueries in ``expr`` (not inside them)."""
+        jvm = self.jvm
+        found, stack = [], [expr]
+        while stack:
+            e = stack.pop()
+            if jvm.cls(e) == "ScalarSubquery":
+                found.append(e)
+            else:
+                stack.extend(jvm.lst(e.children()))
+        return found
+
+    def _scalar_value(self, sub: JObject) -> tuple[int, str] | None:
+        """Where the value of uncorrelated scalar subquery ``sub`` is computed: the
+        global aggregate of fused records its plan is (its operation, a context input
+        of the step that compares it, is captured first), and its column's name."""
+        jvm = self.jvm
+        if bool(jvm.lst(sub.outerAttrs())):
+            return None
+        ctx = jvm.ident(sub.plan())
+        outputs = jvm.lst(sub.plan().output())
+        if ctx not in self._globals or len(outputs) != 1:
+            return None
+        name = self._computed_value(ctx, outputs[0])
+        return None if name is None else (ctx, name)
 
     def _computed_read(self, ident: int, eid: int) -> str | None:
         """The name of a column of the fused aggregate ``ident`` that its capture
-        computes from its groups (:meth:`_value_kind`; the columns a count or a sum
-        reads are read over the aggregate's input, by its capture); None when it is
-        not such a column or what it reads cannot be read or evaluated here."""
-        kind = self._value_kind(ident, eid)
+        computes from its groups (:meth:`_value_kind`; the columns a count, sum, min or
+        max reads are read over the aggregate's input, by its capture); None when it
+        is not such a column or what it reads cannot be read or evaluated here."""
+        found = traced_value(self.jvm, self.plans[ident], eid)
+        return None if found is None else self._spec_of(ident, *found)
+
+    def _spec_of(self, ident: int, agg: JObject, expr: JObject) -> str | None:
+        """:meth:`_computed_read` of result expression ``expr`` of ``agg``."""
+        jvm = self.jvm
+        kind = self._expr_kind(agg, expr)
         if kind is None:
             return None
         spec: tuple[Any, ...] = kind
-        if kind[0] != "key":
-            jvm = self.jvm
-            found = traced_value(jvm, self.plans[ident], eid)
-            assert found is not None  # (as _value_kind found it)
+        if kind[0] == "expr":
+            scope: dict[int, Any] = {}
+            names = []
+            for part in self._parts(expr) or []:
+                type_name = str(part.dataType().simpleString())
+                name = self._spec_of(ident, agg, part)
+                if name is None or arrow_type(type_name) is None:
+                    return None
+                aggregate = jvm.cls(part) == "AggregateExpression"
+                at = part.resultId() if aggregate else part.exprId()
+                scope[int(at.id())] = ("col", name, type_name)
+                names.append(name)
+            try:
+                spec = ("expr", names, compile_expr(jvm, expr, scope), {})
+            except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
+                return None
+        elif kind[0] != "key":
             function = kind[1] if kind[0] == "count" else kind[1].aggregateFunction()
-            got = self._member_reads(ident, jvm.children(found[0])[0], function)
+            got = self._member_reads(ident, jvm.children(agg)[0], function)
             if got is None:
                 return None
             reads, leaves, node = got
             if kind[0] == "count":
                 spec = ("count", reads, leaves)
             else:
-                spec = ("sum", reads, leaves, node, str(kind[1].dataType().simpleString()))
+                spec = (kind[0], reads, leaves, node, str(kind[1].dataType().simpleString()))
         name = key_name("c")
         self._specs.setdefault(ident, {})[name] = spec
         return name
@@ -233,16 +369,17 @@ class Computing:
     def _member_reads(
         self, ident: int, below: JObject, function: JObject
     ) -> tuple[list[Any], list[int], Any] | None:
-        """What a count or sum of aggregate ``ident`` (``below``: the aggregate's child)
-        reads of its members: the reads of the attributes its arguments name, their
-        leaves, and for a sum its argument compiled over them (:mod:`._direct`)."""
+        """What a count, sum, min or max of aggregate ``ident`` (``below``: the
+        aggregate's child) reads of its members: the reads of the attributes its
+        arguments name, their leaves, and but for a count its argument compiled over
+        them (:mod:`._direct`)."""
         jvm = self.jvm
         src, src_plan = self._aggregated[ident]
         args = jvm.lst(function.children())
-        summed = jvm.cls(function) == "Sum"
-        if not summed and any(jvm.cls(a) not in ("Literal", "AttributeReference") for a in args):
+        valued = jvm.cls(function) != "Count"
+        if not valued and any(jvm.cls(a) not in ("Literal", "AttributeReference") for a in args):
             return None
-        if not summed and any(jvm.cls(a) == "Literal" and a.value() is None for a in args):
+        if not valued and any(jvm.cls(a) == "Literal" and a.value() is None for a in args):
             return None  # (count(NULL): rare enough for Spark to read)
         reads: list[Any] = []
         leaves: list[int] = []
@@ -253,7 +390,7 @@ class Computing:
                 if eid in scope:
                     continue
                 type_name = str(attr.dataType().simpleString())
-                if summed and arrow_type(type_name) is None:
+                if valued and arrow_type(type_name) is None:
                     return None
                 at = self._grouping_leaf(src, below, attr)
                 if at is None:
@@ -263,7 +400,7 @@ class Computing:
                 scope[eid] = ("col", f"m{len(reads)}", type_name)
                 reads.append(self._read(leaf, over, value, ident))
                 leaves.append(leaf)
-        if not summed:
+        if not valued:
             return reads, leaves, None
         try:
             node = compile_expr(jvm, args[0], scope)
@@ -278,7 +415,7 @@ class Computing:
         ``ORDER BY revenue DESC, o_orderdate``): then it is a sort of records by
         values read, without a job."""
         jvm = self.jvm
-        if ident not in self._aggregated:
+        if ident not in self._aggregated or ident in self._globals:
             return False
         kinds = []
         for o in jvm.lst(sort.order()):
@@ -290,6 +427,47 @@ class Computing:
                 return False
             kinds.append(kind[0])
         return any(k != "key" for k in kinds)
+
+    def compute_global(self, ident: int) -> None:
+        """The computed columns of global aggregate ``ident`` (one group of every
+        record of its input), once its input's records are known, when a step reads
+        them (a scalar subquery's value)."""
+        if ident not in self._specs or ident in self._computed:
+            return
+        (src,) = self.rules[ident].inputs
+        n = self.size_of(src)
+        for spec in self._specs[ident].values():
+            if spec[0] in MEMBER_KINDS and spec[1]:
+                n = len(self._over(src, spec[2], spec[1])[0])
+                break
+        if n is None:
+            raise KeyError_("a global aggregate's input was not counted")
+        self._compute(ident, np.zeros(n, dtype=np.int64), 1, [])
+
+    def _late_value(self, ident: int, name: str) -> Any:
+        """A computed expression of aggregate ``ident`` over a scalar subquery's value,
+        evaluated when a step reads it (the subquery's own aggregate is captured after
+        ``ident``'s groups: TPC-H Q11's)."""
+        import pyarrow as pa
+
+        spec = self._specs[ident][name]
+        got = self._computed.get(ident, {})
+        if spec[0] != "expr" or not spec[3] or not spec[1] or not all(n in got for n in spec[1]):
+            raise KeyError_("a fused aggregate's values were not computed")
+        n_groups = len(got[spec[1][0]])
+        columns = {n: got[n] for n in spec[1]}
+        for other, (ctx, ctx_name) in spec[3].items():
+            value, _ = self._raw(ctx, (ctx, ctx_name))
+            if len(value) != 1:
+                raise KeyError_("a scalar subquery of more than one record")
+            columns[other] = pa.repeat(value[0], n_groups)
+        try:
+            value = _whole(evaluate(spec[2], pa.table(columns)), n_groups)
+        except Unreadable as exc:
+            raise KeyError_(str(exc)) from exc
+        got[name] = value
+        self._computed[ident] = got
+        return value
 
     def _compute(self, ident: int, parent: np.ndarray, n_groups: int, values: list[Any]) -> None:
         """The columns of :meth:`_computed_read` of aggregate ``ident``, groups in
@@ -309,7 +487,7 @@ class Computing:
                 got[name] = values[spec[1]]
                 continue
             if spec[0] == "expr":  # (over the columns computed before it)
-                if all(n in got for n in spec[1]):
+                if not spec[3] and all(n in got for n in spec[1]):
                     with contextlib.suppress(Unreadable):
                         got[name] = _whole(evaluate(spec[2], pa.table(got)), n_groups)
                 continue
@@ -325,7 +503,10 @@ class Computing:
             table = pa.table({f"m{i}": col for i, col in enumerate(columns)})
             try:
                 value = _whole(evaluate(spec[3], table), len(parent))
-                got[name] = group_sums(value, parent, n_groups, spec[4])
+                if kind == "sum":
+                    got[name] = group_sums(value, parent, n_groups, spec[4])
+                else:
+                    got[name] = group_extremes(value, parent, n_groups, kind == "max")
             except (Unreadable, KeyError_):
                 continue  # (an overflow, say: Spark reads it)
         self._computed[ident] = got

@@ -68,6 +68,7 @@ class Grouping:
     _group_values: dict[int, list[Any]]
     _group_rows: dict[int, np.ndarray]
     _aggregated: dict[int, tuple[int, JObject]]
+    _globals: set[int]
     _specs: dict[int, dict[str, tuple[Any, ...]]]
     _computed: dict[int, dict[str, Any]]
     _attr_leaf: Any
@@ -128,9 +129,16 @@ class Grouping:
     def _aggregate(self, out: int, src: Any, agg: JObject, plan: JObject) -> None:
         jvm = self.jvm
         grouping = jvm.lst(agg.groupingExpressions())
-        if not grouping:
-            return  # a global aggregate takes every record without a job already
         if src.ident not in self.scans and src.ident not in self.composite:
+            return
+        if not grouping:
+            # a global aggregate takes every record without a job already; its values
+            # are computed from its records when a step compares them (an uncorrelated
+            # scalar subquery's: TPC-H Q11, Q15)
+            self.rules[out] = Rule("global", [src.ident], [[]], [[]])
+            self.plans.setdefault(out, plan)
+            self._aggregated[out] = (src.ident, src.plan)
+            self._globals.add(out)
             return
         columns, leaves = [], []
         for g in grouping:

@@ -22,7 +22,8 @@ class Scan:
 class Rule:
     """The fused rule that covers one operation, and the columns it reads."""
 
-    #: "filter" | "join-filter" | "join" | "semi" | "anti" | "group" | "sort" | "limit"
+    #: "filter" | "join-filter" | "join" | "semi" | "anti" | "group" | "global" | "sort"
+    #: | "limit"
     kind: str
     inputs: list[int]
     #: join: per side, its key columns; group: the grouping columns

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.sources._fused_computed import MEMBER_KINDS
+
 __all__ = ["Releasing"]
 
 
@@ -98,7 +100,7 @@ class Releasing:
             for read, leaf in zip(rule.columns[0], rule.over[0]):
                 self._column_needs(leaf, read, got)
             for spec in self._specs.get(out, {}).values():
-                if spec[0] in ("count", "sum"):  # (what they read, see _computed_read)
+                if spec[0] in MEMBER_KINDS:  # (what they read, see _computed_read)
                     for read, leaf in zip(spec[1], spec[2]):
                         self._column_needs(leaf, read, got)
 

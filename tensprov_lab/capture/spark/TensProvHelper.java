@@ -367,6 +367,19 @@ public class TensProvHelper {
                 b.append(" A ").append(((Attribute) e).exprId().id());
                 return;
             }
+            // a value the reader may know by its id: an aggregate function's result over
+            // the groups, an uncorrelated scalar subquery's one value
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression) {
+                b.append(" A ").append(
+                        ((org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression) e)
+                                .resultId().id());
+                return;
+            }
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.ScalarSubquery) {
+                b.append(" A ").append(
+                        ((org.apache.spark.sql.catalyst.expressions.ScalarSubquery) e).exprId().id());
+                return;
+            }
             if (e instanceof org.apache.spark.sql.catalyst.expressions.Alias) {
                 e = ((org.apache.spark.sql.catalyst.expressions.Alias) e).child();
                 continue;
