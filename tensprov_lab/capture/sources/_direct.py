@@ -67,6 +67,7 @@ from tensprov_lab.capture.sources._direct_csv import (
 )
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture.sources._direct_nodes import Node
+from tensprov_lab.capture.sources._direct_nodes import columns_of as _columns_of
 from tensprov_lab.capture.sources._direct_nodes import node_type as _type
 from tensprov_lab.capture.sources._direct_sql import coerce
 from tensprov_lab.capture.spark._jvm import FileRelation, Jvm
@@ -680,27 +681,6 @@ def _literal(type_name: str, value: Any) -> Node:
         if value != value:
             raise Unreadable("a NaN constant (Spark orders NaN above every number)")
     return ("lit", value, type_name)
-
-
-def _columns_of(node: Node, used: dict[str, str]) -> None:
-    """Note the file columns a compiled expression reads, with their Spark type."""
-    kind = node[0]
-    if kind == "col":
-        used[node[1]] = node[2]
-    elif kind == "cmp":
-        _columns_of(node[2], used)
-        _columns_of(node[3], used)
-    elif kind in ("and_kleene", "or_kleene"):
-        _columns_of(node[1], used)
-        _columns_of(node[2], used)
-    elif kind == "arith":
-        _columns_of(node[2], used)
-        _columns_of(node[3], used)
-    elif kind in ("not", "isnull", "isnotnull", "in", "cast", "round", "year", "substr", "like"):
-        _columns_of(node[1], used)
-    elif kind == "atleast":
-        for kid in node[2]:
-            _columns_of(kid, used)
 
 
 def evaluate(node: Node, table: pa.Table) -> Any:

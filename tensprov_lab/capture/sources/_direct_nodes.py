@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Node", "node_type"]
+__all__ = ["Node", "columns_of", "node_type"]
 
 #: an expression, compiled: ("col", name, type), ("lit", value, type), ("cmp", op, a, b),
 #: ("and_kleene"|"or_kleene", a, b), ("not", a), ("isnull"|"isnotnull", a),
@@ -30,3 +30,24 @@ def node_type(node: Node) -> str:
     if node[0] == "arith":
         return str(node[4])
     return "boolean"
+
+
+def columns_of(node: Node, used: dict[str, str]) -> None:
+    """Note the file columns a compiled expression reads, with their Spark type."""
+    kind = node[0]
+    if kind == "col":
+        used[node[1]] = node[2]
+    elif kind == "cmp":
+        columns_of(node[2], used)
+        columns_of(node[3], used)
+    elif kind in ("and_kleene", "or_kleene"):
+        columns_of(node[1], used)
+        columns_of(node[2], used)
+    elif kind == "arith":
+        columns_of(node[2], used)
+        columns_of(node[3], used)
+    elif kind in ("not", "isnull", "isnotnull", "in", "cast", "round", "year", "substr", "like"):
+        columns_of(node[1], used)
+    elif kind == "atleast":
+        for kid in node[2]:
+            columns_of(kid, used)
