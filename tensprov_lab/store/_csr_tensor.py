@@ -199,8 +199,11 @@ def _canonical_csr(
     o: np.ndarray, i: np.ndarray, n_out: int, n_in: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sort pairs by (out, in), drop repeats, return ``(indptr, indices)`` as int64."""
-    if n_out * max(n_in, 1) < 2**62:
-        key = np.sort(o * n_in + i)
+    key = o * n_in + i if n_out * max(n_in, 1) < 2**62 else None
+    if key is not None and key.size > 1 and bool(np.all(key[1:] > key[:-1])):
+        pass  # (already canonical, as a join's matches come: one pass, not a sort)
+    elif key is not None:
+        key = np.sort(key)
         if key.size > 1:
             key = key[np.concatenate([[True], key[1:] != key[:-1]])]
         o, i = (key // n_in, key % n_in) if n_in else (key, key)

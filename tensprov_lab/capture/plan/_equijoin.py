@@ -142,6 +142,59 @@ class TooManyPairs(Exception):
     """A join pairs more records than the caller lets it match in NumPy."""
 
 
+class _Runs:
+    """The records of one join side grouped by key code (-1: in no group), made once
+    and then paired with any number of left records (:meth:`spans`, :meth:`pairs`).
+
+    >>> runs = _Runs(np.array([4, -1, 2, 4]), top=5)
+    >>> lo, counts = runs.spans(np.array([4, 3, -1, 2]))
+    >>> counts.tolist(), [r.tolist() for r in runs.pairs(lo, counts)]
+    ([2, 0, 0, 1], [[0, 0, 3], [0, 3, 2]])
+    """
+
+    def __init__(self, right: np.ndarray, top: int, dense: bool = True) -> None:
+        self.dense = dense
+        if dense:
+            # dense codes: a counting sort of the records by code (a CSR matrix with one
+            # row per code lists them grouped, in position order), then each code's run
+            # is read off its row pointer instead of two binary searches per left record
+            import scipy.sparse as sp
+
+            ok = np.flatnonzero(right >= 0)
+            grouped = sp.csr_matrix(
+                (np.ones(len(ok), dtype=np.int8), (right[ok], ok)), shape=(top, len(right))
+            )
+            self.order = grouped.indices
+            self.starts = grouped.indptr[:-1].astype(np.int64)
+            self.sizes = np.diff(grouped.indptr).astype(np.int64)
+        else:
+            self.order = np.argsort(right, kind="stable")
+            self.ordered = right[self.order]
+
+    def spans(self, left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each left record's run starts in :attr:`order`, and its length."""
+        if self.dense:
+            valid = (left >= 0) & (left < len(self.starts))
+            safe = np.where(valid, left, 0)
+            return self.starts[safe], np.where(valid, self.sizes[safe], 0)
+        lo = np.searchsorted(self.ordered, left, "left")
+        hi = np.searchsorted(self.ordered, left, "right")
+        return lo, np.where(left < 0, 0, hi - lo)
+
+    def pairs(self, lo: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs of :meth:`spans`, sorted by left position, then right position."""
+        if int(counts.max(initial=0)) <= 1:  # each left record matches at most one
+            li = np.flatnonzero(counts)
+            return li, self.order[lo[li]]
+        ends = np.cumsum(counts)
+        # (int32 below 2**31: Q21's 15M pairs of equal order keys take half the passes)
+        rows = row_dtype(max(len(lo), len(self.order), int(ends[-1])))
+        li = np.repeat(np.arange(len(lo), dtype=rows), counts)
+        at = np.repeat((lo - (ends - counts)).astype(rows, copy=False), counts)
+        at += np.arange(len(li), dtype=rows)
+        return li, self.order[at]
+
+
 def join_pairs(
     left: np.ndarray,
     right: np.ndarray,
@@ -195,36 +248,11 @@ def join_pairs(
             # matched pairs first, then the unmatched left records
             li = np.concatenate([np.flatnonzero(matched), np.flatnonzero(~matched)])
             return li, hit[li]
-    if top <= 2 * (len(left) + len(right)) + 1024:
-        # dense codes: a counting sort of the right records by code (a CSR matrix with
-        # one row per code lists them grouped, in position order), then each code's run
-        # is read off its row pointer instead of two binary searches per left record
-        import scipy.sparse as sp
-
-        ok = np.flatnonzero(right >= 0)
-        grouped = sp.csr_matrix(
-            (np.ones(len(ok), dtype=np.int8), (right[ok], ok)), shape=(top, len(right))
-        )
-        order = grouped.indices.astype(np.int64)
-        valid = left >= 0
-        safe = np.where(valid, left, 0)
-        lo = grouped.indptr[:-1][safe].astype(np.int64)
-        counts = np.where(valid, np.diff(grouped.indptr)[safe], 0)
-    else:
-        order = np.argsort(right, kind="stable")
-        ordered = right[order]
-        lo = np.searchsorted(ordered, left, "left")
-        hi = np.searchsorted(ordered, left, "right")
-        counts = np.where(left < 0, 0, hi - lo)
+    runs = _Runs(right, top, dense=top <= 2 * (len(left) + len(right)) + 1024)
+    lo, counts = runs.spans(left)
     if max_pairs is not None and int(counts.sum()) > max_pairs:
         raise TooManyPairs(f"{int(counts.sum())} pairs")
-    if int(counts.max(initial=0)) <= 1:  # each left record matches at most one
-        li = np.flatnonzero(counts)
-        ri = order[lo[li]]
-    else:
-        li = np.repeat(np.arange(len(left), dtype=np.int64), counts)
-        starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-        ri = order[np.arange(len(li), dtype=np.int64) + starts]
+    li, ri = runs.pairs(lo, counts)
     parts_l, parts_r = [li], [ri]
     if keep_left:
         lonely = np.flatnonzero(counts == 0)
@@ -403,8 +431,12 @@ def semi_rows(
         # keys) needs only its matches whole, an anti join not even those
         got_l, got_r = [], []
         total = 0
-        for lo, hi in _left_ranges(left, right, max_pairs):
-            li, ri = join_pairs(left[lo:hi], right)
+        # (the right side grouped once, not once for each range)
+        top = max(int(left.max(initial=-1)), int(right.max(initial=-1)), 0) + 1
+        runs = _Runs(right, top, dense=top <= 2 * (len(left) + len(right)) + 1024)
+        starts, counts = runs.spans(left)
+        for lo, hi in _left_ranges(counts, max_pairs):
+            li, ri = runs.pairs(starts[lo:hi], counts[lo:hi])
             ok = holds(li + lo, ri)
             li, ri = li[ok] + lo, ri[ok]
             total += len(li)
@@ -435,27 +467,21 @@ def semi_rows(
 MATCHES_PER_PAIR = 3
 
 
-def _left_ranges(
-    left: np.ndarray, right: np.ndarray, max_pairs: int | None
-) -> list[tuple[int, int]]:
-    """Consecutive ranges of left records, each pairing at most ``max_pairs`` records of
-    ``right`` by equal codes (all of them in one without a bound); :class:`TooManyPairs`
-    when one left record pairs more by itself.
+def _left_ranges(per: np.ndarray, max_pairs: int | None) -> list[tuple[int, int]]:
+    """Consecutive ranges of left records, each pairing at most ``max_pairs`` records
+    of the other side, given how many each record pairs (``per``; all of them in one
+    range without a bound); :class:`TooManyPairs` when one record pairs more by itself.
 
-    >>> _left_ranges(np.array([1, 1, 2, -1, 1]), np.array([1, 1, 2]), 3)
-    [(0, 1), (1, 4), (4, 5)]
+    >>> _left_ranges(np.array([2, 1, 0, 2]), 3)
+    [(0, 3), (3, 4)]
     """
-    if max_pairs is None or not len(left):
-        return [(0, len(left))]
-    codes, counts = np.unique(right[right >= 0], return_counts=True)
-    at = np.clip(np.searchsorted(codes, left), 0, max(len(codes) - 1, 0))
-    hit = (left >= 0) & (codes[at] == left) if len(codes) else np.zeros(len(left), dtype=bool)
-    per = np.where(hit, counts[at] if len(codes) else 0, 0)
+    if max_pairs is None or not len(per):
+        return [(0, len(per))]
     if int(per.max(initial=0)) > max_pairs:
         raise TooManyPairs(f"{int(per.max())} pairs of one record")
     ranges, lo, done = [], 0, 0
     ends = np.cumsum(per)
-    while lo < len(left):
+    while lo < len(per):
         # the furthest end whose pairs since lo fit
         hi = int(np.searchsorted(ends, done + max_pairs, "right"))
         hi = max(hi, lo + 1)
