@@ -209,6 +209,52 @@ def test_columns_and_conditions_read_from_files_equal_sparks(
         assert got.column(name).type == expected.column(name).type, name
 
 
+#: a few distinct strings, nulls among them, repeated over thousands of records: files
+#: hold them in small dictionaries, which the reader evaluates once a string
+FEW_STRINGS = st.one_of(st.none(), st.sampled_from(["", "AIR", "AIR REG", "é", "a%_\\b", "MAIL"]))
+
+
+@pytest.mark.spark
+@spark_examples("TENSPROV_DIRECT_EXAMPLES", 15)
+@given(
+    data=st.lists(st.tuples(VALUES["k"], FEW_STRINGS, FEW_STRINGS), min_size=1, max_size=8).filter(
+        lambda rows: any(s is not None for _, s, _ in rows)  # (an all-null column has none)
+    ),
+    files=st.integers(1, 2),
+    draw=st.data(),
+)
+def test_strings_read_as_dictionaries_equal_sparks(
+    spark: Any, data: list[tuple], files: int, draw: Any
+) -> None:
+    """String columns of a few distinct values (TPC-H's ship modes and brands) are read
+    as dictionaries, conditions on them evaluated once a distinct string and gathered:
+    every column and condition as Spark reads it, a condition of two columns too."""
+    from pyspark.sql import functions as F
+
+    from tensprov_lab.capture.sources._direct_files import read_parquet_files
+
+    columns = {"k": "bigint", "s": "string", "t": "string"}
+    values = {"k": VALUES["k"], "s": FEW_STRINGS, "t": FEW_STRINGS}
+    conditions = draw.draw(st.lists(_conditions(F, columns, values), min_size=1, max_size=3))
+    many = data * (3000 // len(data) + 1)
+    path = _write(spark, many, files, "k bigint, s string, t string")
+    exprs = {c: F.col(c) for c in columns} | {f"f{n}": c for n, c in enumerate(conditions)}
+    pattern = "".join(draw.draw(st.lists(st.sampled_from(LIKE_PARTS + ["AIR"]), max_size=3)))
+    exprs["like"] = F.col("s").like(pattern)
+    exprs["sub"] = F.substring("t", 1, 2)
+    exprs["mixed"] = (F.col("s") == F.col("t")) | F.col("s").isNull()
+    expected, reader = _read_both(spark, path, exprs)
+    assert reader is not None
+    wanted = (("s", pa.string()), ("t", pa.string()))
+    coded = read_parquet_files(reader.files(), wanted, dictionaries=True)
+    assert pa.types.is_dictionary(coded.column("s").type)  # (the path under test)
+    got = reader()
+    assert got.num_rows == expected.num_rows == len(many)
+    for name in exprs:
+        assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
+        assert got.column(name).type == expected.column(name).type, name
+
+
 #: dates (from the Gregorian calendar's first day on) and decimals, two columns of each
 TYPED_SCHEMA = "k bigint, d date, e date, m decimal(15,2), n decimal(15,2)"
 TYPED = {"k": "bigint", "d": "date", "e": "date", "m": "decimal(15,2)", "n": "decimal(15,2)"}

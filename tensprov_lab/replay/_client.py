@@ -374,7 +374,8 @@ class ClientReplay:
         """The layout of the files capture read, when the client reads them as Spark
         does (None: it does not)."""
         from tensprov_lab.capture.connect._direct import _ids
-        from tensprov_lab.capture.sources._direct import _ARROW_TYPES, _parquet_rows
+        from tensprov_lab.capture.sources._direct import _parquet_rows
+        from tensprov_lab.capture.sources._direct_files import ARROW_TYPES as _ARROW_TYPES
 
         ds = self.store.datasets[d]
         types = {**_ARROW_TYPES, "date": pa.date32()}

@@ -52,7 +52,8 @@ import pyarrow.compute as pc
 
 from tensprov_lab.capture.connect._direct import _LITERALS as _SQL_OF_LITERAL
 from tensprov_lab.capture.plan import _proto as P
-from tensprov_lab.capture.sources._direct import _ARROW_TYPES, _kleene
+from tensprov_lab.capture.sources._direct import _kleene
+from tensprov_lab.capture.sources._direct_files import ARROW_TYPES as _ARROW_TYPES
 
 __all__ = ["Col", "Unsupported", "evaluate", "frame_table"]
 

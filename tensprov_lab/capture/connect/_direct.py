@@ -52,13 +52,13 @@ import pyarrow.parquet as pq
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._files import stamp_local
 from tensprov_lab.capture.sources._direct import (
-    _ARROW_TYPES,
     Node,
     _columns_of,
     _parquet_rows,
     evaluate,
     read_columns,
 )
+from tensprov_lab.capture.sources._direct_files import ARROW_TYPES as _ARROW_TYPES
 from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
 from tensprov_lab.capture.sources._direct_sql import boolean, compare, in_list, parse_condition
 

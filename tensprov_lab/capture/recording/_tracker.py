@@ -64,6 +64,7 @@ from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.sources._direct import partition_rows
 from tensprov_lab.capture.sources._direct_csv import CheckedFiles
+from tensprov_lab.capture.sources._direct_files import arrow_ready, ready_arrow
 from tensprov_lab.capture.spark._jobs import JobGroup, cancel_running
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.capture.spark._quiet import silence
@@ -148,9 +149,12 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
     # -- runs ----------------------------------------------------------------------
     def begin(self, name: str | None) -> RunLog:
         run = super().begin(name)
+        # the Java helper compiled and Arrow's compute functions registered while the
+        # user's code runs, not at the end of the first block
         if not self.jvm.helper_known:
-            # compiled while the user's code runs, not at the end of the first block
             self._worker().submit(lambda: self.jvm.helper)
+        if not arrow_ready.is_set():
+            self._worker().submit(ready_arrow)
         return run
 
     def _worker(self) -> ThreadPoolExecutor:
@@ -212,8 +216,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             if self._fusion is not None:
                 run.jobs += sum(self._fusion.jobs.values())
                 run.file_reads += self._fusion.file_reads
-                # the reads' keys arrive before any operation: spill what earlier runs
-                # hold if they do not fit beside them
+                # the reads' keys come before any operation: spill earlier runs' if need be
                 self.budget.over(self.store, self.nodes.values())
             first_use = first_consumers(pending)
             for i, item in enumerate(pending):
@@ -425,8 +428,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         if getattr(sc, "_jsc", None) is None:
             return []  # the session was stopped: its cache went with it
         problems: list[str] = []
-        # Spark caches by plan: a dataset still tracked may share its cache entry with
-        # a dropped one (same result), and must keep it
+        # Spark caches by plan: a dataset still tracked may share a dropped one's entry
         kept = [persisted(n.cached) for n in self.nodes.values() if n.cached is not None]
         kept = [k for k in kept + [persisted(k) for k in keep] if k is not None]
         for node in nodes:
@@ -500,8 +502,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             run=run.id, origin=origin if stable else f"{origin} (pinned: order not stable)",
         )  # fmt: skip
         node.ann, node.ds_id, node.deferred, node.pinned = ann, ds.id, True, not stable
-        # a pinned source reads its own copy; the others read their files again (stamped
-        # when the block was screened)
+        # a pinned source reads its copy; the others their files again (stamped at screening)
         if not stable:
             node.files = None
         if node.files:

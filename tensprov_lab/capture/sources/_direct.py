@@ -65,7 +65,15 @@ from tensprov_lab.capture.sources._direct_csv import (
     csv_layout,
     read_csv_files,
 )
-from tensprov_lab.capture.sources._direct_files import FilePart, Unreadable, read_parquet_files
+from tensprov_lab.capture.sources._direct_files import (
+    FilePart,
+    ParquetTypes,
+    Unreadable,
+    arrow_type,
+    before_gregorian,
+    read_parquet_files,
+    readable_type,
+)
 from tensprov_lab.capture.sources._direct_nodes import Node
 from tensprov_lab.capture.sources._direct_nodes import columns_of as _columns_of
 from tensprov_lab.capture.sources._direct_nodes import node_type as _type
@@ -78,44 +86,7 @@ __all__ = [
 
 JObject = Any
 
-#: Spark types whose Parquet values pyarrow reads exactly as Spark does, and their type
-#: in the files (a string column may also come as a large string)
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "bigint": pa.int64(),
-    "int": pa.int32(),
-    "smallint": pa.int16(),
-    "tinyint": pa.int8(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "boolean": pa.bool_(),
-    "string": pa.string(),
-}
 _FLOATS = {"double", "float"}
-_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
-#: the first day of the Gregorian calendar (1582-10-15), in days since 1970: Spark
-#: shifts the dates before it in a file written in its legacy hybrid calendar (the
-#: dates from it on are the same in both), so a date column read here holds none
-_GREGORIAN_DAY = -141427
-
-
-def arrow_type(type_name: str) -> pa.DataType | None:
-    """The Arrow type pyarrow reads a Parquet column of Spark type ``type_name`` as,
-    when its values are exactly Spark's (None: read through Spark): the types of
-    ``_ARROW_TYPES``, dates (:data:`_GREGORIAN_DAY` on) and decimals.
-
-    >>> arrow_type("decimal(15,2)"), arrow_type("date"), arrow_type("timestamp")
-    (Decimal128Type(decimal128(15, 2)), DataType(date32[day]), None)
-    """
-    found = _ARROW_TYPES.get(type_name)
-    if found is not None:
-        return found
-    if type_name == "date":
-        return pa.date32()
-    decimal = _DECIMAL.fullmatch(type_name)
-    if decimal is not None and int(decimal[1]) <= 38:
-        return pa.decimal128(int(decimal[1]), int(decimal[2]))
-    return None
-
 
 _COMPARISONS = {
     "EqualTo": "equal",
@@ -172,10 +143,10 @@ class DirectRead:
         if self.csv is not None:
             table = read_csv_files(self.files(), self.columns, self.csv, self.checked)
         else:
-            wanted = tuple((name, _arrow(kind)) for name, kind in self.columns)
-            table = read_parquet_files(self.files(), wanted)
+            wanted = tuple((name, readable_type(kind)) for name, kind in self.columns)
+            table = read_parquet_files(self.files(), wanted, dictionaries=True)
             for name, kind in self.columns:
-                if kind == "date" and _before_gregorian(table.column(name)):
+                if kind == "date" and before_gregorian(table.column(name)):
                     raise Unreadable(f"{name} holds a date before 1582-10-15")
         return read_columns(table, self.reads, self.string_type)
 
@@ -221,7 +192,7 @@ def direct_read(
         if source is None:
             return None
         relation, layout = source
-        readable: Any = CSV_TYPES if layout is not None else _ParquetTypes()
+        readable: Any = CSV_TYPES if layout is not None else ParquetTypes()
         large = str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false"))
         scope = _Scope(
             jvm,
@@ -688,9 +659,15 @@ def evaluate(node: Node, table: pa.Table) -> Any:
     constant, a scalar), nulls where Spark's would be null."""
     kind = node[0]
     if kind == "col":
-        return table.column(node[1])
+        value = table.column(node[1])
+        if pa.types.is_dictionary(value.type):
+            return value.cast(value.type.value_type)
+        return value
     if kind == "lit":
-        return pa.scalar(node[1], type=_arrow(node[2]))
+        return pa.scalar(node[1], type=readable_type(node[2]))
+    coded = _coded_column(node, table)
+    if coded is not None:
+        return _over_dictionaries(node, table, coded)
     if kind == "cmp":
         left, right = (_no_nan(evaluate(k, table), k) for k in node[2:])
         compare: Callable[..., Any] = getattr(pc, node[1])
@@ -700,9 +677,9 @@ def evaluate(node: Node, table: pa.Table) -> Any:
     if kind == "not":
         return pc.invert(evaluate(node[1], table))
     if kind == "cast":  # a widening without loss (see _direct_sql.coerce)
-        return pc.cast(evaluate(node[1], table), _arrow(node[2]))
+        return pc.cast(evaluate(node[1], table), readable_type(node[2]))
     if kind == "round":
-        return round_decimal(evaluate(node[1], table), _arrow(node[2]))
+        return round_decimal(evaluate(node[1], table), readable_type(node[2]))
     if kind == "isnull":
         return pc.is_null(evaluate(node[1], table))
     if kind == "isnotnull":
@@ -719,8 +696,43 @@ def evaluate(node: Node, table: pa.Table) -> Any:
         return pc.match_like(evaluate(node[1], table), pattern=node[2])
     if kind == "arith":
         left, right = evaluate(node[2], table), evaluate(node[3], table)
-        return evaluate_arith(node, left, right, _arrow(node[4]))
+        return evaluate_arith(node, left, right, readable_type(node[4]))
     raise Unreadable(f"cannot evaluate {kind}")
+
+
+def _coded_column(node: Node, table: pa.Table) -> str | None:
+    """The one column ``node`` reads when it is a dictionary array of strings (see
+    :func:`~._direct_files.read_parquet_files`), else None."""
+    used: dict[str, str] = {}
+    _columns_of(node, used)
+    if len(used) != 1:
+        return None
+    (name,) = used
+    return name if pa.types.is_dictionary(table.column(name).type) else None
+
+
+def _over_dictionaries(node: Node, table: pa.Table, name: str) -> Any:
+    """``node``, a function of column ``name``'s strings only, evaluated once for each
+    distinct string of each chunk's dictionary, and a null, then gathered by the
+    chunk's indices (a null one: the null's value): a filter of 6M records on a few
+    ship modes compares 8 strings, not 6M."""
+    column = table.column(name)
+    plain = column.type.value_type
+    pieces = []
+    for chunk in column.chunks:
+        strings = pa.concat_arrays([chunk.dictionary.cast(plain), pa.nulls(1, plain)])
+        values = evaluate(node, pa.table({name: strings}))
+        if isinstance(values, pa.Scalar):
+            return values
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        at = chunk.indices
+        if at.null_count:
+            at = pc.fill_null(at, len(strings) - 1)
+        pieces.append(pc.take(values, at))
+    if not pieces:
+        return evaluate(node, pa.table({name: pa.array([], type=plain)}))
+    return pa.chunked_array(pieces)
 
 
 def _kleene(conjunction: bool, a: Any, b: Any) -> Any:
@@ -763,7 +775,7 @@ def _no_nan(value: Any, node: Node) -> Any:
 def _in(value: Any, items: tuple[Any, ...], type_name: str) -> Any:
     """Spark's ``value IN (items)``: null for a null value, and for a value matching no
     item when an item is null."""
-    kind = _arrow(type_name)
+    kind = readable_type(type_name)
     known = [x for x in items if x is not None]
     found = pc.is_in(value, value_set=pa.array(known, type=kind), skip_nulls=True)
     unknown = pa.scalar(None, type=pa.bool_())
@@ -771,23 +783,3 @@ def _in(value: Any, items: tuple[Any, ...], type_name: str) -> Any:
     if len(known) < len(items):
         found = pc.if_else(found, True, unknown)
     return found
-
-
-def _arrow(type_name: str) -> pa.DataType:
-    """:func:`arrow_type` of a type found readable already."""
-    found = arrow_type(type_name)
-    if found is None:
-        raise Unreadable(f"a value of type {type_name}")
-    return found
-
-
-class _ParquetTypes:
-    """The Spark types a Parquet column is read here in (``in``: :func:`arrow_type`)."""
-
-    def __contains__(self, type_name: object) -> bool:
-        return isinstance(type_name, str) and arrow_type(type_name) is not None
-
-
-def _before_gregorian(column: Any) -> bool:
-    low = pc.min(column.cast(pa.int32())).as_py()  # (a date32's days since 1970)
-    return low is not None and low < _GREGORIAN_DAY

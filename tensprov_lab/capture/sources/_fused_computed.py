@@ -37,7 +37,8 @@ import numpy as np
 
 from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import KeyError_
-from tensprov_lab.capture.sources._direct import Unreadable, arrow_type, compile_expr, evaluate
+from tensprov_lab.capture.sources._direct import compile_expr, evaluate
+from tensprov_lab.capture.sources._direct_files import Unreadable, arrow_type
 
 __all__ = ["Computing", "group_extremes", "group_sums", "traced_value"]
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensprov_lab.capture.plan._keys import KeyError_
-from tensprov_lab.capture.sources._direct import Unreadable, arrow_type, compile_expr, evaluate
+from tensprov_lab.capture.sources._direct import compile_expr, evaluate
+from tensprov_lab.capture.sources._direct_files import Unreadable, arrow_type
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -110,7 +111,16 @@ def values_of(
         at = fusion._rows_by_leaf(inputs[side], [leaf])[leaf]
         picked = rows[side]
         picked = picked if at is None else np.append(at, -1)[picked]
-        columns[name] = fusion.column(leaf, read).take(pa.array(picked, mask=picked < 0))
+        # (one gather from the column as read, not one to the dataset's records first)
+        column, pos = fusion._raw(leaf, read)
+        if pos is not None:
+            picked = np.append(pos, -1)[picked]
+        if pa.types.is_string(column.type) and len(picked) > len(column):
+            # strings picked more often than there are records (a dimension table's,
+            # once a pair): gathered as dictionary codes, and compared once a distinct
+            # string (evaluate's dictionary path; TPC-H Q19's brands and containers)
+            column = column.dictionary_encode()
+        columns[name] = column.take(pa.array(picked, mask=picked < 0))
     try:
         value = evaluate(residual.node, pa.table(columns))
     except Unreadable as exc:
