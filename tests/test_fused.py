@@ -92,7 +92,9 @@ def _compare(
         for ta, tb in zip(a.tensors, b.tensors):
             assert ta.shape == tb.shape
             assert (ta.to_sparse() != tb.to_sparse()).nnz == 0, a.expression
-    assert [op.method for op in fused.operations if op.fused] == fused_methods
+    assert [op.method for op in fused.operations if op.fused] == fused_methods, [
+        (op.method, op.fused) for op in fused.operations
+    ]
     assert not [w for w in fused.warnings if "fused capture not used" in w]
     if fewer_jobs:
         assert fused._log.jobs < plain._log.jobs
@@ -1079,6 +1081,39 @@ def test_minima_maxima_and_scalar_subquery_values_are_computed_from_groups(
         "sql:Aggregate", "sql:Filter",
         "sql:Aggregate", "sql:Aggregate", "sql:Filter",  # (and the global max: no rule)
         "sql:Join", "sql:Aggregate", "sql:Filter", "sql:Join", "sql:Filter", "sql:Sort",
+    ])  # fmt: skip
+    assert [op.jobs for op in run.operations] == [0] * len(run.operations)
+    sizes = run.store.datasets
+    kept = [
+        (sizes[op.inputs[0]].n_rows, sizes[op.output].n_rows)
+        for op in run.operations
+        if op.method == "sql:Filter"
+    ]
+    assert all(0 < out < n for n, out in kept), kept  # (each keeps some, drops some)
+
+
+def test_averages_are_computed_from_groups(spark: Any, lines: None) -> None:
+    """TPC-H Q17's correlated ``0.2 * avg(l_quantity)`` and Q22's uncorrelated
+    ``avg(c_acctbal)`` (decimal averages, rounded as Spark rounds them), and an integer
+    average (a double) in a ``HAVING``: computed from fused groups without a job, each
+    filter keeping some records and dropping others, the tensors those of the unfused
+    capture."""
+
+    def body() -> None:
+        spark.sql(
+            "SELECT a.order_id FROM fused_lines a WHERE a.price < (SELECT 0.9 * "
+            "avg(b.price) FROM fused_lines b WHERE b.cust_id = a.cust_id)"
+        )
+        spark.sql(
+            "SELECT order_id FROM fused_lines WHERE price > (SELECT avg(price) FROM "
+            "fused_lines WHERE discount > 0.10)"
+        )
+        spark.sql("SELECT cust_id FROM fused_lines GROUP BY cust_id HAVING avg(qty) > 3.2")
+
+    run = _compare(spark, body, [
+        "sql:Aggregate", "sql:Join", "sql:Filter",
+        "sql:Filter", "sql:Filter",  # (and the global avg between: no rule)
+        "sql:Aggregate", "sql:Filter",
     ])  # fmt: skip
     assert [op.jobs for op in run.operations] == [0] * len(run.operations)
     sizes = run.store.datasets

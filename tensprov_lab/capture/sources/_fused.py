@@ -217,6 +217,10 @@ class Fusion(Fetching, Grouping, Computing, Releasing):
             self._group_reads[target] = [
                 self._read(target, target_plan, g, owner, spark=True) for g in self.grouping[target]
             ]
+        if not attr and not grouped:
+            late = self._subquery_read(ds, plan, expr, owner)
+            if late is not None:
+                return late
         name = key_name("f")
         self.plans.setdefault(target, target_plan)
         self.reads.setdefault(target, {})[name] = jvm.alias(expr, name)

@@ -31,6 +31,7 @@ depends on the order Spark adds them in) is read through Spark.
 from __future__ import annotations
 
 import contextlib
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -132,6 +133,70 @@ def _units(values: Any) -> np.ndarray:
     return np.where(valid, low, 0)
 
 
+def group_averages(values: Any, parent: np.ndarray, n_groups: int, result: str) -> Any:
+    """Each group's ``avg`` of ``values`` (an Arrow integer or decimal array, one value
+    per member; ``parent``: each member's group) as Spark's of type ``result`` gives it,
+    null for a group without a value; :class:`KeyError_` where it might not.
+
+    A decimal(p,s)'s average is its exact sum over the count, rounded half away from
+    zero to scale s+4.  Spark divides to a scale of its own first (38 in Spark 4;
+    28-p+s in 3.5) and rounds again: the two roundings agree with one wherever a group
+    has under 10**(24-p) values (a quotient of the count is further from a tie of scale
+    s+4 than the first rounding moves it), so past that Spark computes it.  An integer
+    average is a double: Spark's sum of doubles is exact below 2**53, and then its
+    quotient is the one division of two exact doubles.
+
+    >>> import pyarrow as pa, decimal
+    >>> v = pa.array([decimal.Decimal(x) for x in ("1.00", "2.00", "2.00", "-0.01")],
+    ...              pa.decimal128(15, 2))
+    >>> group_averages(v, np.array([0, 0, 0, 1]), 3, "decimal(19,6)").to_pylist()
+    [Decimal('1.666667'), Decimal('-0.010000'), None]
+    >>> group_averages(pa.array([1, 2, None]), np.array([0, 0, 0]), 1, "double").to_pylist()
+    [1.5]
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    valid = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+    units = _units(values)[valid]
+    members = parent[valid]
+    spread = float(np.abs(units.astype(np.float64)).sum()) if len(units) else 0.0
+    counts = np.bincount(members, minlength=n_groups).astype(np.int64)
+    totals = np.zeros(n_groups, dtype=np.int64)
+    present = counts > 0
+    if pa.types.is_integer(values.type):
+        if result != "double" or spread >= 2.0**53:
+            raise KeyError_(f"an average of {values.type} as {result}")
+        np.add.at(totals, members, units)
+        means = totals.astype(np.float64) / np.maximum(counts, 1)
+        return pa.array(means, type=pa.float64(), mask=~present)
+    kind = values.type
+    p, s = kind.precision, kind.scale
+    if not isinstance(kind, pa.Decimal128Type) or p > 18 or result != f"decimal({p + 4},{s + 4})":
+        raise KeyError_(f"an average of {kind} as {result}")
+    # (the sum's type, decimal(p+10,s), holds every partial sum; int64 holds them too)
+    if spread >= min(2.0**62, 10.0 ** (p + 10)) or int(counts.max(initial=0)) >= 10 ** (24 - p):
+        raise KeyError_("an average Spark may round otherwise")
+    np.add.at(totals, members, units)
+    whole, rest = np.divmod(np.abs(totals), np.maximum(counts, 1))
+    tail, left = np.divmod(rest * 10**4, np.maximum(counts, 1))
+    up = 2 * left >= np.maximum(counts, 1)  # (half away from zero, as Java's HALF_UP)
+    out = pa.decimal128(p + 4, s + 4)
+    if len(whole) and int(whole.max()) >= 2**63 // 10**4 - 1:  # (past 63 bits: in Python)
+        exact = [
+            None if not n else (-1 if t < 0 else 1) * (int(w) * 10**4 + int(f) + int(u))
+            for w, f, u, t, n in zip(whole, tail, up, totals, counts)
+        ]
+        return pa.array([None if v is None else Decimal(v).scaleb(-(s + 4)) for v in exact], out)
+    scaled = whole * 10**4 + tail + up
+    scaled = np.where(totals < 0, -scaled, scaled)
+    words = np.empty((n_groups, 2), dtype=np.int64)  # decimal128: low, then high word
+    words[:, 0], words[:, 1] = scaled, scaled >> 63
+    dense = pa.Array.from_buffers(out, n_groups, [None, pa.py_buffer(words.tobytes())])
+    return pc.if_else(pa.array(~present), pa.scalar(None, out), dense)
+
+
 def group_extremes(values: Any, parent: np.ndarray, n_groups: int, largest: bool) -> Any:
     """Each group's ``min`` (``max`` when ``largest``) of ``values`` (an Arrow array of
     integers, decimals, dates or strings, one value per member; ``parent``: each
@@ -173,9 +238,9 @@ def _whole(value: Any, n: int) -> Any:
 
 
 #: the aggregate functions whose values are computed from the groups
-_FUNCTIONS = {"Count": "count", "Sum": "sum", "Min": "min", "Max": "max"}
+_FUNCTIONS = {"Count": "count", "Sum": "sum", "Min": "min", "Max": "max", "Average": "avg"}
 #: the kinds of computed column read over an aggregate's members (see _computed_read)
-MEMBER_KINDS = ("count", "sum", "min", "max")
+MEMBER_KINDS = ("count", "sum", "min", "max", "avg")
 #: the types whose min and max are taken here (with decimals: Arrow orders them as
 #: Spark does)
 _EXTREME_TYPES = {"tinyint", "smallint", "int", "bigint", "date", "string"}
@@ -198,6 +263,7 @@ class Computing:
     _read: Any
     _raw: Any
     _over: Any
+    column: Any
 
     def _value_kind(self, ident: int, eid: int) -> tuple[str, JObject] | None:
         """Whether output ``eid`` of the fused aggregate ``ident`` (a dataset the steps
@@ -209,8 +275,8 @@ class Computing:
     def _expr_kind(self, agg: JObject, expr: JObject) -> tuple[str, JObject] | None:
         """What result expression ``expr`` of aggregate ``agg`` is, when its groups give
         it: ``("key", i)`` for its ``i``-th grouping value, ``("count", function)``,
-        ``("sum" | "min" | "max", aggregate expression)``, or ``("expr", expr)`` for a
-        value computed over such values (TPC-H Q20's ``0.5 * sum(l_quantity)``)."""
+        ``("sum" | "min" | "max" | "avg", aggregate expression)``, or ``("expr", expr)``
+        for a value computed over such values (TPC-H Q20's ``0.5 * sum(l_quantity)``)."""
         jvm = self.jvm
         cls = jvm.cls(expr)
         if cls == "AttributeReference":
@@ -233,6 +299,9 @@ class Computing:
         result = str(expr.dataType().simpleString())
         if kind == "sum":  # (a sum of floats depends on the order Spark adds them in)
             exact = result == "bigint"
+        elif kind == "avg":  # (of integers: exact below 2**53, see group_averages)
+            argument = str(function.children().head().dataType().simpleString())
+            exact = result == "double" and argument in ("tinyint", "smallint", "int", "bigint")
         else:
             exact = result in _EXTREME_TYPES
         return (kind, expr) if exact or result.startswith("decimal(") else None
@@ -296,6 +365,41 @@ class Computing:
         self._specs.setdefault(ident, {})[name] = ("expr", names, node, scalars)
         return name
 
+    def _subquery_read(
+        self, ds: int, plan: JObject, expr: JObject, owner: int
+    ) -> tuple[int, str] | None:
+        """``expr`` over dataset ``ds``'s records when it compares the values of
+        uncorrelated scalar subqueries over fused global aggregates (TPC-H Q22's
+        ``c_acctbal > (SELECT avg(c_acctbal) ...)``): the attributes it names read, the
+        expression evaluated when a step reads it (:meth:`_late_value`); else None."""
+        jvm = self.jvm
+        subs = self._scalar_subqueries(expr)
+        if not subs or not bool(expr.deterministic()):
+            return None
+        scope: dict[int, Any] = {}
+        reads: list[tuple[int, str]] = []
+        for attr in jvm.lst(expr.references().toSeq()):
+            type_name = str(attr.dataType().simpleString())
+            if arrow_type(type_name) is None:
+                return None
+            scope[int(attr.exprId().id())] = ("col", f"m{len(reads)}", type_name)
+            reads.append(self._read(ds, plan, attr, owner))
+        scalars: dict[str, tuple[int, str]] = {}
+        for sub in subs:
+            type_name = str(sub.dataType().simpleString())
+            value = self._scalar_value(sub)
+            if value is None or arrow_type(type_name) is None:
+                return None
+            scalars[f"v{len(scalars)}"] = value
+            scope[int(sub.exprId().id())] = ("col", f"v{len(scalars) - 1}", type_name)
+        try:
+            node = compile_expr(jvm, expr, scope)
+        except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
+            return None
+        name = key_name("c")
+        self._specs.setdefault(ds, {})[name] = ("late", reads, node, scalars)
+        return ds, name
+
     def _scalar_subqueries(self, expr: JObject) -> list[JObject]:
         """The scalar subqueries in ``expr`` (not inside them)."""
         jvm = self.jvm
@@ -324,8 +428,8 @@ class Computing:
 
     def _computed_read(self, ident: int, eid: int) -> str | None:
         """The name of a column of the fused aggregate ``ident`` that its capture
-        computes from its groups (:meth:`_value_kind`; the columns a count, sum, min or
-        max reads are read over the aggregate's input, by its capture); None when it
+        computes from its groups (:meth:`_value_kind`; the columns a count, sum, min, max
+        or avg reads are read over the aggregate's input, by its capture); None when it
         is not such a column or what it reads cannot be read or evaluated here."""
         found = traced_value(self.jvm, self.plans[ident], eid)
         return None if found is None else self._spec_of(ident, *found)
@@ -370,7 +474,7 @@ class Computing:
     def _member_reads(
         self, ident: int, below: JObject, function: JObject
     ) -> tuple[list[Any], list[int], Any] | None:
-        """What a count, sum, min or max of aggregate ``ident`` (``below``: the
+        """What a count, sum, min, max or avg of aggregate ``ident`` (``below``: the
         aggregate's child) reads of its members: the reads of the attributes its
         arguments name, their leaves, and but for a count its argument compiled over
         them (:mod:`._direct`)."""
@@ -453,10 +557,16 @@ class Computing:
 
         spec = self._specs[ident][name]
         got = self._computed.get(ident, {})
-        if spec[0] != "expr" or not spec[3] or not spec[1] or not all(n in got for n in spec[1]):
+        if spec[0] == "late":  # (over the records of a dataset, see _subquery_read)
+            columns = {f"m{i}": self.column(ident, read) for i, read in enumerate(spec[1])}
+            n_groups = self.size_of(ident) if not columns else len(columns["m0"])
+            if n_groups is None:
+                raise KeyError_("a filter's input was not counted")
+        elif spec[0] != "expr" or not spec[3] or not spec[1] or not all(n in got for n in spec[1]):
             raise KeyError_("a fused aggregate's values were not computed")
-        n_groups = len(got[spec[1][0]])
-        columns = {n: got[n] for n in spec[1]}
+        else:
+            n_groups = len(got[spec[1][0]])
+            columns = {n: got[n] for n in spec[1]}
         for other, (ctx, ctx_name) in spec[3].items():
             value, _ = self._raw(ctx, (ctx, ctx_name))
             if len(value) != 1:
@@ -506,6 +616,8 @@ class Computing:
                 value = _whole(evaluate(spec[3], table), len(parent))
                 if kind == "sum":
                     got[name] = group_sums(value, parent, n_groups, spec[4])
+                elif kind == "avg":
+                    got[name] = group_averages(value, parent, n_groups, spec[4])
                 else:
                     got[name] = group_extremes(value, parent, n_groups, kind == "max")
             except (Unreadable, KeyError_):

@@ -69,6 +69,9 @@ class Releasing:
             scan = self.scans[out]
             assert scan.parent is not None and scan.flag is not None
             self._column_needs(scan.parent, scan.flag, got)
+            late = self._specs.get(scan.flag[0], {}).get(scan.flag[1])
+            for read in late[1] if late is not None and late[0] == "late" else ():
+                self._column_needs(scan.parent, read, got)  # (see _subquery_read)
         elif rule.kind == "join-filter":
             (src,) = rule.inputs
             self._needs(self.composite[src], got)  # (the pairs of the join below it)
