@@ -1044,6 +1044,16 @@ def test_exact_sums_of_fused_groups_are_computed_from_them(spark: Any, lines: No
     assert jobs[9] > 0  # (the sum that may pass 63 bits: Spark's)
 
 
+def _each_filter_keeps_some_and_drops_some(run: Any) -> None:
+    sizes = run.store.datasets
+    kept = [
+        (sizes[op.inputs[0]].n_rows, sizes[op.output].n_rows)
+        for op in run.operations
+        if op.method == "sql:Filter"
+    ]
+    assert all(0 < out < n for n, out in kept), kept
+
+
 def test_minima_maxima_and_scalar_subquery_values_are_computed_from_groups(
     spark: Any, lines: None
 ) -> None:
@@ -1083,13 +1093,7 @@ def test_minima_maxima_and_scalar_subquery_values_are_computed_from_groups(
         "sql:Join", "sql:Aggregate", "sql:Filter", "sql:Join", "sql:Filter", "sql:Sort",
     ])  # fmt: skip
     assert [op.jobs for op in run.operations] == [0] * len(run.operations)
-    sizes = run.store.datasets
-    kept = [
-        (sizes[op.inputs[0]].n_rows, sizes[op.output].n_rows)
-        for op in run.operations
-        if op.method == "sql:Filter"
-    ]
-    assert all(0 < out < n for n, out in kept), kept  # (each keeps some, drops some)
+    _each_filter_keeps_some_and_drops_some(run)
 
 
 def test_averages_are_computed_from_groups(spark: Any, lines: None) -> None:
@@ -1116,13 +1120,7 @@ def test_averages_are_computed_from_groups(spark: Any, lines: None) -> None:
         "sql:Aggregate", "sql:Filter",
     ])  # fmt: skip
     assert [op.jobs for op in run.operations] == [0] * len(run.operations)
-    sizes = run.store.datasets
-    kept = [
-        (sizes[op.inputs[0]].n_rows, sizes[op.output].n_rows)
-        for op in run.operations
-        if op.method == "sql:Filter"
-    ]
-    assert all(0 < out < n for n, out in kept), kept  # (each keeps some, drops some)
+    _each_filter_keeps_some_and_drops_some(run)
 
 
 def test_a_scalar_subquerys_comma_join_is_joined_on_its_conditions(spark: Any, views: None) -> None:

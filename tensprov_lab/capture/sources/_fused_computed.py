@@ -348,21 +348,11 @@ class Computing:
                 return None
             scope[int(attr.exprId().id())] = ("col", name, type_name)
             names.append(name)
-        scalars: dict[str, tuple[int, str]] = {}
-        for sub in self._scalar_subqueries(expr):
-            type_name = str(sub.dataType().simpleString())
-            value = self._scalar_value(sub)
-            if value is None or arrow_type(type_name) is None:
-                return None
-            name = key_name("v")
-            scalars[name] = value
-            scope[int(sub.exprId().id())] = ("col", name, type_name)
-        try:
-            node = compile_expr(jvm, expr, scope)
-        except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
+        compiled = self._compile_over_scalars(expr, scope, self._scalar_subqueries(expr))
+        if compiled is None:
             return None
         name = key_name("c")
-        self._specs.setdefault(ident, {})[name] = ("expr", names, node, scalars)
+        self._specs.setdefault(ident, {})[name] = ("expr", names, *compiled)
         return name
 
     def _subquery_read(
@@ -373,6 +363,8 @@ class Computing:
         ``c_acctbal > (SELECT avg(c_acctbal) ...)``): the attributes it names read, the
         expression evaluated when a step reads it (:meth:`_late_value`); else None."""
         jvm = self.jvm
+        if "scalar-subquery" not in str(expr.toString()):
+            return None  # (one call, not a walk of every read's tree: most have none)
         subs = self._scalar_subqueries(expr)
         if not subs or not bool(expr.deterministic()):
             return None
@@ -384,21 +376,33 @@ class Computing:
                 return None
             scope[int(attr.exprId().id())] = ("col", f"m{len(reads)}", type_name)
             reads.append(self._read(ds, plan, attr, owner))
+        compiled = self._compile_over_scalars(expr, scope, subs)
+        if compiled is None:
+            return None
+        name = key_name("c")
+        self._specs.setdefault(ds, {})[name] = ("late", reads, *compiled)
+        return ds, name
+
+    def _compile_over_scalars(
+        self, expr: JObject, scope: dict[int, Any], subs: list[JObject]
+    ) -> tuple[Any, dict[str, tuple[int, str]]] | None:
+        """``expr`` compiled over ``scope`` and the values of its scalar subqueries
+        ``subs``, each a column named in the map returned with it to where its value
+        is computed (:meth:`_scalar_value`); None where one is not known or the
+        expression cannot be evaluated here."""
         scalars: dict[str, tuple[int, str]] = {}
         for sub in subs:
             type_name = str(sub.dataType().simpleString())
             value = self._scalar_value(sub)
             if value is None or arrow_type(type_name) is None:
                 return None
-            scalars[f"v{len(scalars)}"] = value
-            scope[int(sub.exprId().id())] = ("col", f"v{len(scalars) - 1}", type_name)
+            name = key_name("v")
+            scalars[name] = value
+            scope[int(sub.exprId().id())] = ("col", name, type_name)
         try:
-            node = compile_expr(jvm, expr, scope)
+            return compile_expr(self.jvm, expr, scope), scalars
         except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
             return None
-        name = key_name("c")
-        self._specs.setdefault(ds, {})[name] = ("late", reads, node, scalars)
-        return ds, name
 
     def _scalar_subqueries(self, expr: JObject) -> list[JObject]:
         """The scalar subqueries in ``expr`` (not inside them)."""
