@@ -199,20 +199,19 @@ def _canonical_csr(
     o: np.ndarray, i: np.ndarray, n_out: int, n_in: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sort pairs by (out, in), drop repeats, return ``(indptr, indices)`` as int64."""
-    key = o * n_in + i if n_out * max(n_in, 1) < 2**62 else None
-    if key is not None and key.size > 1 and bool(np.all(key[1:] > key[:-1])):
-        pass  # (already canonical, as a join's matches come: one pass, not a sort)
-    elif key is not None:
-        key = np.sort(key)
-        if key.size > 1:
-            key = key[np.concatenate([[True], key[1:] != key[:-1]])]
-        o, i = (key // n_in, key % n_in) if n_in else (key, key)
-    else:
+    if n_out * max(n_in, 1) >= 2**62:
         order = np.lexsort((i, o))
         o, i = o[order], i[order]
         if o.size > 1:
             keep = np.concatenate([[True], (o[1:] != o[:-1]) | (i[1:] != i[:-1])])
             o, i = o[keep], i[keep]
+    elif o.size > 1:
+        key = o * n_in + i
+        # (pairs already canonical, as a join's matches come, take one pass, not a sort)
+        if not bool(np.all(key[1:] > key[:-1])):
+            key = np.sort(key)
+            key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+            o, i = (key // n_in, key % n_in) if n_in else (key, key)
     indptr = np.zeros(n_out + 1, dtype=np.int64)
     np.cumsum(np.bincount(o, minlength=n_out), out=indptr[1:])
     return indptr, i.astype(np.int64, copy=False)
