@@ -7,14 +7,15 @@ SQL as people write it: comma joins with their conditions in ``WHERE``, ``EXISTS
 scale factor in ``--data``); the query texts ship with the package
 (``bench/tpch_queries.sql``).  Each query runs in a process of its own on Spark's
 default 1 GB driver (``--driver-memory``), as a new user's session would: the tables
-are temp views made untracked, the query runs untracked (``--repeat`` times, after one
-warm-up), then as one tracked block ``out = spark.sql(q); out.collect()`` (after a
-tracked warm-up block of another, tiny query: the first capture of a process loads
-capture's modules and its Java helper, which ``--suite notebook`` times).
+are temp views made untracked, the query runs once untracked (a warm-up), then
+``--repeat`` times untracked and as a tracked block ``out = spark.sql(q);
+out.collect()``, the two alternating (after a tracked warm-up block of another, tiny
+query: the first capture of a process loads capture's modules and its Java helper,
+which ``--suite notebook`` times).
 
-Printed per query: untracked seconds (median), the tracked block's seconds, what
-tracking added to the query (the block's seconds less the untracked query's) and its
-ratio to the untracked query, Spark jobs,
+Printed per query: untracked seconds and the tracked block's seconds (medians), what
+tracking added to the query (the one median less the other) and its ratio to the
+untracked query, Spark jobs,
 opaque operations, tensor bytes, the JVM's and Python's peak memory, the p50 of a
 backward query of one output row, and whether the tracked result equals the untracked
 one; then a summary line.  A query whose process dies or runs past ``--timeout`` is
@@ -110,20 +111,27 @@ def measure(spark: Any, folder: str, number: int, repeat: int = 1) -> dict[str, 
     text = queries()[number]
     register(spark, folder)
     spark.sql(text).collect()  # warm-up: the files' footers, Spark's code generation
-    untracked, want = [], None
+    with tensprov_lab.track(spark, name="warm-up"):
+        spark.range(5).filter("id > 1").collect()
+    _reset_peaks(spark)
+    # untracked and tracked runs alternate, so that the machine's drift lands on both
+    untracked, tracked, same = [], [], True
+    last: list[Any] = []  # the last block's run and output
     for _ in range(max(repeat, 1)):
         t0 = time.perf_counter()
         want = spark.sql(text).collect()
         untracked.append(time.perf_counter() - t0)
-    with tensprov_lab.track(spark, name="warm-up"):
-        spark.range(5).filter("id > 1").collect()
-    _reset_peaks(spark)
-    t0 = time.perf_counter()
-    with tensprov_lab.track(spark, name=f"tpch-q{number}") as run:
-        out = spark.sql(text)
-        got = out.collect()
-    tracked = time.perf_counter() - t0
-    base = statistics.median(untracked)
+        last.clear()  # the previous block's store is let go before the next one
+        t0 = time.perf_counter()
+        with tensprov_lab.track(spark, name=f"tpch-q{number}") as run:
+            out = spark.sql(text)
+            got = out.collect()
+        tracked.append(time.perf_counter() - t0)
+        same = same and sorted(map(tuple, got)) == sorted(map(tuple, want))
+        last += [run, out]
+        del run, out, got
+    run, out = last
+    base, mid = statistics.median(untracked), statistics.median(tracked)
     rows = int(run.dataset(out).n_rows or 0)
     back = []
     for i in range(min(rows, 20)):
@@ -135,10 +143,10 @@ def measure(spark: Any, folder: str, number: int, repeat: int = 1) -> dict[str, 
     return {
         "query": number,
         "untracked_s": base,
-        "tracked_s": tracked,
+        "tracked_s": mid,
         # what tracking adds to the query (never below nothing: timing noise)
-        "capture_s": max(tracked - base, 0.0),
-        "ratio": max(tracked - base, 0.0) / max(base, 1e-9),
+        "capture_s": max(mid - base, 0.0),
+        "ratio": max(mid - base, 0.0) / max(base, 1e-9),
         "jobs": int(run._log.jobs),
         "operations": len(run.operations),
         "opaque": [op.method for op in run.operations if op.opaque],
@@ -146,7 +154,7 @@ def measure(spark: Any, folder: str, number: int, repeat: int = 1) -> dict[str, 
         "jvm_heap_mb": _peak_heap_mb(spark),
         "python_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "backward_p50_ms": float(np.median(back)) * 1e3 if back else None,
-        "same": sorted(map(tuple, got)) == sorted(map(tuple, want or [])),
+        "same": same,
         "rows": rows,
     }
 
@@ -249,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", default="tpch", help=argparse.SUPPRESS)
     parser.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
     parser.add_argument("--queries", default="1-22", help="e.g. 1-22 (default) or 2,17,21")
-    parser.add_argument("--repeat", type=int, default=3, help="untracked runs (median)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="untracked and tracked runs (medians)"
+    )
     parser.add_argument("--data", default=None, help="folder of the generated tables")
     parser.add_argument("--driver-memory", default="1g", help="Spark driver (default 1g)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds a query")
