@@ -1123,6 +1123,35 @@ def test_averages_are_computed_from_groups(spark: Any, lines: None) -> None:
     _each_filter_keeps_some_and_drops_some(run)
 
 
+def test_distinct_counts_are_computed_from_groups(spark: Any, lines: None) -> None:
+    """TPC-H Q16's ``ORDER BY count(DISTINCT ps_suppkey) DESC``, and a ``HAVING`` over
+    a distinct count of two columns, one with nulls: computed from fused groups without
+    a job, the tensors those of the unfused capture; a distinct count of an expression
+    is read through Spark, the same tensors either way."""
+
+    def body() -> None:
+        spark.sql(
+            "SELECT cust_id, count(DISTINCT qty) AS n FROM fused_lines GROUP BY cust_id "
+            "ORDER BY n DESC, cust_id"
+        )
+        spark.sql(
+            "SELECT cust_id FROM fused_lines GROUP BY cust_id HAVING count(DISTINCT day, qty) > 11"
+        )
+
+    run = _compare(spark, body, ["sql:Aggregate", "sql:Sort", "sql:Aggregate", "sql:Filter"])
+    assert [op.jobs for op in run.operations] == [0] * len(run.operations)
+    _each_filter_keeps_some_and_drops_some(run)
+
+    def expression() -> None:
+        spark.sql(
+            "SELECT cust_id, count(DISTINCT qty + 1) AS n FROM fused_lines GROUP BY cust_id "
+            "ORDER BY n DESC, cust_id"
+        )
+
+    run = _compare(spark, expression, ["sql:Aggregate", "sql:Sort"], fewer_jobs=False)
+    assert run.operations[-1].jobs > 0
+
+
 def test_a_scalar_subquerys_comma_join_is_joined_on_its_conditions(spark: Any, views: None) -> None:
     """An uncorrelated scalar subquery over a comma join of its own (TPC-H Q11's
     ``HAVING``): its plan is rewritten as the statement's is, so its join has its

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tensprov_lab.capture.plan._keys import KeyError_
@@ -101,3 +101,45 @@ def test_averages_spark_might_round_otherwise_step_aside() -> None:
     many = pa.array(np.ones(10**6 + 1, dtype=np.int8)).cast(pa.decimal128(18, 0))
     with pytest.raises(KeyError_):  # (10**6 records of a decimal(18,0): 10**(24-18))
         group_averages(many, np.zeros(10**6 + 1, dtype=np.int64), 1, "decimal(22,4)")
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 4),
+            st.one_of(st.none(), st.integers(-2, 2)),
+            st.one_of(st.none(), st.sampled_from(["a", "b", "ab", ""])),
+        ),
+        max_size=60,
+    ),
+    encoded=st.booleans(),
+)
+@settings(deadline=None)  # (the first example imports pandas)
+def test_distinct_counts_equal_pandas(rows: list[tuple[int, Any, Any]], encoded: bool) -> None:
+    """``count(DISTINCT x, y)`` of each group: the distinct pairs without a null, the
+    strings plain or dictionary-encoded in chunks (as Parquet dictionaries are read);
+    the oracle is pandas' distinct rows of each group."""
+    import pandas as pd
+
+    from tensprov_lab.capture.sources._fused_computed import distinct_counts
+
+    parent = np.array([g for g, _, _ in rows], dtype=np.int64)
+    x = pa.array([v for _, v, _ in rows], pa.int64())
+    words = [w for _, _, w in rows]
+    half = len(words) // 2
+    y: Any = pa.array(words, pa.string())
+    if encoded:  # (two chunks, two dictionaries, one with a repeated value)
+        y = pa.chunked_array(
+            [pa.array(words[:half], pa.string()).dictionary_encode(),
+             pa.DictionaryArray.from_arrays(
+                 pa.array([None if w is None else (i % 2) * 2 if w == "b"
+                           else ["b", "a", "b", "ab", ""].index(w)
+                           for i, w in enumerate(words[half:])], pa.int32()),
+                 pa.array(["b", "a", "b", "ab", ""]))],
+            pa.dictionary(pa.int32(), pa.string()),
+        )  # fmt: skip
+    valid = np.array([v is not None and w is not None for _, v, w in rows], dtype=bool)
+    got = distinct_counts(parent, [x, y], valid, 5)
+    frame = pd.DataFrame(rows, columns=["g", "x", "y"]).dropna()
+    want = frame.drop_duplicates().groupby("g").size().reindex(range(5), fill_value=0)
+    assert got.tolist() == want.tolist()

@@ -599,6 +599,12 @@ def arrow_codes(column: Any) -> tuple[np.ndarray, int]:
     # one chunk first, so that a single dictionary numbers every value
     if hasattr(column, "chunks"):
         column = column.combine_chunks()
+    if hasattr(column, "dictionary"):
+        # (Arrow keeps an encoded column as it is, and its dictionary may repeat a value)
+        inner = column.dictionary.dictionary_encode()
+        remap = np.append(inner.indices.fill_null(-1).to_numpy(zero_copy_only=False), -1)
+        at = np.asarray(column.indices.fill_null(-1).to_numpy(zero_copy_only=False))
+        return remap[at].astype(np.int64) + 1, len(inner.dictionary) + 1
     encoded = column.dictionary_encode()
     codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))
     return codes.astype(np.int64) + 1, len(encoded.dictionary) + 1

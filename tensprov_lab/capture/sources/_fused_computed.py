@@ -7,7 +7,9 @@ groups the capture built, exactly as Spark computes them:
 
 - a grouping value (the group *is* its values);
 - ``count(*)`` and ``count(x)``: how many members there are, or have ``x`` not null
-  (TPC-H Q13's ``c_count``);
+  (TPC-H Q13's ``c_count``); ``count(DISTINCT x, ...)`` of integers, decimals, dates,
+  strings and booleans: how many distinct ``x, ...`` without a null the members have
+  (Q16's ``supplier_cnt``; not of floats, whose ``-0.0`` and NaNs Spark normalizes);
 - ``sum(e)`` of an integer or decimal expression ``e`` that a direct read evaluates
   (:mod:`._direct`: ``l_extendedprice * (1 - l_discount)``, TPC-H Q3, Q5, Q10, Q18's
   ``sum(l_quantity)``): summed as the exact integers behind the values, null for a
@@ -24,7 +26,7 @@ compares its value as an uncorrelated scalar subquery's (Q11's and Q15's ``HAVIN
 is captured first, and the comparison is evaluated when the step reads it.
 
 A sort of the groups by such values, one of them not a grouping value, sorts records
-by values read (no job).  Any other column (an average, a sum of floats, whose value
+by values read (no job).  Any other column (a sum or an average of floats, whose value
 depends on the order Spark adds them in) is read through Spark.
 """
 
@@ -36,12 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from tensprov_lab.capture.plan._equijoin import arrow_codes, combine_codes
 from tensprov_lab.capture.plan._keyed import key_name
 from tensprov_lab.capture.plan._keys import KeyError_
 from tensprov_lab.capture.sources._direct import compile_expr, evaluate
 from tensprov_lab.capture.sources._direct_files import Unreadable, arrow_type
 
-__all__ = ["Computing", "group_extremes", "group_sums", "traced_value"]
+__all__ = ["Computing", "distinct_counts", "group_extremes", "group_sums", "traced_value"]
 
 JObject = Any
 
@@ -111,6 +114,28 @@ def group_sums(values: Any, parent: np.ndarray, n_groups: int, result: str) -> A
     words[:, 0], words[:, 1] = totals, totals >> 63
     dense = pa.Array.from_buffers(kind, n_groups, [None, pa.py_buffer(words.tobytes())])
     return pc.if_else(pa.array(~present), pa.scalar(None, kind), dense)
+
+
+def distinct_counts(
+    parent: np.ndarray, columns: list[Any], valid: np.ndarray, n_groups: int
+) -> np.ndarray:
+    """How many distinct rows of ``columns`` (Arrow) the members of each group have
+    (``parent``: each member's group), counting the members ``valid`` flags.
+
+    >>> import pyarrow as pa
+    >>> distinct_counts(np.array([0, 0, 0, 1]), [pa.array([5, 5, 6, 5])],
+    ...                 np.ones(4, dtype=bool), 3).tolist()
+    [2, 1, 0]
+    """
+    import pandas as pd
+    import pyarrow as pa
+
+    flags = pa.array(valid)
+    values = combine_codes([arrow_codes(col.filter(flags)) for col in columns])
+    # the members' (group, distinct value) pairs, as one int64 below n_groups * n
+    dense = pd.factorize(values)[0].astype(np.int64)
+    pairs = parent[valid].astype(np.int64) * max(len(dense), 1) + dense
+    return np.bincount(pd.unique(pairs) // max(len(dense), 1), minlength=n_groups)
 
 
 def _units(values: Any) -> np.ndarray:
@@ -240,7 +265,9 @@ def _whole(value: Any, n: int) -> Any:
 #: the aggregate functions whose values are computed from the groups
 _FUNCTIONS = {"Count": "count", "Sum": "sum", "Min": "min", "Max": "max", "Average": "avg"}
 #: the kinds of computed column read over an aggregate's members (see _computed_read)
-MEMBER_KINDS = ("count", "sum", "min", "max", "avg")
+MEMBER_KINDS = ("count", "countd", "sum", "min", "max", "avg")
+#: the types whose values a count(DISTINCT ...) tells apart here as Spark does
+_DISTINCT_TYPES = ("tinyint", "smallint", "int", "bigint", "date", "string", "boolean")
 #: the types whose min and max are taken here (with decimals: Arrow orders them as
 #: Spark does)
 _EXTREME_TYPES = {"tinyint", "smallint", "int", "bigint", "date", "string"}
@@ -274,7 +301,8 @@ class Computing:
 
     def _expr_kind(self, agg: JObject, expr: JObject) -> tuple[str, JObject] | None:
         """What result expression ``expr`` of aggregate ``agg`` is, when its groups give
-        it: ``("key", i)`` for its ``i``-th grouping value, ``("count", function)``,
+        it: ``("key", i)`` for its ``i``-th grouping value, ``("count" | "countd",
+        function)`` (``countd``: a count of distinct values),
         ``("sum" | "min" | "max" | "avg", aggregate expression)``, or ``("expr", expr)``
         for a value computed over such values (TPC-H Q20's ``0.5 * sum(l_quantity)``)."""
         jvm = self.jvm
@@ -288,10 +316,20 @@ class Computing:
             if not parts or any(self._expr_kind(agg, p) is None for p in parts):
                 return None
             return "expr", expr
-        if bool(expr.isDistinct()) or bool(expr.filter().isDefined()):
+        if bool(expr.filter().isDefined()):
             return None
         function = expr.aggregateFunction()
         kind = _FUNCTIONS.get(jvm.cls(function))
+        if bool(expr.isDistinct()):
+            args = jvm.lst(function.children())
+            if kind != "count" or not args:
+                return None
+            for a in args:
+                type_name = str(a.dataType().simpleString())
+                exact = type_name in _DISTINCT_TYPES or type_name.startswith("decimal(")
+                if jvm.cls(a) != "AttributeReference" or not exact:
+                    return None
+            return "countd", function
         if kind == "count":
             return kind, function
         if kind is None or len(jvm.lst(function.children())) != 1:
@@ -462,13 +500,14 @@ class Computing:
             except Exception:  # noqa: BLE001 - Unreadable (or another build): Spark reads it
                 return None
         elif kind[0] != "key":
-            function = kind[1] if kind[0] == "count" else kind[1].aggregateFunction()
+            counted = kind[0] in ("count", "countd")
+            function = kind[1] if counted else kind[1].aggregateFunction()
             got = self._member_reads(ident, jvm.children(agg)[0], function)
             if got is None:
                 return None
             reads, leaves, node = got
-            if kind[0] == "count":
-                spec = ("count", reads, leaves)
+            if counted:
+                spec = (kind[0], reads, leaves)
             else:
                 spec = (kind[0], reads, leaves, node, str(kind[1].dataType().simpleString()))
         name = key_name("c")
@@ -608,11 +647,14 @@ class Computing:
                 continue
             kind, reads, leaves = spec[:3]
             columns = self._over(src, leaves, reads) if reads else []
-            if kind == "count":
+            if kind in ("count", "countd"):
                 valid = np.ones(len(parent), dtype=bool)
                 for col in columns:
                     valid &= np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False))
-                counts = np.bincount(parent[valid], minlength=n_groups)
+                if kind == "count":
+                    counts = np.bincount(parent[valid], minlength=n_groups)
+                else:
+                    counts = distinct_counts(parent, columns, valid, n_groups)
                 got[name] = pa.array(counts.astype(np.int64))
                 continue
             table = pa.table({f"m{i}": col for i, col in enumerate(columns)})
