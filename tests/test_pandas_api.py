@@ -113,20 +113,40 @@ def test_where_and_fillna_keep_every_record(spark: Any, frames: Any) -> None:
         return filled, filled.spark.frame(index_col="idx")
 
     (filled, out), run, _ = _tracked(spark, body)
-    # where and fillna are column expressions pandas-on-Spark has not applied: no
-    # dataset holds their values, and a query says so instead of answering for the
-    # frame below them
-    with pytest.raises(ValueError, match="column expressions"):
-        run.rows(filled)
     assert "opaque" not in _ops(run)
-    got = run.rows(out)
-    assert len(got) == len(ROWS)
     plain = body()[0].to_pandas()
-    assert sorted(got["v"]) == sorted(plain["v"]) and (got["v"] == -1.0).any()
-    # a record whose rid became -1 still comes from its own source record: the index
-    # (the record's position) links them
-    for _, rec in got.iterrows():
-        assert _backward(run, out, int(rec["_row"]), orders) == [int(rec["idx"])]
+    # where and fillna are column expressions pandas-on-Spark applies with the frame's
+    # next call: the DataFrame that applies them is made inside the call, so the
+    # frame itself is a captured dataset, and so is the spark frame made from it
+    for frame, index in ((filled, "__index_level_0__"), (out, "idx")):
+        got = run.rows(frame)
+        assert len(got) == len(ROWS)
+        assert sorted(got["v"]) == sorted(plain["v"]) and (got["v"] == -1.0).any()
+        # a record whose rid became -1 still comes from its own source record: the
+        # index (the record's position) links them
+        for _, rec in got.iterrows():
+            assert _backward(run, frame, int(rec["_row"]), orders) == [int(rec[index])]
+    assert [op.call for op in run.operations if op.output == run.dataset(filled).id] == ["fillna"]
+    assert plain.equals(filled.to_pandas())  # (the frame as pandas-on-Spark made it)
+
+
+def test_a_series_of_expressions_is_refused_by_name_and_its_frame_answers(
+    spark: Any, frames: Any
+) -> None:
+    orders, _ = frames
+
+    def body() -> Any:
+        psdf = orders.pandas_api()
+        doubled = psdf.v * 2
+        return doubled, doubled.to_frame()
+
+    (doubled, frame), run, _ = _tracked(spark, body)
+    # a Series is a column of its frame, made again on each use: no dataset holds its
+    # values, and the query says what to do instead of answering for the frame below
+    with pytest.raises(ValueError, match="column expressions.*to_frame"):
+        run.rows(doubled)
+    got = run.rows(frame)
+    assert sorted(got["v"]) == sorted(2 * v for _, _, v, _ in ROWS)
 
 
 def test_pandas_on_spark_frames_are_query_arguments(spark: Any, frames: Any) -> None:

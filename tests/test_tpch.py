@@ -1,5 +1,6 @@
 """The 22 TPC-H queries (SQL as people write it: comma joins, EXISTS / IN subqueries,
-correlated and uncorrelated scalar subqueries) tracked at scale factor 0.01.
+correlated and uncorrelated scalar subqueries) tracked at scale factor 0.01 (another
+with ``TENSPROV_TPCH_SF``, e.g. 0.1 or 1: the same oracles, run by hand).
 
 Two oracles, both independent of capture's code:
 
@@ -30,7 +31,7 @@ from tensprov_lab.bench.tpch import TABLES, generate, queries, register
 
 pytestmark = pytest.mark.spark
 
-SF = 0.01
+SF = float(os.environ.get("TENSPROV_TPCH_SF", "0.01"))
 
 
 @pytest.fixture(scope="module")

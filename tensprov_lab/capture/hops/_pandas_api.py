@@ -6,8 +6,12 @@ the columns that make its index and data.  After most of its calls (filters, mer
 groupings, sorts) those columns are plain columns of the spark frame, which is the
 DataFrame capture recorded; after a few (``where``, ``assign``, ``fillna``, ``mask``,
 arithmetic) they are expressions over it that pandas-on-Spark applies only with its
-next call, so no recorded DataFrame holds its values yet, and a query must say so
-rather than answer for the frame below.
+next call.  When such a call of the user's returns a frame, :func:`settle` makes the
+DataFrame that applies them (``InternalFrame.resolved_copy``, the one pandas-on-Spark
+makes for its next call and keeps) while the call is recorded, so the frame's values
+are a captured dataset too.  A series of such expressions, or a frame made outside a
+block, has no such dataset, and a query says so rather than answer for the frame
+below.
 
 Its default index is attached by ``InternalFrame.attach_distributed_sequence_column``:
 on pyspark 4 a ``select`` capture sees anyway, on pyspark 3.5 a call into the JVM no
@@ -23,7 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MODULE", "PACKAGE", "calls", "spark_frame_of", "targets"]
+__all__ = ["MODULE", "PACKAGE", "calls", "settle", "spark_frame_of", "targets"]
 
 #: where the default index is attached, in the package a block imports itself on
 #: first use (``pandas_api()`` does)
@@ -163,7 +167,8 @@ def spark_frame_of(ref: Any) -> Any:
     Raises
     ------
     ValueError
-        when ``ref``'s last calls are column expressions not applied yet.
+        when ``ref``'s last calls are column expressions not applied yet, and no
+        DataFrame applying them was made in a block (:func:`settle`).
     """
     if not type(ref).__module__.startswith("pyspark.pandas"):
         # (a Spark DataFrame's attributes are its columns: ``df._internal`` is one)
@@ -172,13 +177,37 @@ def spark_frame_of(ref: Any) -> Any:
     frame = getattr(internal, "spark_frame", None)
     if frame is None:
         return ref
-    columns = [*internal.index_spark_columns, *internal.data_spark_columns]
-    if not all(_plain(c) for c in columns):
+    if _pending(internal):
+        if _RESOLVED in vars(internal):  # (made by settle, inside the block)
+            return internal.resolved_copy.spark_frame
         raise ValueError(
-            "this pandas-on-Spark DataFrame ends with column expressions (where, assign, "
+            "this pandas-on-Spark object ends with column expressions (where, assign, "
             "fillna, mask, arithmetic, ...) that pandas-on-Spark applies only with its "
-            "next call, so no captured dataset holds its values yet; query the frame a "
-            "later call makes, or make `df.spark.frame()` inside the tracked block and "
-            "query that"
+            "next call, and no captured dataset holds its values: make it inside the "
+            "tracked block (a Series as a frame: `psser.to_frame()`) and query that"
         )
     return frame
+
+
+#: where pandas-on-Spark keeps an InternalFrame's resolved copy once made
+#: (``pyspark.pandas.utils.lazy_property``)
+_RESOLVED = "_lazy_resolved_copy"
+
+
+def _pending(internal: Any) -> bool:
+    """Whether a pandas-on-Spark InternalFrame's columns hold expressions not applied."""
+    columns = [*internal.index_spark_columns, *internal.data_spark_columns]
+    return not all(_plain(c) for c in columns)
+
+
+def settle(out: Any) -> None:
+    """When ``out``, what a pandas-on-Spark call of the user's returned, is a frame
+    whose columns are expressions not applied yet (``where``, ``fillna``, ...), make the
+    DataFrame that applies them now, while the call is recorded: pandas-on-Spark keeps
+    it and uses it for the frame's next call, so nothing changes but when it is made."""
+    kind = type(out)
+    if kind.__name__ != "DataFrame" or not kind.__module__.startswith("pyspark.pandas"):
+        return
+    internal = getattr(out, "_internal", None)
+    if internal is not None and _RESOLVED not in vars(internal) and _pending(internal):
+        internal.resolved_copy  # noqa: B018 - made for its side effect: the select

@@ -86,12 +86,16 @@ def wrap(
 
 
 def wrap_call(
-    tracker: Any, orig: Callable[..., Any], label: Callable[[tuple], str]
+    tracker: Any,
+    orig: Callable[..., Any],
+    label: Callable[[tuple], str],
+    settle: Callable[[Any], None] | None = None,
 ) -> Callable[..., Any]:
     """``orig``, a call of a front end over DataFrames (the pandas API on Spark), wrapped
     so that the DataFrame operations it makes while ``tracker`` has a block are
     recorded as made by it: named ``label(args)``, one id a call (the outermost call of
-    a thread; the calls it makes itself are its business)."""
+    a thread; the calls it makes itself are its business); ``settle(result)`` runs
+    inside the call, its failures ignored."""
 
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -104,7 +108,13 @@ def wrap_call(
             name = getattr(orig, "__name__", "call")
         tracker._call = (next(tracker._call_ids), name)
         try:
-            return orig(*args, **kwargs)
+            out = orig(*args, **kwargs)
+            if settle is not None:
+                try:
+                    settle(out)
+                except Exception:  # noqa: BLE001 - only the user's call may raise
+                    pass
+            return out
         finally:
             tracker._call = None
 
@@ -115,15 +125,20 @@ def wrap_call(
 CallTargets = list[tuple[Any, str, Callable[[tuple], str]]]
 
 
-def patch_calls(tracker: Any, targets: CallTargets, patched: list[tuple[type, str, Any]]) -> None:
-    """Wrap the front-end calls ``targets`` name (:func:`wrap_call`), noting in
-    ``patched`` what each owner had."""
+def patch_calls(
+    tracker: Any,
+    targets: CallTargets,
+    patched: list[tuple[type, str, Any]],
+    settle: Callable[[Any], None] | None = None,
+) -> None:
+    """Wrap the front-end calls ``targets`` name (:func:`wrap_call`, with ``settle``),
+    noting in ``patched`` what each owner had."""
     for owner, name, label in targets:
         orig = getattr(owner, name, None)
         if orig is None or not callable(orig):
             continue
         patched.append((owner, name, owner.__dict__.get(name)))
-        setattr(owner, name, wrap_call(tracker, orig, label))
+        setattr(owner, name, wrap_call(tracker, orig, label, settle))
 
 
 def patch_pandas_api(
@@ -138,14 +153,14 @@ def patch_pandas_api(
     it itself, or None."""
     from tensprov_lab.capture.hops import _pandas_api
 
-    patch_calls(tracker, _pandas_api.calls(dataframe), patched)
+    patch_calls(tracker, _pandas_api.calls(dataframe), patched, _pandas_api.settle)
     if _pandas_api.PACKAGE in sys.modules:
         return None
 
     def then() -> None:
         try:
             patch_methods(tracker, also(), patched)
-            patch_calls(tracker, _pandas_api.calls(), patched)
+            patch_calls(tracker, _pandas_api.calls(), patched, _pandas_api.settle)
         except Exception as exc:  # an import in the user's code must not fail for us
             tracker._note(f"the pandas API on Spark is not traced: {_short_error(exc)}")
 
