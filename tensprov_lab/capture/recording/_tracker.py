@@ -357,20 +357,19 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             if node is None or node.ann is None or node.cached is not None:
                 continue
             df = self._kept.pop(node.ident, None)
-            if df is None and why == "not deterministic":
-                # cached now: running it again would give other records
-                df = self.jvm.to_df(node.ann.plan).persist()
-                df.count()
-            elif df is None:
-                # deterministic: the cache fills on first use, and registering it
-                # (planning the query) need not hold the block
-                df = Persisting(self._worker().submit(self._persist, node.ann.plan))
+            if df is None:  # (registering a cache plans its query: not in the block)
+                fill = why == "not deterministic"  # (run again, it gives other records)
+                df = Persisting(self._worker().submit(self._persist, node.ann.plan, fill))
             node.cached = df
             store.datasets[d].materialized = why
 
-    def _persist(self, plan: Any) -> Any:
+    def _persist(self, plan: Any, fill: bool = False) -> Any:
+        """``plan`` persisted; ``fill``: its cache filled now, not on first use."""
         with self.quiet():
-            return self.jvm.to_df(plan).persist()
+            df = self.jvm.to_df(plan).persist()
+            if fill:
+                df.count()
+        return df
 
     def abort(self) -> None:
         """Undo patching without capturing (used when patching itself failed)."""
