@@ -9,6 +9,7 @@ A wrapped method runs the original unchanged; the outermost wrapped call of a th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.abc
 import importlib.machinery
@@ -110,10 +111,8 @@ def wrap_call(
         try:
             out = orig(*args, **kwargs)
             if settle is not None:
-                try:
+                with contextlib.suppress(Exception):  # (only the user's call may raise)
                     settle(out)
-                except Exception:  # noqa: BLE001 - only the user's call may raise
-                    pass
             return out
         finally:
             tracker._call = None
