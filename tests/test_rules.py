@@ -59,23 +59,27 @@ def test_flags_agree() -> None:
     assert {"Project", "Window", "Sort"} <= KEEPS_RECORDS
     assert not {"Filter", "Join", "Aggregate", "Union", "Generate"} & KEEPS_RECORDS
     assert rule_for("Window").contextual and not rule_for("Project").contextual
-    assert rule_for("Intersect") is None and rule_for("Except") is None
+    assert rule_for("Intersect") is rule_for("Except") and "Intersect" not in KEEPS_RECORDS
+    assert rule_for("MapInPandas") is None
     assert rule_for("GlobalLimit").replay_blocker(None, None)
     assert rule_for("Filter").replay_blocker(None, None) is None
 
 
 @pytest.mark.spark
 def test_a_node_kind_without_a_rule_is_opaque_and_named(spark) -> None:  # noqa: ANN001
-    a = spark.createDataFrame([(1,), (2,), (3,)], "k int")
-    b = spark.createDataFrame([(2,), (3,), (4,)], "k int")
+    a = spark.createDataFrame([(1, "x"), (2, "y"), (3, "z")], "k int, s string")
+
+    def _same_frames(frames: Iterator[Any]) -> Iterator[Any]:  # (pickled by value)
+        yield from frames
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with tensprov_lab.track(spark, name="rules-intersect") as run:
-            both = a.intersect(b)
-    (op,) = [o for o in run.operations if o.method == "intersect"]
+        with tensprov_lab.track(spark, name="rules-map-in-pandas") as run:
+            mapped = a.mapInPandas(_same_frames, a.schema)
+    (op,) = [o for o in run.operations if o.method == "mapInPandas"]
     assert op.opaque and op.tensors is None
-    assert any("Intersect" in str(w.message) for w in caught)
-    assert sorted(r.k for r in both.collect()) == [2, 3]
+    assert any("MapInPandas" in str(w.message) for w in caught)
+    assert sorted(r.k for r in mapped.collect()) == [1, 2, 3]
 
 
 @pytest.mark.spark
@@ -212,11 +216,13 @@ EXAMPLES: dict[str, Callable[[Any, Any], Any]] = {
     "hint": lambda a, b: a.hint("broadcast"),
     "observe": lambda a, b: a.observe("obs", _f().count(_f().lit(1))),
     "withWatermark": lambda a, b: a.withWatermark("ts", "1 minute"),
-    "intersect": lambda a, b: a.intersect(a),
-    "subtract": lambda a, b: a.subtract(a),
+    "intersect": lambda a, b: a.intersect(a.where("k > 2")),
+    "intersectAll": lambda a, b: a.intersectAll(a.where("k > 2")),
+    "subtract": lambda a, b: a.subtract(a.where("k > 2")),
+    "exceptAll": lambda a, b: a.exceptAll(a.where("k > 2")),
 }
-#: examples whose plan node has no rule: opaque on both engines (with the node named)
-NO_RULE = {"intersect": "Intersect", "subtract": "Except"}
+#: examples traced on a classic session, opaque over Spark Connect (with why)
+CLASSIC_ONLY = {"intersect", "intersectAll", "subtract", "exceptAll"}
 #: examples a classic session plans as their input's plan: Spark drops a watermark on a
 #: batch DataFrame, so the classic capture sees its input (its records, one for one)
 SAME_PLAN_CLASSIC = {"withWatermark"}
@@ -275,7 +281,7 @@ def test_every_operation_is_traced_alike_by_both_engines_or_opaque_with_why(
 ) -> None:
     """Each example on a classic session and over Spark Connect: traced by both with the
     same records and the same lineage, or an opaque operation with a warning saying why,
-    where the rules say so (no rule on either engine, or a rule's ``connect_opaque``)."""
+    where the rules say so (a set operation over Connect, or a rule's ``connect_opaque``)."""
     from tensprov_lab.capture.plan import _proto as P
     from tests import test_operations as ops
     from tests._connect_session import classic_code
@@ -293,9 +299,9 @@ def test_every_operation_is_traced_alike_by_both_engines_or_opaque_with_why(
     for what in c_made:
         c_op, r_op = ops.op_of(classic, c_made[what]), ops.op_of(remote, r_made[what])
         kind = P.kind(P.relation(r_made[what]))
-        if what in NO_RULE:
-            assert c_op.opaque and NO_RULE[what] in c_op.warnings[0], what
-            assert r_op.opaque and r_op.warnings, what
+        if what in CLASSIC_ONLY:
+            assert not c_op.opaque, (what, c_op.warnings)
+            assert r_op.opaque and "Spark Connect" in r_op.warnings[0], (what, r_op.warnings)
             continue
         assert not c_op.opaque, (what, c_op.warnings)
         if kind in CONNECT_OPAQUE:

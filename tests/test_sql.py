@@ -250,7 +250,9 @@ def test_commands_record_nothing(spark, a) -> None:  # noqa: ANN001
 @pytest.mark.parametrize(
     "statement",
     [
-        pytest.param("SELECT * FROM tp_sql_a INTERSECT SELECT * FROM tp_sql_a", id="intersect"),
+        pytest.param(
+            "SELECT * FROM tp_sql_a, LATERAL (SELECT tp_sql_a.k + 1 AS k2)", id="lateral"
+        ),
     ],
 )
 def test_unsupported_statement_is_opaque(spark, a, b, statement: str) -> None:  # noqa: ANN001
@@ -265,6 +267,32 @@ def test_unsupported_statement_is_opaque(spark, a, b, statement: str) -> None:  
     upstream = set(run.transformations(out)["inputs"].sum())
     assert {run.dataset(d).label for d in reads} <= upstream
     assert run.dataset(out).n_rows == len(plain)
+
+
+def test_intersect_and_except_statements_are_record_level(spark, a, b) -> None:  # noqa: ANN001
+    """``INTERSECT`` / ``EXCEPT`` [ALL]: each kept record traced to its equal records
+    (rows 2 and 4 of ``tp_sql_a`` are equal: one record of ``INTERSECT``, two of ``ALL``)."""
+    statement = "SELECT k FROM tp_sql_a {} SELECT k FROM tp_sql_b"
+    keys = {r[0] for r in B_ROWS}
+    for op, rows in [
+        ("INTERSECT", [[0], [1], [2, 4]]),
+        ("INTERSECT ALL", [[0], [1], [2], [4]]),
+        ("EXCEPT", [[3], [5], [6]]),
+        ("EXCEPT ALL", [[3], [5], [6]]),
+    ]:
+        run, out = _tracked(spark, lambda: spark.sql(statement.format(op)))
+        last = run.store.producer(run.dataset(out).id)
+        assert last is not None and not last.opaque, (op, last and last.warnings)
+        got = run.rows(out)["k"].tolist()
+        assert got == [A_ROWS[r[0]][0] for r in rows], op
+        assert sorted(got) == sorted(k for (k,) in _rows(out)), op
+        back = [run.backward(out, rows=[i], to=a)[a].tolist() for i in range(len(rows))]
+        assert back == rows, op
+        if op.startswith("INTERSECT"):
+            witnesses = run.backward(out, rows=[2], to=b)[b].tolist()
+            assert all(B_ROWS[j][0] == got[2] for j in witnesses) and witnesses, op
+        else:
+            assert not {A_ROWS[r[0]][0] for r in rows} & keys, op
 
 
 _MATCHES = {i: [j for j, (k, _) in enumerate(B_ROWS) if k == r[0]] for i, r in enumerate(A_ROWS)}

@@ -15,6 +15,7 @@ module              Catalyst nodes (what the user wrote)
 :mod:`.union`       Union (union, unionByName)
 :mod:`.aggregate`   Aggregate (groupBy().agg, rollup, cube, global aggregates)
 :mod:`.dedup`       Deduplicate, Distinct
+:mod:`.setop`       Intersect, Except (intersect, subtract, intersectAll, exceptAll)
 :mod:`.generate`    Generate (explode, posexplode)
 :mod:`.expand`      Expand (under rollup, cube, unpivot)
 :mod:`.window`      Window (window functions)
@@ -68,6 +69,7 @@ from tensprov_lab.capture.rules.limit import Limit, Sample
 from tensprov_lab.capture.rules.passthrough import PassThrough
 from tensprov_lab.capture.rules.project import Project
 from tensprov_lab.capture.rules.sequence import Sequence
+from tensprov_lab.capture.rules.setop import SetOperation
 from tensprov_lab.capture.rules.sort import Sort
 from tensprov_lab.capture.rules.union import Union
 from tensprov_lab.capture.rules.window import Window
@@ -104,6 +106,7 @@ _RULES: list[Rule] = [
     Aggregate(),
     Deduplicate(),
     Distinct(),
+    SetOperation(),
     Generate(),
     Expand(),
     Window(),
@@ -165,7 +168,7 @@ def category_of(
         return "explode"
     if rw.sort:
         return "sort"
-    if nodes & {"Filter", "Sample", "GlobalLimit", "LocalLimit", "Offset"}:
+    if nodes & {"Filter", "Sample", "GlobalLimit", "LocalLimit", "Offset", "Intersect", "Except"}:
         return "horizontal_reduction"
     if "Window" in nodes:
         return "window"

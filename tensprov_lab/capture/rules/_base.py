@@ -87,7 +87,7 @@ class Rule:
     (False, False)
     >>> rule_for("Project").keeps_records
     True
-    >>> rule_for("Intersect") is None  # not traced record by record: an opaque operation
+    >>> rule_for("MapInPandas") is None  # not traced record by record: an opaque operation
     True
     """
 

@@ -55,7 +55,7 @@ __all__ = ["Aggregate", "Grouping", "every_record", "group_plan", "groups", "num
 
 JObject = Any
 #: nodes a grouping step may have beside row-keeping ones in the same operation
-_GROUPING = {"Aggregate", "Deduplicate", "Distinct", "Expand"}
+_GROUPING = {"Aggregate", "Deduplicate", "Distinct", "Expand", "Intersect", "Except"}
 #: grouping value types pandas compares exactly as Spark does
 _EXACT = {"integer", "long", "short", "byte", "string", "boolean", "date"}
 

@@ -21,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Wa
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.store import CrossTensor, tensor_from_pairs
 
-__all__ = ["Join", "semi_tensors"]
+__all__ = ["Join", "matched_right", "semi_tensors"]
 
 #: most records of one join side read into this process to match keys in NumPy, and
 #: Spark's size estimate of a side above which that is not even tried (sizes beyond
@@ -154,9 +155,26 @@ def semi_tensors(
 ) -> list[Any]:
     """The right tensors of a semi join (the right records each kept left record
     matched; none for an anti join), given the left rows kept in output order."""
+    # a semi join keeps left records in their order: output row = rank among kept
+    return matched_right(
+        reader, rw, occ, lambda li: np.searchsorted(left_idx, li), len(left_idx), tensors
+    )
+
+
+def matched_right(
+    reader: Reading,
+    rw: Rewrite,
+    occ: list[Any],
+    out_of_left: Callable[[np.ndarray], np.ndarray],
+    n_out: int,
+    tensors: list[Any],
+) -> list[Any]:
+    """``tensors`` with the right tensors of the semi join ``rw.semi`` filled in: the
+    right records each output record's left records matched (``out_of_left``: the
+    output row of each left row), read from the same join as an inner join; empty for
+    an anti join."""
     assert rw.semi is not None
     right = [b for b in rw.semi.right if b.kind == "input"]
-    n_out = len(left_idx)
     for b in right:
         n_in = occ[b.pos].n
         assert n_in is not None
@@ -172,11 +190,11 @@ def semi_tensors(
         lki = occ[rw.semi.left[0].pos].ki
         rki = occ[b.pos].ki
         assert lki is not None and rki is not None
-        li = lki.lookup(raw[:, :lw])
+        outs = np.asarray(out_of_left(lki.lookup(raw[:, :lw])), dtype=np.int64)
         ri = rki.lookup(raw[:, lw:])
-        # a semi join keeps left records in their order: output row = rank among kept
-        outs = np.searchsorted(left_idx, li).astype(np.int64)
-        tensors[b.pos] = tensor_from_pairs(outs, ri, n_out, n_in)
+        # (several equal left records of one output record match the same right one)
+        pairs = np.unique(outs * max(n_in, 1) + ri)
+        tensors[b.pos] = tensor_from_pairs(pairs // max(n_in, 1), pairs % max(n_in, 1), n_out, n_in)
     return tensors
 
 
