@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pyspark.sql import Column, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 import tensprov_lab
 from tensprov_lab._warn import TensProvWarning
+from tensprov_lab.capture.recording import _columns as columns_module
 from tensprov_lab.capture.recording import _tracker as tracker_module
 from tensprov_lab.capture.recording._tracker import Tracker
 
@@ -144,6 +145,37 @@ def test_subquery_dataframes_with_outer_references(
     assert run.dataset(out).n_rows == 5
 
 
+@pytest.mark.skipif(not hasattr(DataFrame, "lateralJoin"), reason="lateralJoin is new in 4.0")
+def test_a_lateral_join_of_a_table_function_with_outer_references(
+    spark: Any, capfd: pytest.CaptureFixture
+) -> None:
+    """The table function's DataFrame is part of the join's expression, no dataset: it
+    is not read (Spark would log its failed analysis), the join is one opaque step with
+    one warning, and what follows it is traced."""
+    a = spark.createDataFrame([(1, "x"), (2, "y"), (3, "z")], "k int, s string")
+
+    def body() -> tuple[Any, Any]:
+        fn = spark.tvf.explode(F.array(F.col("k").outer(), F.lit(7))).alias("t")
+        joined = a.filter("k > 1").lateralJoin(fn)
+        return joined, joined.filter("col > 2")
+
+    plain = body()[1].collect()
+    capfd.readouterr()
+    (joined, out), run, said = _tracked(spark, body)
+    err = capfd.readouterr().err
+    assert out.collect() == plain and len(plain) == 3
+    assert _spark_errors(err) == [], err[:2000]
+    assert len(said) == 1 and "LateralJoin" in said[0], said
+    assert [op.method for op in run.operations] == ["filter", "lateralJoin", "filter"]
+    assert [op.opaque for op in run.operations] == [False, True, False]
+    # the opaque join's records are numbered afresh; the filter after it is traced
+    rows = run.rows(joined)
+    got = [tuple(r) for r in run.rows(out)[["k", "s", "col"]].itertuples(index=False)]
+    assert got == [tuple(r) for r in plain]
+    first = run.backward(out, rows=[0], to=joined)[joined].tolist()
+    assert len(first) == 1 and tuple(rows.iloc[first[0]][["k", "s", "col"]]) == got[0]
+
+
 # -- a failure of capture's own steps --------------------------------------------------
 
 
@@ -156,7 +188,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
 STEPS = [
     (tracker_module, "rewrite", "capture failed"),
     (tracker_module, "annotate_source", "capture failed"),
-    (tracker_module, "attribute_maps", "column lineage not captured"),
+    (columns_module, "attribute_maps", "column lineage not captured"),
     (Tracker, "_tensors", "capture failed"),
     (Tracker, "_scan_index", "capture failed"),
     (Tracker, "_capture_source", "capture failed"),

@@ -613,6 +613,50 @@ def test_cube_groups(spark) -> None:  # noqa: ANN001
 # flags, opaque operations, errors
 
 
+def test_session_windows_group_records_of_one_session(spark) -> None:  # noqa: ANN001
+    """``groupBy(session_window)``: Spark merges the records' overlapping sessions, so a
+    group is not one value of a column; each session's record lists its records."""
+    events = spark.createDataFrame(
+        [("2024-01-01 09:00:00", 1), ("2024-01-01 09:00:20", 2), ("2024-01-01 09:00:03", 4),
+         ("2024-01-01 09:00:06", 8), (None, 16)],
+        "t string, v int",
+    )  # fmt: skip
+    with tensprov_lab.track(spark, name="sessions") as run:
+        sessions = events.groupBy(F.session_window("t", "5 seconds")).agg(F.sum("v").alias("s"))
+    check_op(run, sessions, {"aggregate"})
+    got = records(run, sessions)
+    assert [r[1] for r in got] == [13, 2]  # by smallest member: 09:00:00-09:00:11, 09:00:20
+    assert run.mapping(events, sessions).toarray().astype(int).tolist() == [
+        [1, 0, 1, 1, 0], [0, 1, 0, 0, 0],
+    ]  # fmt: skip
+
+
+def test_unpivot_numbers_copies_by_record_and_column(spark) -> None:  # noqa: ANN001
+    """An unpivot of two columns of different types (Spark casts one): each record's two
+    copies, numbered by (record, column), then a filter over them, traced to the source."""
+    wide = spark.createDataFrame(
+        [(1, 11, 1.5), (2, 12, None), (3, 13, 3.5)], "id int, a int, b double"
+    )
+    with tensprov_lab.track(spark, name="unpivot") as run:
+        long = wide.unpivot("id", ["a", "b"], "var", "val")
+        melted = wide.melt("id", ["b"], "var", "val")
+        kept = long.filter(F.col("val") > 3)
+    op = check_op(run, long, {"explode"})
+    assert records(run, long) == [
+        (1, "a", 11.0), (1, "b", 1.5), (2, "a", 12.0), (2, "b", None), (3, "a", 13.0),
+        (3, "b", 3.5),
+    ]  # fmt: skip
+    assert run.mapping(wide, long).toarray().astype(int).tolist() == [
+        [1, 0, 0], [1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1],
+    ]  # fmt: skip
+    assert op.contributing is not None  # (a superset where Spark's plan hides the casts)
+    check_op(run, melted, {"explode"})
+    assert records(run, melted) == [(1, "b", 1.5), (2, "b", None), (3, "b", 3.5)]
+    assert records(run, kept) == [(1, "a", 11.0), (2, "a", 12.0), (3, "a", 13.0), (3, "b", 3.5)]
+    assert run.backward(kept, rows=[3], to=wide)[wide].tolist() == [2]
+    assert run.backward(kept, rows=[3], to=long)[long].tolist() == [5]
+
+
 def test_nondeterministic_expression_is_flagged(spark) -> None:  # noqa: ANN001
     people = people_df(spark)
     with pytest.warns(TensProvWarning):

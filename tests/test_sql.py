@@ -250,15 +250,15 @@ def test_commands_record_nothing(spark, a) -> None:  # noqa: ANN001
 @pytest.mark.parametrize(
     "statement",
     [
-        pytest.param(
-            "SELECT * FROM tp_sql_a, LATERAL (SELECT tp_sql_a.k + 1 AS k2)", id="lateral"
-        ),
+        pytest.param("SELECT * FROM tp_sql_a, LATERAL (SELECT tp_sql_a.k + 1 AS k2)", id="lateral"),
     ],
 )
 def test_unsupported_statement_is_opaque(spark, a, b, statement: str) -> None:  # noqa: ANN001
     plain = _rows(spark.sql(statement))
-    with pytest.warns(TensProvWarning, match="opaque operation"):
+    with pytest.warns(TensProvWarning, match="opaque operation") as caught:
         run, out = _tracked(spark, lambda: spark.sql(statement))
+    said = [w for w in caught if issubclass(w.category, TensProvWarning)]
+    assert len(said) == 1, [str(w.message) for w in said]  # one warning, not one a step
     assert _rows(out) == plain
     last = run.store.producer(run.dataset(out).id)
     assert last is not None and last.opaque and last.tensors is None
@@ -280,7 +280,8 @@ def test_intersect_and_except_statements_are_record_level(spark, a, b) -> None: 
         ("EXCEPT", [[3], [5], [6]]),
         ("EXCEPT ALL", [[3], [5], [6]]),
     ]:
-        run, out = _tracked(spark, lambda: spark.sql(statement.format(op)))
+        text = statement.format(op)
+        run, out = _tracked(spark, lambda text=text: spark.sql(text))
         last = run.store.producer(run.dataset(out).id)
         assert last is not None and not last.opaque, (op, last and last.warnings)
         got = run.rows(out)["k"].tolist()

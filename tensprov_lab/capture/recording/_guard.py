@@ -29,6 +29,7 @@ import numpy as np
 from tensprov_lab.capture.plan._files import is_local, stamp_files
 from tensprov_lab.capture.plan._keys import KeyIndex
 from tensprov_lab.capture.plan._nodes import Node, Pending, RunLog, _short_error
+from tensprov_lab.capture.recording._columns import column_maps
 from tensprov_lab.capture.rewrite._annotate import annotate_source
 
 __all__ = ["STREAMING", "degrade", "first_time", "opaque", "screen", "unread_source"]
@@ -141,7 +142,10 @@ def opaque(
             "attributes_exact": False,
         }
     else:
-        attrs = tracker._attribute_maps(p, list(range(len(p.inputs))), len(cols), in_cols)
+        unknown: list[str] = []
+        attrs = column_maps(tracker, p, list(range(len(p.inputs))), len(cols), in_cols, unknown)
+        if unknown:  # (in this one warning, not a second)
+            message += f"; nor its column lineage ({unknown[0]})"
     ds = tracker.store.add_dataset(p.out.name, columns=cols, dtypes=types, n_rows=n, run=run.id)
     op = tracker._add_operation(
         ds.id, p.method, "opaque", [i.ds_id for i in p.inputs], None,

@@ -199,6 +199,8 @@ class Recording(Depth):
             return self.nodes[ident]
         inputs: list[Node] = []
         for d in in_dfs:
+            if not self.jvm.resolved(d):
+                continue  # (a table function of outer references: part of this call)
             node = self.register(d)
             if all(node is not n for n in inputs):
                 inputs.append(node)

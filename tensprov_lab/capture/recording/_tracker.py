@@ -49,6 +49,7 @@ from tensprov_lab.capture.plan._records import RecordReading
 from tensprov_lab.capture.plan._stable import plan_is_stable
 from tensprov_lab.capture.recording import _context, _guard, _notes
 from tensprov_lab.capture.recording._background import BackgroundCapture, Blocks
+from tensprov_lab.capture.recording._columns import column_maps
 from tensprov_lab.capture.recording._context import context_maps, context_tensors
 from tensprov_lab.capture.recording._patching import stamp_call
 from tensprov_lab.capture.recording._record_rules import RecordRules
@@ -59,7 +60,6 @@ from tensprov_lab.capture.recording._recording import (
     early_group,
 )
 from tensprov_lab.capture.rewrite._annotate import annotate_source, rewrite
-from tensprov_lab.capture.rewrite._attributes import attribute_maps
 from tensprov_lab.capture.rules import category_of
 from tensprov_lab.capture.sources import _fused
 from tensprov_lab.capture.sources._direct import partition_rows
@@ -677,7 +677,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         in_cols = [self._dataset(n).columns for n in occ_nodes]
         category = category_of(rw, [len(c) for c in in_cols], cols, in_cols)
         nondet, warns, said = _notes.determinism(self, p, rw, occ_nodes, len(cols), in_cols, n_out)
-        attrs = self._attribute_maps(p, rw.occurrences, len(cols), in_cols)
+        attrs = column_maps(self, p, rw.occurrences, len(cols), in_cols)
         if ctx_nodes:
             context_maps(attrs, len(cols), [self._dataset(n).columns for n in ctx_nodes])
             rw.replay_blockers.append(_context.CONTEXT_BLOCKER)
@@ -722,45 +722,6 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
         run.datasets.append(node.ds_id)
         for note in notes:
             self._note_done(run, note)
-
-    def _attribute_maps(
-        self, p: Pending, positions: list[int], n_out: int, in_cols: list[list[str]]
-    ) -> dict[str, Any]:
-        """Attribute maps aligned with the operation's inputs (``positions``: the input of
-        the call behind each operation input); empty when the plan cannot be read."""
-        try:
-            m = attribute_maps(self.jvm, p.out.plan, [n.plan for n in p.inputs], self._ids)
-        except Exception as exc:  # column lineage is extra: never lose the operation
-            why = _short_error(exc)
-            if _guard.first_time(self, f"column lineage: {why}"):  # said once per block
-                self._note(f"{p.expression}: column lineage not captured ({why})")
-            return {}
-        contributing, influencing = [], []
-        for k, i in enumerate(positions):
-            if m.occurrences == positions:
-                c, f = m.contributing[k], m.influencing[k]
-            else:  # occurrences counted differently: OR over every occurrence of input i
-                if i not in m.occurrences:
-                    # an all-False map would claim "nothing flows": say "unknown" instead
-                    self._note(f"{p.expression}: column lineage not captured (input not found)")
-                    return {}
-                c = np.zeros((n_out, len(in_cols[k])), dtype=bool)
-                f = c.copy()
-                for pos, j in enumerate(m.occurrences):
-                    if j == i and m.contributing[pos].shape == c.shape:
-                        c |= m.contributing[pos]
-                        f |= m.influencing[pos]
-            if c.shape != (n_out, len(in_cols[k])):
-                self._note(f"{p.expression}: column lineage not captured (schema mismatch)")
-                return {}
-            contributing.append(c)
-            influencing.append(f)
-        return {
-            "contributing": contributing,
-            "influencing": influencing,
-            "attributes_exact": m.exact,
-            "decomposition": m.decomposition if len(positions) == 1 else None,
-        }
 
     def _note_done(self, run: RunLog, message: str) -> None:
         message = self._named(message)

@@ -56,6 +56,9 @@ __all__ = ["Aggregate", "Grouping", "every_record", "group_plan", "groups", "num
 JObject = Any
 #: nodes a grouping step may have beside row-keeping ones in the same operation
 _GROUPING = {"Aggregate", "Deduplicate", "Distinct", "Expand", "Intersect", "Except"}
+#: nodes that may sit under a grouping step in one operation: its members are read over
+#: them (a filter there, as Spark puts under a session window, only picks the members)
+_UNDER_GROUPING = {"Filter"}
 #: grouping value types pandas compares exactly as Spark does
 _EXACT = {"integer", "long", "short", "byte", "string", "boolean", "date"}
 
@@ -414,7 +417,13 @@ def group_tensors(reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured:
 
     g = rw.group
     assert g is not None
-    extra = [n for n, r in zip(rw.nodes, rw.rules) if not r.keeps_records and n not in _GROUPING]
+    # (nodes are listed children first: those after the last grouping step are above it)
+    last = max((i for i, n in enumerate(rw.nodes) if n in _GROUPING), default=-1)
+    extra = [
+        n
+        for i, (n, r) in enumerate(zip(rw.nodes, rw.rules))
+        if not r.keeps_records and n not in _GROUPING and (i > last or n not in _UNDER_GROUPING)
+    ]
     if extra:
         raise Unsupported(f"{sorted(set(extra))} after a grouping step")
     node = occ[g.pos]

@@ -504,9 +504,9 @@ class Jvm:
         jdf = df._jdf
         key = ("plan", str(getattr(jdf, "_target_id", "")))
         if helper is None or not key[1] or key in self._memo:
-            plan = self.plan(df)
-            if not self._memoized("resolved", plan, lambda p: bool(p.resolved())):
+            if not self.resolved(df):
                 return None
+            plan = self.plan(df)
             return plan, self.plan_ident(plan)
         answer = helper.recorded(jdf, self._numbers)
         if answer is None:
@@ -517,12 +517,20 @@ class Jvm:
         facts = self._remember_shape(plan, shape)
         target = plan._target_id
         self._memo[key] = plan
+        self._memo[("resolved", target)] = True  # (the helper answers for resolved plans)
         if info:
             self._memo[("project_info", target)] = (
                 None if info == "-" else _parse_project_info(info)
             )
         self._memo[("columns", target)] = self._read_columns(catalog, text, names, df)
         return plan, facts.ident
+
+    def resolved(self, df: Any) -> bool:
+        """Whether ``df``'s plan is resolved: not, for a DataFrame built to be part of
+        another's expression (a lateral join's table function with outer references),
+        whose schema or records cannot be asked for (and Spark logs the failure)."""
+        plan = self.plan(df)
+        return bool(self._memoized("resolved", plan, lambda p: bool(p.resolved())))
 
     def plan_ident(self, plan: JObject) -> int:
         """``ident(plan)``; when the helper is compiled already, asked with the plan's
