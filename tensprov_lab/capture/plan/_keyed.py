@@ -132,6 +132,9 @@ class Rewrite:
     windows: list[tuple[JObject, JObject, list[JObject]]] = field(default_factory=list)
     #: a pivot (two grouping steps: by group and pivot value, then by group)
     pivot: Pivot | None = None
+    #: a set operation (intersect, except): each side's rewritten plan, value columns
+    #: and key blocks, which its rule may read whole to match the values in NumPy
+    set_sides: list[tuple[JObject, list[JObject], list[Block]]] = field(default_factory=list)
 
     @property
     def keys(self) -> list[JObject]:

@@ -63,7 +63,10 @@ _TRANSPARENT = {"transform"}
 #: first consumers that read a source's records anyway (a join reads its keys, see
 #: Tracker._join_keys; a filter or aggregate its columns, see _fused), so that counting
 #: it early would only scan it twice
-_READS_SOURCE_KEYS = {"join", "filter", "where", "dropna", *GROUPED_METHODS}
+_READS_SOURCE_KEYS = {
+    "join", "filter", "where", "dropna", "intersect", "intersectAll", "subtract", "exceptAll",
+    *GROUPED_METHODS,
+}  # fmt: skip
 
 
 class Recording(Depth):

@@ -82,6 +82,11 @@ __all__ = [
 ]
 
 
+#: first consumers that may give a source its record index from the keys they read
+#: (a join, a set operation matched in NumPy): the count waits for them
+_INDEXES_SOURCES = {"join", "intersect", "intersectAll", "subtract", "exceptAll"}
+
+
 class Tracker(Recording, RecordRules, RecordReading, Blocks):
     """Registry of captured DataFrames for one SparkSession, shared by all its runs."""
 
@@ -292,7 +297,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
                 _guard.unread_source(self, item, run, why)
                 return
             consumer = first_use.get(id(item))
-            defer = consumer is not None and consumer.method == "join"
+            defer = consumer is not None and consumer.method in _INDEXES_SOURCES
             self._capture_source(item, run, defer=defer)
             return
         if why is not None:

@@ -38,7 +38,7 @@ from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Wa
 from tensprov_lab.capture.spark._jvm import Jvm
 from tensprov_lab.store import CrossTensor, tensor_from_pairs
 
-__all__ = ["Join", "matched_right", "semi_tensors"]
+__all__ = ["Join", "fits_in_numpy", "matched_right", "semi_tensors"]
 
 #: most records of one join side read into this process to match keys in NumPy, and
 #: Spark's size estimate of a side above which that is not even tried (sizes beyond
@@ -305,10 +305,20 @@ def _numpy_cheaper(jvm: Jvm, sides: list[Any], counts_a_source: bool) -> bool:
     except Exception:  # noqa: BLE001 - no estimate: leave the join to Spark
         return False
     # Spark's "no estimate" (e.g. an RDD) is Long.MaxValue, and estimates above one
-    # scale it down: sizes no real data has
+    # scale it down: sizes no real data has (see fits_in_numpy)
     if not all(size >= 2**60 or size <= _JOIN_MAX_BYTES for size in sizes):
         return False
     return counts_a_source or all(limit < 0 or size > limit for size in sizes)
+
+
+def fits_in_numpy(jvm: Jvm, plan: Any) -> bool:
+    """Whether Spark's size estimate of ``plan``'s result is small enough to read it
+    into this process (or Spark has none: its rows are counted as they are read)."""
+    try:
+        size = _estimated_bytes(jvm, plan)
+    except Exception:  # noqa: BLE001 - no estimate: leave it to Spark
+        return False
+    return size >= 2**60 or size <= _JOIN_MAX_BYTES
 
 
 def _estimated_bytes(jvm: Jvm, plan: Any) -> int:

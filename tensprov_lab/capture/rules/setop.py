@@ -35,13 +35,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Block, Semi, Unsupported, key_name
 from tensprov_lab.capture.rules._base import Captured, Rule, attrs
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
 from tensprov_lab.capture.rules.aggregate import group_tensors
 from tensprov_lab.capture.rules.dedup import Distinct
-from tensprov_lab.capture.rules.join import matched_right
+from tensprov_lab.capture.rules.join import fits_in_numpy, matched_right
 from tensprov_lab.capture.spark._jvm import Jvm
 
 __all__ = ["SetOperation"]
@@ -70,6 +72,7 @@ class SetOperation(Rule):
                 "removing a record can make others appear (an except: not distributive)"
             )
         lcols, rcols = jvm.output(kids[0]), jvm.output(kids[1])
+        rw.info.set_sides = [(left, lcols, lb), (right, rcols, rb)]
         if bool(node.isAll()):
             return _all(rw, anti, (left, lb, lcols), (right, rb, rcols))
         cond = _same_values(jvm, list(zip(lcols, rcols)))
@@ -80,9 +83,12 @@ class SetOperation(Rule):
         return Distinct().annotate(rw, node, [kids[0]], [(join, lb)])
 
     def tensors(self, reader: Reading, rw: Any, occ: list[Any]) -> Captured | None:
+        got = _matched_in_numpy(reader, rw, occ)
+        if got is not None:
+            return got
+        reader._index_deferred(occ)
         if rw.group is None or rw.semi is None:
             return None  # (the bag forms: the generic rule over the kept left records)
-        reader._index_deferred(occ)
         n, (members,), ki = group_tensors(reader, rw, occ)
         tensors: list[Any] = [None] * len(occ)
         tensors[rw.group.pos] = members
@@ -97,6 +103,133 @@ class SetOperation(Rule):
             for a in ids:
                 w.row |= env[a].all() if a in env else set()
         return {}
+
+
+#: most records of one side read into this process to match values in NumPy (beyond,
+#: Spark's own join and grouping give the tensors)
+_MAX_SIDE = 5_000_000
+#: value types (catalog strings) NumPy compares as Spark does
+_EXACT_TYPES = {"int", "bigint", "smallint", "tinyint", "string", "boolean", "date"}
+
+
+def _matched_in_numpy(reader: Reading, rw: Any, occ: list[Any]) -> Captured | None:
+    """The tensors of a set operation from one read of each side's values and keys,
+    matched here (no shuffle): the same records as the plan Spark runs, as the values
+    compare exactly in NumPy (integral, string, boolean and date columns); None when
+    they do not, or a side is large."""
+    import pyarrow as pa
+
+    from tensprov_lab.capture.plan._bound import rows_at_most
+    from tensprov_lab.capture.plan._equijoin import value_codes
+    from tensprov_lab.capture.plan._keys import MappedKeyIndex, ScanKeyIndex, arrow_keys
+    from tensprov_lab.capture.plan._pieces import read_whole
+    from tensprov_lab.capture.rules.aggregate import groups, number_groups
+    from tensprov_lab.store import make_tensor, tensor_from_pairs
+
+    if len(rw.set_sides) != 2 or rw.semi is None:
+        return None
+    jvm = reader.jvm
+    tables, rows = [], []
+    sides = []
+    for plan, cols, blocks in rw.set_sides:
+        node = occ[blocks[0].pos] if len(blocks) == 1 else None
+        if node is None or any(
+            str(c.dataType().catalogString()) not in _EXACT_TYPES for c in cols
+        ):  # (a float, or a string of another collation, compares otherwise)
+            return None
+        # a side that is a whole source not yet counted gets its index from its keys
+        whole = bool(node.deferred and node.ann is not None) and jvm.ident(plan) == jvm.ident(
+            node.ann.plan
+        )
+        if not whole:
+            reader._index_deferred([node])
+        size = node.n if node.n is not None else rows_at_most(plan)
+        if size is not None and size > _MAX_SIDE:
+            return None
+        if size is None and not fits_in_numpy(jvm, plan):  # (its rows counted when read)
+            return None
+        sides.append((plan, cols, blocks, node, whole))
+    for plan, cols, blocks, node, whole in sides:
+        names = [key_name("v") for _ in cols]
+        keys = [str(a.name()) for a in attrs(blocks)]
+        items = [jvm.alias(c, n) for c, n in zip(cols, names)]
+        table = read_whole(jvm.to_df(jvm.project([*items, *attrs(blocks)], plan)), jvm.to_arrow,
+                           jvm.spark)  # fmt: skip
+        if table.num_rows > _MAX_SIDE:
+            return None
+        raw = arrow_keys(table, keys)
+        if whole and node.deferred:  # the whole source in scan order: its keys index it
+            scan = ScanKeyIndex.from_keys(raw[:, 0]) if raw.shape[1] == 1 else None
+            if scan is not None:
+                reader._set_index(node, scan)
+        reader._index_deferred([node])
+        tables.append([table.column(n).combine_chunks() for n in names])
+        rows.append((node.ki.lookup(raw), raw, node))
+    (li, lraw, lnode), (ri, rraw, rnode) = rows
+    columns = [pa.concat_arrays([a, b.cast(a.type)]) for a, b in zip(*tables)]
+    codes, _ = value_codes(columns)
+    import pandas as pd
+
+    gid, uniq = pd.factorize(codes)
+    n_groups, nl = len(uniq), len(li)
+    gl, gr = gid[:nl].astype(np.int64), gid[nl:].astype(np.int64)
+    in_right = np.bincount(gr, minlength=n_groups)
+    tensors: list[Any] = [None] * len(occ)
+    lpos, rpos = rw.semi.left[0].pos, rw.semi.right[0].pos
+    anti = rw.semi.pairs_plan is None
+    if rw.group is not None:  # intersect, subtract: groups of equal left records
+        keep = (in_right[gl] == 0) if anti else (in_right[gl] > 0)
+        used, parent = np.unique(gl[keep], return_inverse=True)
+        member = li[keep]
+        n, (members,), ki = groups(lnode, member, parent.astype(np.int64), len(used))
+        tensors[lpos] = members
+        rank, _ = number_groups(member, parent.astype(np.int64), len(used))
+        out_of_gid = np.full(n_groups, -1, dtype=np.int64)
+        out_of_gid[used] = rank
+        hit = np.zeros(len(gr), dtype=bool) if anti else out_of_gid[gr] >= 0
+        tensors[rpos] = tensor_from_pairs(out_of_gid[gr][hit], ri[hit], n, rnode.n)
+        return n, tensors, ki
+    # intersectAll, exceptAll: the k-th record of a value (in key order, as the plan's
+    # row number counts) is kept when the right side has at least (fewer than) k of it
+    lk = _rank_within(gl, lraw)
+    keep = (lk >= in_right[gl]) if anti else (lk < in_right[gl])
+    order = np.argsort(li[keep], kind="stable")
+    kept = li[keep][order]
+    m = len(kept)
+    assert lnode.n is not None
+    tensors[lpos] = make_tensor(kept, lnode.n)
+    ki = MappedKeyIndex(lnode.ki, _positions(kept, lnode.n, m), m)
+    if anti:
+        tensors[rpos] = tensor_from_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), m, rnode.n)
+    else:
+        rk = _rank_within(gr, rraw)
+        width = int(max(in_right.max(initial=0), 1))
+        where = {int(c): int(r) for c, r in zip(gr * width + rk, ri)}
+        codes_kept = (gl[keep] * width + lk[keep])[order]
+        tensors[rpos] = tensor_from_pairs(
+            np.arange(m, dtype=np.int64),
+            np.array([where[int(c)] for c in codes_kept], dtype=np.int64),
+            m, rnode.n,
+        )  # fmt: skip
+    return m, tensors, ki
+
+
+def _rank_within(group: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """Each record's rank among the records of its group, in key order (``raw``)."""
+    order = np.lexsort([*[raw[:, j] for j in range(raw.shape[1] - 1, -1, -1)], group])
+    sorted_groups = group[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_groups)) + 1] if len(order) else order
+    first = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - first
+    return rank
+
+
+def _positions(kept: np.ndarray, n_in: int, m: int) -> np.ndarray:
+    """The output row of each of ``n_in`` input rows (-1: not kept)."""
+    out = np.full(n_in, -1, dtype=np.int64)
+    out[kept] = np.arange(m)
+    return out
 
 
 def _what(jvm: Jvm, node: JObject) -> str:
