@@ -5,8 +5,9 @@ each branch adds a literal branch number, and the key columns of the inputs it d
 read as typed nulls, so every output record carries one layout of keys.  Attribute
 rule: each output column's values come from the same position of every branch.  Replay:
 a union distributes over union.  Over Spark Connect: a ``set_op`` relation of union
-all (``union`` distinct, ``intersect`` and ``except`` are opaque on both engines) gives
-each side the other's keys as nulls and a column saying which side a record comes from.
+all gives each side the other's keys as nulls and a column saying which side a record
+comes from (``union`` distinct, ``intersect`` and ``except`` are opaque there; on a
+classic session the last two are :mod:`.setop`'s).
 
 Examples
 --------
@@ -83,7 +84,7 @@ class Union(Rule):
 
         op = rel.set_op
         if op.set_op_type != proto.SetOperation.SetOpType.SET_OP_TYPE_UNION or not op.is_all:
-            raise Unsupported("intersect, except and union distinct")
+            raise Unsupported("intersect, except and union distinct (traced on a classic session)")
         sides = [P.plan_id(op.left_input), P.plan_id(op.right_input)]
         new, (left, right) = a.kids(rel)
         keys = list(dict.fromkeys(left.keys + right.keys))
