@@ -221,10 +221,7 @@ class ConnectTracker(Depth, Blocks):
                 self.spark.interruptTag(tag)
             raise
         except Exception as exc:  # noqa: BLE001 - the user's block ran: keep what was captured
-            self._current = None
-            self._note(
-                f"capture failed: {_short_error(exc)}; the operations after it are not recorded"
-            )  # fmt: skip
+            self._capture_failed(exc)
         finally:
             # the fused reads' columns and the values that rode along go with the
             # capture that read them

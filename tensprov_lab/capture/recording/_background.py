@@ -18,10 +18,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensprov_lab._warn import warn
-from tensprov_lab.capture.plan._nodes import RunLog
+from tensprov_lab.capture.plan._nodes import RunLog, _short_error
 from tensprov_lab.store import Store
 
 __all__ = ["BackgroundCapture", "Blocks"]
@@ -191,8 +191,13 @@ class Blocks:
     _background: BackgroundCapture | None = None
     store: Store
     runs: dict[int, RunLog]
-    #: the block being recorded
+    #: the block being recorded, and the item of it being captured
     _active: RunLog | None
+    _current: Any
+
+    if TYPE_CHECKING:
+
+        def _note(self, message: str) -> None: ...
 
     def patch(self) -> None:
         """Wrap the DataFrame methods a block records (each tracker its own)."""
@@ -210,6 +215,13 @@ class Blocks:
         self._active = run
         self.patch()
         return run
+
+    def _capture_failed(self, exc: Exception) -> None:
+        """A failure of capture itself while a block's captures run: what was captured
+        stays, the rest is not recorded, and one note says so (never the user's error)."""
+        self._current = None
+        why = _short_error(exc)
+        self._note(f"capture failed: {why}; the operations after it are not recorded")
 
     def wait(self) -> None:
         """Wait for a capture running in the background (nothing when there is none)."""

@@ -50,10 +50,9 @@ __all__ = ["DATAFRAME_METHODS", "GROUPED_METHODS", "Recording"]
 DATAFRAME_METHODS = sorted(
     METHODS
     | {
-        "intersect", "intersectAll", "subtract", "exceptAll", "transform", "describe",
-        "summary", "mapInPandas", "mapInArrow", "localCheckpoint", "checkpoint",
-        "dropDuplicatesWithinWatermark", "sampleBy", "crosstab", "freqItems", "transpose",
-        "lateralJoin", "zipWithIndex", "repartitionById",
+        "transform", "describe", "summary", "mapInPandas", "mapInArrow", "localCheckpoint",
+        "checkpoint", "dropDuplicatesWithinWatermark", "sampleBy", "crosstab", "freqItems",
+        "transpose", "lateralJoin", "zipWithIndex", "repartitionById",
     }
 )  # fmt: skip
 GROUPED_METHODS = ["agg", "count", "sum", "avg", "mean", "max", "min", "applyInPandas"]

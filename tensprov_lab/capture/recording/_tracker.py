@@ -262,10 +262,7 @@ class Tracker(Recording, RecordRules, RecordReading, Blocks):
             run.interrupted = True
             raise
         except Exception as exc:  # noqa: BLE001 - the user's block ran: keep what was captured
-            self._current = None
-            self._note(
-                f"capture failed: {_short_error(exc)}; the operations after it are not recorded"
-            )  # fmt: skip
+            self._capture_failed(exc)
         finally:
             self._active, self._fusion, self._current = None, None, None
             self._fused_done = set()
