@@ -46,7 +46,7 @@ from tensprov_lab.capture.rules.dedup import Distinct
 from tensprov_lab.capture.rules.join import fits_in_numpy, matched_right
 from tensprov_lab.capture.spark._jvm import Jvm
 
-__all__ = ["SetOperation"]
+__all__ = ["SetOperation", "match_sets"]
 
 JObject = Any
 
@@ -123,7 +123,6 @@ def _matched_in_numpy(reader: Reading, rw: Any, occ: list[Any]) -> Captured | No
     from tensprov_lab.capture.plan._equijoin import value_codes
     from tensprov_lab.capture.plan._keys import MappedKeyIndex, ScanKeyIndex, arrow_keys
     from tensprov_lab.capture.plan._pieces import read_whole
-    from tensprov_lab.capture.rules.aggregate import groups, number_groups
     from tensprov_lab.store import make_tensor, tensor_from_pairs
 
     if len(rw.set_sides) != 2 or rw.semi is None:
@@ -170,66 +169,100 @@ def _matched_in_numpy(reader: Reading, rw: Any, occ: list[Any]) -> Captured | No
     codes, _ = value_codes(columns)
     import pandas as pd
 
-    gid, uniq = pd.factorize(codes)
-    n_groups, nl = len(uniq), len(li)
-    gl, gr = gid[:nl].astype(np.int64), gid[nl:].astype(np.int64)
-    in_right = np.bincount(gr, minlength=n_groups)
+    gid = pd.factorize(codes)[0].astype(np.int64)
+    bag = rw.group is None
+    n, lo, lr, ro, rr = match_sets(
+        gid[: len(li)], li, _key_order(lraw), gid[len(li) :], ri, _key_order(rraw),
+        anti=rw.semi.pairs_plan is None, bag=bag,
+    )  # fmt: skip
+    assert lnode.n is not None and rnode.n is not None
     tensors: list[Any] = [None] * len(occ)
     lpos, rpos = rw.semi.left[0].pos, rw.semi.right[0].pos
-    anti = rw.semi.pairs_plan is None
-    if rw.group is not None:  # intersect, subtract: groups of equal left records
-        keep = (in_right[gl] == 0) if anti else (in_right[gl] > 0)
-        used, parent = np.unique(gl[keep], return_inverse=True)
-        member = li[keep]
-        n, (members,), ki = groups(lnode, member, parent.astype(np.int64), len(used))
-        tensors[lpos] = members
-        rank, _ = number_groups(member, parent.astype(np.int64), len(used))
-        out_of_gid = np.full(n_groups, -1, dtype=np.int64)
-        out_of_gid[used] = rank
-        hit = np.zeros(len(gr), dtype=bool) if anti else out_of_gid[gr] >= 0
-        tensors[rpos] = tensor_from_pairs(out_of_gid[gr][hit], ri[hit], n, rnode.n)
-        return n, tensors, ki
-    # intersectAll, exceptAll: the k-th record of a value (in key order, as the plan's
-    # row number counts) is kept when the right side has at least (fewer than) k of it
-    lk = _rank_within(gl, lraw)
-    keep = (lk >= in_right[gl]) if anti else (lk < in_right[gl])
-    order = np.argsort(li[keep], kind="stable")
-    kept = li[keep][order]
+    tensors[lpos] = make_tensor(lr, lnode.n) if bag else tensor_from_pairs(lo, lr, n, lnode.n)
+    tensors[rpos] = tensor_from_pairs(ro, rr, n, rnode.n)
+    in_to_out = np.full(lnode.n, -1, dtype=np.int64)
+    in_to_out[lr] = lo
+    return n, tensors, MappedKeyIndex(lnode.ki, in_to_out, n)
+
+
+def match_sets(
+    left: np.ndarray,
+    left_rows: np.ndarray,
+    left_order: np.ndarray,
+    right: np.ndarray,
+    right_rows: np.ndarray,
+    right_order: np.ndarray,
+    anti: bool,
+    bag: bool,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The records of a set operation, from each record's value (``left``, ``right``:
+    equal numbers for equal values), row and rank in key order (``*_order``).
+
+    Returns the number of output records and the pairs (output row, left row) and
+    (output row, right row) of its tensors.  Sets (``bag`` False): one output record
+    per value of the left side found (``anti``: not found) on the right, numbered by
+    its smallest left row, paired with every record of that value.  Bags: the ``k``-th
+    left record of a value (in key order) is kept when the right side has at least
+    (``anti``: fewer than) ``k`` of it, paired with the right side's ``k``-th; output
+    records in left row order.  Engine-neutral: plain NumPy in and out.
+
+    >>> import numpy as np
+    >>> v = np.array([0, 1, 1]); rows = np.arange(3)
+    >>> n, lo, lr, ro, rr = match_sets(v, rows, rows, np.array([1]), np.array([0]),
+    ...                                np.array([0]), anti=False, bag=False)
+    >>> n, lo.tolist(), lr.tolist(), ro.tolist(), rr.tolist()
+    (1, [0, 0], [1, 2], [0], [0])
+    >>> match_sets(v, rows, rows, np.array([1]), np.array([0]), np.array([0]),
+    ...            anti=False, bag=True)[2].tolist()
+    [1]
+    """
+    n_values = int(max(left.max(initial=-1), right.max(initial=-1))) + 1
+    in_right = np.bincount(right, minlength=n_values)
+    none = np.zeros(0, dtype=np.int64)
+    if not bag:
+        keep = (in_right[left] == 0) if anti else (in_right[left] > 0)
+        member, value = left_rows[keep], left[keep]
+        smallest = np.full(n_values, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(smallest, value, member)
+        used = np.flatnonzero(smallest < np.iinfo(np.int64).max)
+        out_of = np.full(n_values, -1, dtype=np.int64)
+        out_of[used[np.argsort(smallest[used], kind="stable")]] = np.arange(len(used))
+        hit = np.zeros(len(right), dtype=bool) if anti else out_of[right] >= 0
+        return len(used), out_of[value], member, out_of[right][hit], right_rows[hit]
+    lk = _rank_within(left, left_order)
+    keep = (lk >= in_right[left]) if anti else (lk < in_right[left])
+    order = np.argsort(left_rows[keep], kind="stable")
+    kept = left_rows[keep][order]
     m = len(kept)
-    assert lnode.n is not None
-    tensors[lpos] = make_tensor(kept, lnode.n)
-    ki = MappedKeyIndex(lnode.ki, _positions(kept, lnode.n, m), m)
+    outs = np.arange(m, dtype=np.int64)
     if anti:
-        tensors[rpos] = tensor_from_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), m, rnode.n)
-    else:
-        rk = _rank_within(gr, rraw)
-        width = int(max(in_right.max(initial=0), 1))
-        where = {int(c): int(r) for c, r in zip(gr * width + rk, ri)}
-        codes_kept = (gl[keep] * width + lk[keep])[order]
-        tensors[rpos] = tensor_from_pairs(
-            np.arange(m, dtype=np.int64),
-            np.array([where[int(c)] for c in codes_kept], dtype=np.int64),
-            m, rnode.n,
-        )  # fmt: skip
-    return m, tensors, ki
+        return m, outs, kept, none, none
+    # the k-th right record of each value: looked up by (value, k)
+    width = int(max(in_right.max(initial=0), 1))
+    rk = _rank_within(right, right_order)
+    codes = right * width + rk
+    by_code = np.argsort(codes, kind="stable")
+    wanted = (left[keep] * width + lk[keep])[order]
+    return m, outs, kept, outs, right_rows[by_code[np.searchsorted(codes[by_code], wanted)]]
 
 
-def _rank_within(group: np.ndarray, raw: np.ndarray) -> np.ndarray:
-    """Each record's rank among the records of its group, in key order (``raw``)."""
-    order = np.lexsort([*[raw[:, j] for j in range(raw.shape[1] - 1, -1, -1)], group])
+def _key_order(raw: np.ndarray) -> np.ndarray:
+    """Each record's rank in the order of its keys (``raw``, first column first)."""
+    order = np.lexsort([raw[:, j] for j in range(raw.shape[1] - 1, -1, -1)])
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank
+
+
+def _rank_within(group: np.ndarray, order_key: np.ndarray) -> np.ndarray:
+    """Each record's rank among the records of its group, in ``order_key`` order."""
+    order = np.lexsort([order_key, group])
     sorted_groups = group[order]
     starts = np.r_[0, np.flatnonzero(np.diff(sorted_groups)) + 1] if len(order) else order
     first = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order)) - first
     return rank
-
-
-def _positions(kept: np.ndarray, n_in: int, m: int) -> np.ndarray:
-    """The output row of each of ``n_in`` input rows (-1: not kept)."""
-    out = np.full(n_in, -1, dtype=np.int64)
-    out[kept] = np.arange(m)
-    return out
 
 
 def _what(jvm: Jvm, node: JObject) -> str:
