@@ -631,6 +631,27 @@ def test_session_windows_group_records_of_one_session(spark) -> None:  # noqa: A
     ]  # fmt: skip
 
 
+def test_describe_and_summary_rows_come_from_every_record(spark) -> None:  # noqa: ANN001
+    """``summary()`` / ``describe()``: one global aggregate exploded into a row per
+    statistic; each row is made from every record, and what follows is traced."""
+    df = spark.createDataFrame([(1, 11.0), (2, None), (3, 13.0), (4, 14.0)], "id int, v double")
+    empty = df.where("id > 9")
+    with tensprov_lab.track(spark, name="summary") as run:
+        summ = df.summary()
+        desc = df.describe("v")
+        top = summ.filter(F.col("summary") == "max")
+        none = empty.describe()
+    for out, n in ((summ, 8), (desc, 5), (none, 5)):
+        check_op(run, out, {"aggregate"})
+        assert records(run, out) == [tuple(r) for r in out.collect()]
+        assert len(records(run, out)) == n
+    assert run.mapping(df, desc).toarray().all() and run.mapping(df, desc).shape == (5, 4)
+    check_op(run, top, {"horizontal_reduction"})
+    assert run.backward(top, rows=[0], to=summ)[summ].tolist() == [7]
+    assert run.backward(top, rows=[0], to=df)[df].tolist() == [0, 1, 2, 3]
+    assert run.mapping(empty, none).shape == (5, 0)
+
+
 def test_unpivot_numbers_copies_by_record_and_column(spark) -> None:  # noqa: ANN001
     """An unpivot of two columns of different types (Spark casts one): each record's two
     copies, numbered by (record, column), then a filter over them, traced to the source."""

@@ -49,7 +49,7 @@ from tensprov_lab.capture.plan._keys import (
 from tensprov_lab.capture.plan._pieces import read_whole
 from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule, attrs, single
 from tensprov_lab.capture.rules._classic import PlanNode, Reading, Rewriting, Walked, Walking
-from tensprov_lab.store import tensor_from_groups, tensor_from_pairs
+from tensprov_lab.store import AllTensor, tensor_from_groups, tensor_from_pairs
 
 __all__ = ["Aggregate", "Grouping", "every_record", "group_plan", "groups", "number_groups"]
 
@@ -424,10 +424,12 @@ def group_tensors(reader: Reading, rw: Rewrite, occ: list[Any]) -> Captured:
         for i, (n, r) in enumerate(zip(rw.nodes, rw.rules))
         if not r.keeps_records and n not in _GROUPING and (i > last or n not in _UNDER_GROUPING)
     ]
-    if extra:
-        raise Unsupported(f"{sorted(set(extra))} after a grouping step")
     node = occ[g.pos]
     assert node.ki is not None and node.n is not None
+    if extra == ["Generate"] and _every_record_then_rows(rw):
+        return _exploded_whole(reader, rw, node)
+    if extra:
+        raise Unsupported(f"{sorted(set(extra))} after a grouping step")
     if _takes_every_record(rw):
         # one group of every input record (a global aggregate straight over its input):
         # nothing to read back from Spark
@@ -563,6 +565,42 @@ def _group_ids(table: Any, columns: list[str]) -> tuple[np.ndarray, int]:
     # hash-based: no sort of every member
     parent, uniq = pd.factorize(code)
     return parent.astype(np.int64), len(uniq)
+
+
+def _every_record_then_rows(rw: Rewrite) -> bool:
+    """Whether the operation is one global aggregate over every record of its one input
+    exploded into rows (``describe``, ``summary``: a row per statistic)."""
+    g = rw.group
+    if g is None or g.kind != "aggregate" or g.group_cols or g.gid_col is not None:
+        return False
+    if g.flat_plan is None or len(rw.occurrences) != 1 or rw.pivot is not None:
+        return False
+    steps = [n for n, r in zip(rw.nodes, rw.rules) if not r.keeps_records]
+    return steps == ["Aggregate", "Generate"] and [b.kind for b in rw.blocks] == [
+        "input", "genpos",
+    ]  # fmt: skip
+
+
+def _exploded_whole(reader: Reading, rw: Rewrite, node: Any) -> Captured:
+    """The rows of a global aggregate exploded (one small read of their keys): each
+    made from every input record, numbered by position, keyed by the aggregate's
+    record and the position."""
+    from tensprov_lab.capture.plan._keys import ComposedKeyIndex, RangeKeyIndex
+
+    names = [str(a.name()) for a in rw.keys]
+    raw = reader._collect_keys(rw.plan, names)
+    width = rw.blocks[0].width
+    pos = raw[:, width]
+    m = len(raw)
+    if m and sorted(pos.tolist()) != list(range(m)):
+        raise Unsupported("an explode after an aggregate with other than one row a position")
+    _, _, whole = every_record(node)
+    blocks = [(whole, 0), (RangeKeyIndex(m), width)]
+    radix = ComposedKeyIndex.radix(blocks, 1)
+    codes = ComposedKeyIndex.encode(
+        [np.zeros(m, np.int64), np.ones(m, np.int64), np.arange(m, dtype=np.int64) + 1], radix
+    )
+    return m, [AllTensor(m, node.n)], ComposedKeyIndex(blocks, None, 1, codes, rw.width)
 
 
 def _takes_every_record(rw: Rewrite) -> bool:
