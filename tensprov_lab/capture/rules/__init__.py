@@ -14,8 +14,7 @@ module              Catalyst nodes (what the user wrote)
 :mod:`.join`        Join (every join type)
 :mod:`.union`       Union (union, unionByName)
 :mod:`.aggregate`   Aggregate (groupBy().agg, rollup, cube, global aggregates)
-:mod:`.dedup`       Deduplicate, Distinct
-:mod:`.setop`       Intersect, Except (intersect, subtract, intersectAll, exceptAll)
+:mod:`.dedup`       Deduplicate, Distinct, Intersect, Except (set operations)
 :mod:`.generate`    Generate (explode, posexplode)
 :mod:`.expand`      Expand (under rollup, cube, unpivot)
 :mod:`.window`      Window (window functions)
@@ -60,7 +59,7 @@ from typing import TYPE_CHECKING
 from tensprov_lab.capture.rules._base import Rule
 from tensprov_lab.capture.rules._classic import Captured, Reading, Rewriting, Walking
 from tensprov_lab.capture.rules.aggregate import Aggregate
-from tensprov_lab.capture.rules.dedup import Deduplicate, Distinct
+from tensprov_lab.capture.rules.dedup import Deduplicate, Distinct, SetOperation
 from tensprov_lab.capture.rules.expand import Expand
 from tensprov_lab.capture.rules.filter import Filter
 from tensprov_lab.capture.rules.generate import Generate
@@ -69,7 +68,6 @@ from tensprov_lab.capture.rules.limit import Limit, Sample
 from tensprov_lab.capture.rules.passthrough import PassThrough
 from tensprov_lab.capture.rules.project import Project
 from tensprov_lab.capture.rules.sequence import Sequence
-from tensprov_lab.capture.rules.setop import SetOperation
 from tensprov_lab.capture.rules.sort import Sort
 from tensprov_lab.capture.rules.union import Union
 from tensprov_lab.capture.rules.window import Window

@@ -7,7 +7,7 @@ rule: each output column's values come from the same position of every branch.  
 a union distributes over union.  Over Spark Connect: a ``set_op`` relation of union
 all gives each side the other's keys as nulls and a column saying which side a record
 comes from (``union`` distinct, ``intersect`` and ``except`` are opaque there; on a
-classic session the last two are :mod:`.setop`'s).
+classic session the last two are :mod:`.dedup`'s).
 
 Examples
 --------

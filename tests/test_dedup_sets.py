@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensprov_lab
-from tensprov_lab.capture.rules.setop import match_sets
+from tensprov_lab.capture.rules.dedup import match_sets
 
 Row = tuple[Any, Any]
 _ROWS = st.lists(
