@@ -18,13 +18,13 @@ from tensprov_lab.capture.connect._index import GroupIndex, Index, KeyIndex, Set
 from tensprov_lab.capture.connect._rewrite import Annotator
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._connect import Unsupported, grouping_sets, pivot_of, plain_names
-from tensprov_lab.capture.plan._equijoin import value_codes
+from tensprov_lab.capture.plan._equijoin import EXACT_TYPES, value_codes
 from tensprov_lab.store import AllTensor, tensor_from_groups, tensor_from_pairs
 
 __all__ = ["EXACT_GROUP_TYPES", "Ride", "plain_grouping", "plan_rides", "trace_groups", "untouched"]
 
 #: grouping value types whose equality Arrow's dictionary encoding reproduces exactly
-EXACT_GROUP_TYPES = {"int", "bigint", "smallint", "tinyint", "string", "boolean", "date"}
+EXACT_GROUP_TYPES = EXACT_TYPES
 
 
 def plain_grouping(rel: Any) -> list[str] | None:

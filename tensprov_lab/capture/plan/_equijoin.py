@@ -23,6 +23,7 @@ import numpy as np
 from tensprov_lab.capture.plan._keys import row_dtype
 
 __all__ = [
+    "EXACT_TYPES",
     "arrow_codes",
     "combine_codes",
     "dense_pairs",
@@ -46,6 +47,9 @@ EXACT_KEY_TYPES = frozenset(
     {"tinyint", "smallint", "int", "bigint", "string", "boolean", "date", "timestamp",
      "timestamp_ntz"}
 )  # fmt: skip
+#: value types whose equality Arrow's codes reproduce exactly as Spark groups and
+#: compares whole records (set operations): the key types but timestamps
+EXACT_TYPES = EXACT_KEY_TYPES - {"timestamp", "timestamp_ntz"}
 #: Catalyst join type → which unmatched records the output keeps
 JOIN_TYPES = {
     "Inner": (False, False),

@@ -53,6 +53,7 @@ import numpy as np
 from tensprov_lab.capture.plan import _connect as cx
 from tensprov_lab.capture.plan import _proto as P
 from tensprov_lab.capture.plan._connect import Keyed
+from tensprov_lab.capture.plan._equijoin import EXACT_TYPES
 from tensprov_lab.capture.plan._exprs import Lin
 from tensprov_lab.capture.plan._keyed import Block, Group, Semi, Unsupported, key_name
 from tensprov_lab.capture.rules._base import Captured, Keying, Mapping, Rule, attrs, single
@@ -210,8 +211,6 @@ class SetOperation(Rule):
 #: most records of one side read into this process to match values in NumPy (beyond,
 #: Spark's own join and grouping give the tensors)
 _MAX_SIDE = 5_000_000
-#: value types (catalog strings) NumPy compares as Spark does
-_EXACT_TYPES = {"int", "bigint", "smallint", "tinyint", "string", "boolean", "date"}
 
 
 def _matched_in_numpy(reader: Reading, rw: Any, occ: list[Any]) -> Captured | None:
@@ -235,7 +234,7 @@ def _matched_in_numpy(reader: Reading, rw: Any, occ: list[Any]) -> Captured | No
     for plan, cols, blocks in rw.set_sides:
         node = occ[blocks[0].pos] if len(blocks) == 1 else None
         if node is None or any(
-            str(c.dataType().catalogString()) not in _EXACT_TYPES for c in cols
+            str(c.dataType().catalogString()) not in EXACT_TYPES for c in cols
         ):  # (a float, or a string of another collation, compares otherwise)
             return None
         # a side that is a whole source not yet counted gets its index from its keys

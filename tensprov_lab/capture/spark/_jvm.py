@@ -526,11 +526,9 @@ class Jvm:
         return plan, facts.ident
 
     def resolved(self, df: Any) -> bool:
-        """Whether ``df``'s plan is resolved: not, for a DataFrame built to be part of
-        another's expression (a lateral join's table function with outer references),
-        whose schema or records cannot be asked for (and Spark logs the failure)."""
-        plan = self.plan(df)
-        return bool(self._memoized("resolved", plan, lambda p: bool(p.resolved())))
+        """Whether ``df``'s plan is resolved (not: part of another's expression, e.g. a
+        table function of outer references, whose schema Spark fails and logs)."""
+        return bool(self._memoized("resolved", self.plan(df), lambda p: bool(p.resolved())))
 
     def plan_ident(self, plan: JObject) -> int:
         """``ident(plan)``; when the helper is compiled already, asked with the plan's
